@@ -1,0 +1,60 @@
+"""The stages as functions a notebook can call with paths or with data already loaded.
+
+    microctx.freeze("raw.json", source="github.com/o/r/issues")      -> Frozen
+    microctx.verify("public.json", "answers.json", "report.json")    -> Verification
+    microctx.grade("answers.json", "submission.json")                 -> GradeResult
+    microctx.load_corpus("public.json")                               -> Corpus
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from .corpus import Corpus, load_corpus
+from .export import RawIssue, parse_export, read_export
+from .freezing import Frozen
+from .freezing import freeze as _freeze
+from .grading import GradeResult
+from .grading import grade as _grade
+from .loading import load_answers, load_submission
+from .redact import Rule, load_rules
+
+PathLike = str | os.PathLike
+
+__all__ = ["freeze", "verify", "grade", "load_corpus", "load_answers", "load_submission", "Corpus"]
+
+
+def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
+           redactions: PathLike | Sequence[Rule] | None = None) -> Frozen:
+    """Freeze a raw export (a path, parsed export rows, or RawIssues) into the three documents.
+
+    Nothing is written; pass the result to `microctx.freezing.write_frozen` to write the files.
+    """
+    if isinstance(raw, (str, os.PathLike)):
+        issues = read_export(raw)
+    elif raw and isinstance(raw[0], dict):
+        issues = parse_export(list(raw), "<export rows>")
+    else:
+        issues = list(raw)
+    if isinstance(redactions, (str, os.PathLike)):
+        rules = load_rules(redactions)
+    else:
+        rules = list(redactions or [])
+    return _freeze(issues, source, rules)
+
+
+def grade(answers: PathLike | dict, submission: PathLike | dict) -> GradeResult:
+    """Grade a submission (path or parsed dict) against an answer bundle (path or parsed dict)."""
+    if not isinstance(answers, dict):
+        answers = load_answers(answers)
+    if not isinstance(submission, dict):
+        submission = load_submission(submission)
+    return _grade(answers, submission)
+
+
+def verify(public: PathLike, answers: PathLike, report: PathLike):
+    """Verify three artifact files; returns a Verification with every problem found."""
+    from .verifying import verify_files
+
+    return verify_files(public, answers, report)

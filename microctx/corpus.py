@@ -1,0 +1,122 @@
+"""Loading a frozen public corpus (schema fak-microcontext-corpus/1) and turning it back into an export.
+
+`load_corpus` validates the shape of every record and keeps the file's digest beside the parsed
+document, so everything made from it can name what it was made from.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .canonical import sha256_hex
+from .errors import InputError
+from .export import RawIssue
+from .files import parse_json, read_bytes
+from .split import SPLITS
+from .timestamps import parse_timestamp
+
+CORPUS_SCHEMA = "fak-microcontext-corpus/1"
+_STRING_FIELDS = ("id", "title", "body", "created_at", "updated_at", "url", "state", "title_sha256", "body_sha256")
+
+
+@dataclass
+class Corpus:
+    """A public corpus as loaded: the parsed document, its SHA-256 and where it came from."""
+
+    document: dict
+    sha256: str
+    path: str = ""
+    _by_id: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def records(self) -> list[dict]:
+        return self.document["records"]
+
+    @property
+    def source(self) -> str:
+        return self.document["source"]
+
+    def record(self, record_id: str) -> dict:
+        if not self._by_id:
+            self._by_id = {r["id"]: r for r in self.records}
+        return self._by_id[record_id]
+
+    def frame(self):
+        """The records as a pandas DataFrame (pandas is imported only here)."""
+        import pandas as pd
+
+        frame = pd.DataFrame.from_records(self.records)
+        frame["labels"] = frame["labels"].map(lambda v: list(v) if v else [])
+        for column in ("created_at", "updated_at", "closed_at"):
+            frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
+        return frame
+
+
+def check_corpus_document(document: object, path) -> dict:
+    """Validate the shape of a parsed public corpus; InputError names record and field."""
+    if not isinstance(document, dict):
+        raise InputError(path, "expected a JSON object")
+    if document.get("schema") != CORPUS_SCHEMA:
+        raise InputError(path, f"expected schema {CORPUS_SCHEMA!r}, got {document.get('schema')!r}", field="schema")
+    for key in ("source", "frozen_at"):
+        if not isinstance(document.get(key), str):
+            raise InputError(path, "expected a string", field=key)
+    records = document.get("records")
+    if not isinstance(records, list):
+        raise InputError(path, "expected an array", field="records")
+    for index, record in enumerate(records):
+        where = f"records[{index}]"
+        if not isinstance(record, dict):
+            raise InputError(path, "expected an object", record=where)
+        if isinstance(record.get("id"), str):
+            where = f"{where} ({record['id']})"
+        for key in _STRING_FIELDS:
+            if not isinstance(record.get(key), str):
+                raise InputError(path, "expected a string", record=where, field=key)
+        number = record.get("number")
+        if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+            raise InputError(path, "expected a positive integer", record=where, field="number")
+        if record.get("split") not in SPLITS:
+            raise InputError(path, f"expected one of {', '.join(SPLITS)}", record=where, field="split")
+        labels = record.get("labels")
+        if labels is not None and not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+            raise InputError(path, "expected an array of strings or null", record=where, field="labels")
+        if record.get("closed_at") is not None and not isinstance(record.get("closed_at"), str):
+            raise InputError(path, "expected a string or null", record=where, field="closed_at")
+        for key in ("created_at", "updated_at", "closed_at"):
+            if record.get(key) is not None:
+                try:
+                    parse_timestamp(record[key])
+                except ValueError as exc:
+                    raise InputError(path, str(exc), record=where, field=key) from None
+    return document
+
+
+def load_corpus(path: str | os.PathLike) -> Corpus:
+    """Read, validate and digest a public corpus file."""
+    data = read_bytes(path)
+    document = check_corpus_document(parse_json(data, path), path)
+    return Corpus(document, sha256_hex(data), os.fspath(path))
+
+
+def corpus_to_issues(corpus: Corpus | dict) -> list[RawIssue]:
+    """Turn public records back into raw issues (how a rebuild from the public corpus starts)."""
+    document = corpus.document if isinstance(corpus, Corpus) else corpus
+    issues = []
+    for r in document["records"]:
+        closed = r.get("closed_at")
+        issues.append(RawIssue(r["number"], r["title"], r["body"], r["state"], list(r["labels"] or []),
+                               parse_timestamp(r["created_at"]), parse_timestamp(r["updated_at"]),
+                               parse_timestamp(closed) if closed else None, r["url"]))
+    return issues
+
+
+def corpus_to_export(corpus: Corpus | dict) -> list[dict]:
+    """The public records as `gh issue list --json ...` rows, as s8f's README describes."""
+    document = corpus.document if isinstance(corpus, Corpus) else corpus
+    return [{
+        "number": r["number"], "title": r["title"], "body": r["body"], "state": r["state"],
+        "labels": [{"name": name} for name in r["labels"] or []],
+        "createdAt": r["created_at"], "updatedAt": r["updated_at"], "closedAt": r["closed_at"], "url": r["url"],
+    } for r in document["records"]]

@@ -1,0 +1,136 @@
+"""Reading a raw issue export: `gh issue list --json ...` output, or GitHub REST API issue objects.
+
+Both shapes become `RawIssue` values. Anything that is not that shape is an `InputError` that
+names the file, the record and the field. Tolerated as the published tool tolerates them:
+extra keys, a missing or null `closedAt`, a null `body` or `labels`, a state in any case.
+REST objects carrying a `pull_request` key are pull requests and are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .errors import InputError
+from .files import read_json
+from .timestamps import Timestamp, parse_timestamp
+
+MIN_RECORDS = 50
+
+# field in the record -> (gh export key, REST API key)
+_FIELDS = {
+    "number": ("number", "number"),
+    "title": ("title", "title"),
+    "body": ("body", "body"),
+    "state": ("state", "state"),
+    "labels": ("labels", "labels"),
+    "created_at": ("createdAt", "created_at"),
+    "updated_at": ("updatedAt", "updated_at"),
+    "closed_at": ("closedAt", "closed_at"),
+    "url": ("url", "html_url"),
+}
+
+
+@dataclass(slots=True)
+class RawIssue:
+    number: int
+    title: str
+    body: str
+    state: str  # upper case
+    labels: list[str]  # names as given (empty names included; the corpus drops them)
+    created_at: Timestamp
+    updated_at: Timestamp
+    closed_at: Timestamp | None
+    url: str
+
+
+def _type_name(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def parse_export(document: object, path: str | os.PathLike = "<export>") -> list[RawIssue]:
+    """Turn a parsed export (a JSON array) into RawIssues, validating every field."""
+    if not isinstance(document, list):
+        raise InputError(path, f"expected a JSON array of issues, got {_type_name(document)}")
+    issues: list[RawIssue] = []
+    seen: dict[int, int] = {}
+    for index, item in enumerate(document):
+        where = f"#{index}"
+        if not isinstance(item, dict):
+            raise InputError(path, f"expected an object, got {_type_name(item)}", record=where)
+        if "pull_request" in item:
+            continue
+        rest = "html_url" in item or "created_at" in item
+        keys = {name: pair[1 if rest else 0] for name, pair in _FIELDS.items()}
+        issue = _parse_issue(item, keys, path, where)
+        if issue.number in seen:
+            raise InputError(path, f"number {issue.number} repeats record #{seen[issue.number]}",
+                             record=f"{where} (number {issue.number})", field=keys["number"])
+        seen[issue.number] = index
+        issues.append(issue)
+    if len(issues) < MIN_RECORDS:
+        raise InputError(path, f"{len(issues)} issues, at least {MIN_RECORDS} are needed")
+    return issues
+
+
+def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue:
+    def fail(field: str, message: str):
+        raise InputError(path, message, record=where, field=keys[field])
+
+    def need(field: str, kinds: tuple, *, nullable: bool = False, missing_ok: bool = False):
+        key = keys[field]
+        if key not in item:
+            if missing_ok:
+                return None
+            fail(field, "missing")
+        value = item[key]
+        if value is None and nullable:
+            return None
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            expected = " or ".join(_type_name(k()) for k in kinds) + (" or null" if nullable else "")
+            fail(field, f"expected {expected}, got {_type_name(value)}")
+        return value
+
+    number = need("number", (int,))
+    where = f"{where} (number {number})"
+    if number <= 0:
+        fail("number", f"issue number must be positive, got {number}")
+    title = need("title", (str,))
+    if not title:
+        fail("title", "empty title")
+    body = need("body", (str,), nullable=True) or ""
+    state = need("state", (str,)).upper()
+    if not state:
+        fail("state", "empty state")
+    labels: list[str] = []
+    for i, label in enumerate(need("labels", (list,), nullable=True) or []):
+        if isinstance(label, dict):
+            name = label.get("name")
+        else:
+            name = label
+        if not isinstance(name, str):
+            fail("labels", f"label {i}: expected an object with a string \"name\", got {_type_name(label)}")
+        labels.append(name)
+
+    def stamp(field: str, nullable: bool = False) -> Timestamp | None:
+        text = need(field, (str,), nullable=nullable, missing_ok=nullable)
+        if text is None:
+            return None
+        try:
+            return parse_timestamp(text)
+        except ValueError as exc:
+            fail(field, str(exc))
+
+    created_at = stamp("created_at")
+    updated_at = stamp("updated_at")
+    closed_at = stamp("closed_at", nullable=True)
+    url = need("url", (str,))
+    if not url:
+        fail("url", "empty URL")
+    return RawIssue(number, title, body, state, labels, created_at, updated_at, closed_at, url)
+
+
+def read_export(path: str | os.PathLike) -> list[RawIssue]:
+    """Read a raw export file (gh CLI or REST API shape)."""
+    return parse_export(read_json(path), path)

@@ -1,0 +1,216 @@
+"""Freezing a raw export into the three s8f artifacts: public corpus, answer bundle, report.
+
+`freeze` is pure: issues in, documents and digests out. `write_frozen` writes the three files
+atomically. Nothing is returned (or written) unless all six leak checks and the blind oracle
+pass.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import __version__
+from .canonical import digest_chunks, iter_dumps, sha256_hex
+from .errors import ContractError
+from .export import RawIssue
+from .facts import duplicate_targets, issue_text, references, scope_contradictions
+from .files import AtomicOutputs
+from .grading import grade
+from .redact import Rule, scrub
+from .split import assign_splits
+from .timestamps import utc_second
+
+CORPUS_SCHEMA = "fak-microcontext-corpus/1"
+ANSWERS_SCHEMA = "fak-microcontext-answers/1"
+REPORT_SCHEMA = "fak-microcontext-corpus-report/1"
+
+PRESERVED_KEYS = (b'"state"', b'"labels"', b'"closed_at"')
+DERIVED_KEYS = (b'"references"', b'"duplicate_targets"', b'"scope_contradictions"', b'"aggregates"')
+
+QUESTION_SLICES = [
+    "held-out state and label facts",
+    "issue references and explicit duplicate targets",
+    "contradiction/conflict cue words (lexical cues, not adjudicated contradiction)",
+    "exhaustive state and label counts",
+    "newest top-10 by creation",
+    "most recently updated top-10",
+]
+
+
+@dataclass
+class Frozen:
+    public: dict
+    answers: dict
+    report: dict
+    public_sha256: str
+    answers_sha256: str
+
+
+def public_record(issue: RawIssue, split: str) -> dict:
+    labels = sorted(name for name in issue.labels if name)
+    return {
+        "id": f"issue-{issue.number}",
+        "split": split,
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "created_at": issue.created_at.text,
+        "updated_at": issue.updated_at.text,
+        "url": issue.url,
+        "state": issue.state,
+        "labels": labels or None,
+        "closed_at": issue.closed_at.text if issue.closed_at else None,
+        "title_sha256": sha256_hex(issue.title.encode()),
+        "body_sha256": sha256_hex(issue.body.encode()),
+    }
+
+
+def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str]) -> dict:
+    return {
+        "id": record["id"],
+        "split": record["split"],
+        "state": record["state"],
+        "labels": record["labels"] or [],
+        "references": refs,
+        "duplicate_targets": dups,
+        "scope_contradictions": cues,
+    }
+
+
+def _top_ids(issues: Sequence[RawIssue], key) -> list[str]:
+    ranked = sorted(issues, key=lambda i: (key(i), i.number), reverse=True)
+    return [f"issue-{i.number}" for i in ranked[:10]]
+
+
+def aggregates(issues: Sequence[RawIssue], public_records: Sequence[dict]) -> dict:
+    """State and label counts over every record; newest and most recently updated top ten."""
+    states: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    for record in public_records:
+        states[record["state"]] = states.get(record["state"], 0) + 1
+        for name in record["labels"] or ():
+            labels[name] = labels.get(name, 0) + 1
+    return {
+        "state_counts": dict(sorted(states.items())),
+        "label_counts": dict(sorted(labels.items())),
+        "newest_issue_ids": _top_ids(issues, lambda i: i.created_at.instant_ns),
+        "most_recently_updated_issue_ids": _top_ids(issues, lambda i: i.updated_at.instant_ns),
+    }
+
+
+def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -> Frozen:
+    """Scrub, split and derive; run the leak checks and the blind oracle.
+
+    Raises ContractError when a leak check or the oracle fails.
+    """
+    issues = sorted(issues, key=lambda i: i.number)
+    scrubbed_records = scrubbed_matches = 0
+    cleaned: list[RawIssue] = []
+    for issue in issues:
+        result = scrub(issue.title, issue.body, rules)
+        scrubbed_matches += result.matches
+        scrubbed_records += result.touched
+        if result.title is not issue.title or result.body is not issue.body:
+            issue = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
+                             issue.created_at, issue.updated_at, issue.closed_at, issue.url)
+        cleaned.append(issue)
+    issues = cleaned
+
+    texts = [issue_text(i.title, i.body) for i in issues]
+    refs = [references(t) for t in texts]
+    numbers = [i.number for i in issues]
+    splits = assign_splits(numbers, [i.title for i in issues], [i.body for i in issues], refs)
+    records = [public_record(i, splits[i.number]) for i in issues]
+
+    public = {
+        "schema": CORPUS_SCHEMA,
+        "source": source,
+        "frozen_at": utc_second(max(i.updated_at.instant_ns for i in issues)),
+        "records": records,
+    }
+    public_sha, found = digest_chunks(iter_dumps(public, "records"), PRESERVED_KEYS + DERIVED_KEYS)
+
+    answers = {
+        "schema": ANSWERS_SCHEMA,
+        "corpus_sha256": public_sha,
+        "answers": [answer_record(r, ref, duplicate_targets(t), scope_contradictions(i.body))
+                    for r, ref, t, i in zip(records, refs, texts, issues)],
+        "aggregates": aggregates(issues, records),
+    }
+    answers_sha, _ = digest_chunks(iter_dumps(answers, "answers"))
+    _, digest_found = digest_chunks(iter_dumps(public, "records"), (answers_sha.encode(),))
+
+    oracle = grade(answers, answers).grade
+    checks = leak_checks(records, found, bool(digest_found), oracle)
+    failed = sorted(name for name, ok in checks.items() if not ok)
+    if failed:
+        raise ContractError(f"leak checks failed: {', '.join(failed)}; nothing was written")
+
+    counts = {s: 0 for s in ("train", "tune", "test")}
+    for r in records:
+        counts[r["split"]] += 1
+    report = {
+        "schema": REPORT_SCHEMA,
+        "corpus_sha256": public_sha,
+        "answers_sha256": answers_sha,
+        "records": len(records),
+        "train_records": counts["train"],
+        "tune_records": counts["tune"],
+        "test_records": counts["test"],
+        "open_records": sum(r["state"] == "OPEN" for r in records),
+        "closed_records": sum(r["state"] == "CLOSED" for r in records),
+        "reference_edges": sum(len(a["references"]) for a in answers["answers"]),
+        "duplicate_edges": sum(len(a["duplicate_targets"]) for a in answers["answers"]),
+        "scope_contradictions": sum(len(a["scope_contradictions"]) for a in answers["answers"]),
+        "scrubbed_records": scrubbed_records,
+        "scrubbed_matches": scrubbed_matches,
+        "leak_checks": checks,
+        "blind_oracle_grade": oracle,
+        "question_slices": QUESTION_SLICES,
+        "provenance": [
+            f"source: {source}",
+            f"frozen by microctx {__version__} with {len(rules)} redaction rules",
+            "candidate input keeps source state, labels and closure time; derived relation, cue and aggregate answers live only in the answer bundle",
+            "splits group identical titles, identical bodies and in-corpus reference components before hashing the smallest issue number",
+        ],
+    }
+    return Frozen(public, answers, report, public_sha, answers_sha)
+
+
+def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_digest_in_public: bool,
+                oracle: dict) -> dict[str, bool]:
+    """The six leak checks of the contract, keyed in sorted order."""
+    ids: dict[str, set[str]] = {}
+    titles: dict[str, set[str]] = {}
+    bodies: dict[str, set[str]] = {}
+    for r in records:
+        ids.setdefault(r["split"], set()).add(r["id"])
+        titles.setdefault(r["split"], set()).add(r["title_sha256"])
+        bodies.setdefault(r["split"], set()).add(r["body_sha256"])
+
+    def disjoint(groups: dict[str, set[str]]) -> bool:
+        sets = list(groups.values())
+        return all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])
+
+    checks = {
+        "answer_digest_absent_from_public": not answer_digest_in_public,
+        "disjoint_train_tune_test_content": disjoint(titles) and disjoint(bodies),
+        "disjoint_train_tune_test_ids": disjoint(ids),
+        "oracle_blind_run_exact": bool(oracle["quality_pass"]) and oracle["exact_records"] == oracle["test_records"],
+        "public_omits_derived_answer_fields": not any(k in public_keys_found for k in DERIVED_KEYS),
+        "public_preserves_source_state_labels_closed_at": all(k in public_keys_found for k in PRESERVED_KEYS),
+    }
+    return checks
+
+
+def write_frozen(frozen: Frozen, public_path: str | os.PathLike, answers_path: str | os.PathLike,
+                 report_path: str | os.PathLike) -> None:
+    """Write the three artifacts together, atomically."""
+    from .canonical import dumps
+
+    with AtomicOutputs() as out:
+        out.write(public_path, iter_dumps(frozen.public, "records"))
+        out.write(answers_path, iter_dumps(frozen.answers, "answers"))
+        out.write(report_path, dumps(frozen.report))

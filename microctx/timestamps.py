@@ -1,0 +1,61 @@
+"""RFC 3339 timestamps as the published tool reads and writes them.
+
+A timestamp keeps its own UTC offset and its fraction to the nanosecond (Python's datetime
+stops at microseconds), so it is held as its canonical text plus its instant in nanoseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class Timestamp:
+    text: str  # canonical RFC 3339: own offset (zero written Z), fraction without trailing zeros
+    instant_ns: int  # nanoseconds since the Unix epoch, for ordering by instant
+
+
+def parse_timestamp(text: str) -> Timestamp:
+    """Parse RFC 3339; raise ValueError with a short reason when it is not."""
+    m = _RFC3339.fullmatch(text)
+    if m is None:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
+    fraction = m.group(7) or ""
+    offset_min = 0
+    if m.group(9):
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:
+            raise ValueError(f"UTC offset out of range: {text!r}")
+        offset_min = (oh * 60 + om) * (-1 if m.group(9) == "-" else 1)
+    try:
+        local = datetime(year, month, day, hour, minute, second, tzinfo=timezone(timedelta(minutes=offset_min)))
+    except ValueError as exc:
+        raise ValueError(f"{exc}: {text!r}") from None
+    delta = local - _EPOCH
+    nanos = int(fraction.ljust(9, "0")) if fraction else 0
+    instant = (delta.days * 86400 + delta.seconds) * 1_000_000_000 + nanos
+    canonical = f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
+    fraction = fraction.rstrip("0")
+    if fraction:
+        canonical += "." + fraction
+    if offset_min == 0:
+        canonical += "Z"
+    else:
+        sign = "-" if offset_min < 0 else "+"
+        canonical += f"{sign}{abs(offset_min) // 60:02d}:{abs(offset_min) % 60:02d}"
+    return Timestamp(canonical, instant)
+
+
+def utc_second(instant_ns: int) -> str:
+    """The instant in UTC, truncated to the second, as RFC 3339 (how `frozen_at` is written)."""
+    moment = _EPOCH + timedelta(seconds=instant_ns // 1_000_000_000)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
