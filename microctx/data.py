@@ -1,20 +1,33 @@
 """The data layer: where published artifacts are found, always checked against pinned SHA-256s.
 
-`s8f()` returns the paths of the published s8f public corpus, answer bundle and report. It looks
-in the folder named by MICROCTX_DATA_DIR; a file whose digest is not the pinned one is refused
-with both digests shown.
+`s8f()` returns the paths of the published s8f public corpus, answer bundle and report. Each file
+is looked for, in order:
+1. in the folder named by MICROCTX_DATA_DIR (when all three are there, nothing else is tried and
+   nothing touches the network: tests and CI run this way);
+2. in the user cache: MICROCTX_CACHE_DIR, else `pooch.os_cache("microctx")`;
+3. downloaded into that cache with pooch from its pinned URL (`S8F[key].url`, or
+   `$MICROCTX_S8F_BASE_URL/<file name>` when that is set: a mirror, or a local server in tests),
+   unless `download=False`.
+Every file is checked against its pinned SHA-256 wherever it was found. A file with another
+digest is refused with both digests shown: in MICROCTX_DATA_DIR and in the cache it is refused,
+not replaced (delete it to download it again); a download with another digest is deleted by
+pooch and refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
 
 DATA_DIR_ENV = "MICROCTX_DATA_DIR"
+CACHE_DIR_ENV = "MICROCTX_CACHE_DIR"
+BASE_URL_ENV = "MICROCTX_S8F_BASE_URL"
 
 
 @dataclass(frozen=True)
@@ -75,15 +88,95 @@ def data_dir() -> Path | None:
     return Path(value) if value else None
 
 
-def s8f() -> S8fPaths:
-    """Paths of the three published s8f files, each checked against its pinned digest."""
+def cache_dir() -> Path:
+    """Where downloads are kept: MICROCTX_CACHE_DIR, else the user cache (`pooch.os_cache("microctx")`)."""
+    value = os.environ.get(CACHE_DIR_ENV)
+    if value:
+        return Path(value)
+    import pooch
+
+    return Path(pooch.os_cache("microctx"))
+
+
+def download_url(item: Published) -> str:
+    """The pinned URL, or `$MICROCTX_S8F_BASE_URL/<name>` when that override is set."""
+    base = os.environ.get(BASE_URL_ENV)
+    return f"{base.rstrip('/')}/{item.name}" if base else item.url
+
+
+def s8f(*, download: bool = True) -> S8fPaths:
+    """Paths of the three published s8f files, each checked against its pinned digest.
+
+    Offline when MICROCTX_DATA_DIR holds all three; otherwise each missing file comes from the
+    cache, or is downloaded into it (`download=False` refuses instead).
+    """
     folder = data_dir()
-    if folder is None:
-        raise InputError(DATA_DIR_ENV, "not set; point it at the folder holding the published s8f files")
-    paths = {}
-    for key, item in S8F.items():
-        path = folder / item.name
-        if not path.is_file():
-            raise InputError(path, f"not found (looked in {DATA_DIR_ENV}={folder})")
-        paths[key] = check_digest(path, item.sha256)
-    return S8fPaths(**paths)
+    if folder is not None and all((folder / item.name).is_file() for item in S8F.values()):
+        return S8fPaths(**{key: check_digest(folder / item.name, item.sha256) for key, item in S8F.items()})
+    return S8fPaths(**{key: locate(item, folder, download) for key, item in S8F.items()})
+
+
+def locate(item: Published, folder: Path | None, download: bool) -> Path:
+    """One published file: from `folder`, the cache, or a download into the cache; digest checked."""
+    if folder is not None and (folder / item.name).is_file():
+        return check_digest(folder / item.name, item.sha256)
+    cache = cache_dir()
+    cached = cache / item.name
+    if cached.is_file():
+        return check_cached(cached, item)
+    if not download:
+        places = (f"{DATA_DIR_ENV}={folder} or " if folder is not None else "") + f"the cache {cache}"
+        raise InputError(item.name, f"not found in {places}; run `microctx data s8f` without --offline to download it")
+    return fetch_published(item, cache)
+
+
+def check_cached(path: Path, item: Published) -> Path:
+    """A cached file with another digest is refused, not silently replaced: a corrupted cache is
+    worth knowing about, and deleting it is the user's call."""
+    try:
+        return check_digest(path, item.sha256)
+    except InputError as exc:
+        raise InputError(path, f"{exc.message} (a corrupted cache; delete it to download it again)") from None
+
+
+_POOCH_GOT = re.compile(r"but got ([0-9a-fA-F]{64})")
+
+
+def fetch_published(item: Published, cache: Path) -> Path:
+    """Download one published file into `cache` with pooch, checked against its pinned SHA-256.
+
+    pooch streams to a temporary file and moves it into place only when the digest matches;
+    otherwise it deletes the download and we refuse it, naming the file and both digests.
+    """
+    import pooch
+    import requests
+
+    url = download_url(item)
+    try:
+        path = pooch.retrieve(url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache,
+                              progressbar=sys.stderr.isatty())
+    except ValueError as exc:  # pooch's digest mismatch
+        got = _POOCH_GOT.search(str(exc))
+        actual = got.group(1).lower() if got else f"unknown ({exc})"
+        raise InputError(url, f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; "
+                              "refused and deleted") from None
+    except requests.exceptions.ConnectionError as exc:
+        reason = _root_cause(exc)
+        raise InputError(url, f"cannot download {item.name}: network failure "
+                              f"({type(reason).__name__}: {str(reason).split(': ')[-1][:160]})") from None
+    except requests.exceptions.RequestException as exc:
+        raise InputError(url, f"cannot download {item.name}: {exc}") from None
+    except OSError as exc:
+        raise InputError(cache, f"cannot write the cache: {exc.strerror or exc}") from None
+    # pooch checked it; check again with our own reader so the guarantee does not rest on one library
+    return check_digest(Path(path), item.sha256)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception (requests wraps urllib3 wraps socket errors), for a short message."""
+    seen = exc
+    while True:
+        inner = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        if not isinstance(inner, BaseException) or inner is seen:
+            return seen
+        seen = inner

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import InputError
-from .files import read_json
+from .files import IrregularJSON, iter_json_array, read_json
 from .timestamps import Timestamp, parse_timestamp
 
 MIN_RECORDS = 50
@@ -50,8 +50,8 @@ def _type_name(value: object) -> str:
 
 
 def parse_export(document: object, path: str | os.PathLike = "<export>") -> list[RawIssue]:
-    """Turn a parsed export (a JSON array) into RawIssues, validating every field."""
-    if not isinstance(document, list):
+    """Turn a parsed export (a JSON array, or any iterable of its items) into RawIssues."""
+    if isinstance(document, (dict, str, int, float, bool)) or document is None:
         raise InputError(path, f"expected a JSON array of issues, got {_type_name(document)}")
     issues: list[RawIssue] = []
     seen: dict[int, int] = {}
@@ -132,5 +132,8 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
 
 
 def read_export(path: str | os.PathLike) -> list[RawIssue]:
-    """Read a raw export file (gh CLI or REST API shape)."""
-    return parse_export(read_json(path), path)
+    """Read a raw export file (gh CLI or REST API shape), record by record when it can."""
+    try:
+        return parse_export(iter_json_array(path), path)
+    except IrregularJSON:
+        return parse_export(read_json(path), path)

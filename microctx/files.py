@@ -8,9 +8,10 @@ replaces a good one.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import orjson
 
@@ -43,6 +44,14 @@ def read_json(path: str | os.PathLike) -> object:
     return parse_json(read_bytes(path), path)
 
 
+_WS = b" \t\r\n"
+_ITEM_END = re.compile(rb"\}[ \t\r\n]*[,\]]")
+
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 class AtomicOutputs:
     """Stage several output files and publish them together.
 
@@ -60,6 +69,7 @@ class AtomicOutputs:
         if not folder.is_dir():
             raise InputError(dest, "output folder does not exist")
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=folder)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
         handle = os.fdopen(fd, "wb")
         self._staged.append((Path(tmp), dest, handle))
         return handle
@@ -96,3 +106,113 @@ def atomic_write(path: str | os.PathLike, chunks: bytes | Iterable[bytes]) -> No
     """Write one file atomically (temporary file in the same folder, then rename)."""
     with AtomicOutputs() as out:
         out.write(path, chunks)
+
+
+class IrregularJSON(Exception):
+    """The streaming reader cannot take this file; parse it whole instead (see `iter_json_array`)."""
+
+
+def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Iterator[object]:
+    """Yield the objects of a JSON array one at a time, holding one block of the file in memory.
+
+    A large export parsed whole holds its bytes and every string at once; this reads blocks and
+    parses each object on its own. An object ends at a `}` followed by `,` or `]`; a candidate
+    end inside a string leaves an unterminated string, so parsing fails and the next candidate is
+    tried: the first slice that parses is the object. Anything unexpected (not an array of
+    objects, bad JSON, invalid UTF-8) raises IrregularJSON, possibly after some objects were
+    yielded: the caller then parses the whole file with `read_json`, whose errors name the problem.
+    """
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with handle:
+        yield from _scan_array(handle, block_size)
+
+
+def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[object]:
+    """Objects of a top-level array, parsed about `batch_size` bytes at a time.
+
+    A batch is the text from the current object to a candidate end (`}` then `,` or `]`),
+    wrapped in brackets and parsed as an array. A candidate inside a string or a nested object
+    makes the batch invalid, and the next candidate is tried; batching spreads those retries
+    over many objects.
+    """
+    buf = bytearray()
+    pos = 0
+    eof = False
+
+    def more() -> bool:
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        block = handle.read(block_size)
+        if not block:
+            eof = True
+            return False
+        if pos > len(buf) // 2:
+            del buf[:pos]
+            pos = 0
+        buf += block
+        return True
+
+    def skip_ws() -> int | None:
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in _WS:
+                pos += 1
+            if pos < len(buf):
+                return buf[pos]
+            if not more():
+                return None
+
+    if skip_ws() != ord("["):
+        raise IrregularJSON
+    pos += 1
+    if skip_ws() == ord("]"):
+        pos += 1
+        if skip_ws() is not None:
+            raise IrregularJSON
+        return
+    while True:
+        if skip_ws() != ord("{"):
+            raise IrregularJSON
+        while len(buf) - pos < batch_size and more():
+            pass
+        candidates = []
+        if eof:
+            tail = buf.rfind(b"]")
+            last = buf.rfind(b"}", pos, tail) if tail > pos else -1
+            if last > 0 and not buf[last + 1:tail].strip() and not buf[tail + 1:].strip():
+                candidates.append(last + 1)  # the whole rest in one batch
+        search_from = pos + batch_size if len(buf) - pos > batch_size else pos
+        items = end = None
+        while items is None:
+            if candidates:
+                end = candidates.pop()
+            else:
+                match = _ITEM_END.search(buf, search_from)
+                if match is None:
+                    if search_from > pos:
+                        search_from = pos  # nothing ends past the batch size: look closer
+                        continue
+                    ahead = search_from - pos  # `more` may move the buffer's start
+                    if not more():
+                        raise IrregularJSON
+                    search_from = pos + ahead
+                    continue
+                end = match.start() + 1
+                search_from = end
+            try:
+                items = orjson.loads(b"[" + bytes(buf[pos:end]) + b"]")
+            except orjson.JSONDecodeError:
+                items = None
+        yield from items
+        pos = end
+        sep = skip_ws()
+        pos += 1
+        if sep == ord(","):
+            continue
+        if sep == ord("]") and skip_ws() is None:
+            return
+        raise IrregularJSON

@@ -23,8 +23,18 @@ class Timestamp:
     instant_ns: int  # nanoseconds since the Unix epoch, for ordering by instant
 
 
+_UTC_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", re.ASCII)
+
+
 def parse_timestamp(text: str) -> Timestamp:
     """Parse RFC 3339; raise ValueError with a short reason when it is not."""
+    if len(text) == 20 and _UTC_SECONDS.fullmatch(text):
+        # The common case (GitHub writes UTC to the second): already canonical.
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise ValueError(f"{exc}: {text!r}") from None
+        return Timestamp(text, int(moment.timestamp()) * 1_000_000_000)
     m = _RFC3339.fullmatch(text)
     if m is None:
         raise ValueError(f"not an RFC 3339 timestamp: {text!r}")

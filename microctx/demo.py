@@ -1,0 +1,180 @@
+"""The demo job: the README's main flow end to end on the s8f corpus.
+
+verify the published artifacts -> make submissions -> grade each -> corpus report, one grade
+report per submission, compare report. Submissions are either the built-in candidates run by
+`microctx.running` (`exact-sql`, and `text-only` tuned on a train/tune devkit), or the planted
+pair: the published answers submitted as an oracle, and `planted_submission`, made from them
+deterministically with known faults. Everything is built in a staging folder beside the
+destination and renamed into place at the end (see `reports.staged_folder`).
+
+Layout of the output folder:
+    demo.json                       what was run, verdicts, and where everything is
+    devkit.json                     (candidates only) train/tune answers for text-only
+    submissions/<name>.json         each submission (+ <name>.run.json, the run manifest)
+    grades/<name>.json              each grade (+ <name>.facts.csv)
+    reports/corpus/                 corpus_overview report
+    reports/grade-<name>/           grade_report per submission
+    reports/compare/                compare_candidates report
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+from .canonical import dumps
+from .files import atomic_write
+
+DEMO_MANIFEST = "demo.json"
+BUILTIN_CANDIDATES = ("exact-sql", "text-only")
+# The planted submission's faults, each aimed at a slice the report must expose:
+PLANTED_DROPPED_LABEL = "enhancement"  # removed everywhere: label/enhancement recall 0 (a weak slice)
+PLANTED_REFS_EVERY = 3  # references removed from every 3rd test record that has some
+PLANTED_FALSE_LABEL = "bug"  # added to every 7th test record without it (false positives)
+PLANTED_UNKNOWN_ID = "issue-999999"  # a citation of an id not in the corpus
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def oracle_submission(answers: dict) -> dict:
+    """The published answers submitted as they are (every record, every aggregate)."""
+    return {"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
+            "answers": copy.deepcopy(answers["answers"]), "aggregates": copy.deepcopy(answers["aggregates"])}
+
+
+def planted_submission(answers: dict) -> dict:
+    """The answers with known faults, deterministic: label `enhancement` dropped everywhere,
+    references dropped on every 3rd test record that has some, label `bug` added to every 7th
+    test record lacking it, the newest-issues list reversed and the most-recently-updated list
+    missing (aggregate errors), and an unknown id cited (a citation error)."""
+    sub = oracle_submission(answers)
+    with_refs = without_bug = 0
+    for answer in sub["answers"]:
+        answer["labels"] = [label for label in answer["labels"] if label != PLANTED_DROPPED_LABEL]
+        if answer["split"] != "test":
+            continue
+        if answer["references"]:
+            with_refs += 1
+            if with_refs % PLANTED_REFS_EVERY == 0:
+                answer["references"] = []
+        if PLANTED_FALSE_LABEL not in answer["labels"]:
+            without_bug += 1
+            if without_bug % 7 == 0:
+                answer["labels"] = sorted(answer["labels"] + [PLANTED_FALSE_LABEL])
+    sub["aggregates"]["newest_issue_ids"] = list(reversed(sub["aggregates"]["newest_issue_ids"]))
+    del sub["aggregates"]["most_recently_updated_issue_ids"]
+    sub["answers"].append({"id": PLANTED_UNKNOWN_ID, "split": "test", "state": "OPEN", "labels": [],
+                           "references": [], "duplicate_targets": [], "scope_contradictions": []})
+    return sub
+
+
+def demo_submissions(answers: dict) -> dict:
+    """{"oracle": ..., "planted": ...}: the planted pair, in memory."""
+    return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
+
+
+def candidates_available() -> bool:
+    return importlib.util.find_spec("microctx.running") is not None
+
+
+def verify_step(paths) -> str:
+    """Verify the three published files when `microctx.verifying.verify_files` exists.
+
+    Returns a one-line result; raises ContractError when verification finds problems.
+    """
+    from . import verifying
+    from .errors import ContractError
+
+    if not hasattr(verifying, "verify_files"):
+        return "skipped (microctx.verifying.verify_files is not available)"
+    result = verifying.verify_files(paths.public, paths.answers, paths.report)
+    if not result.ok:
+        raise ContractError("verification failed: " + "; ".join(map(str, result.problems[:5])))
+    return f"ok: {result.summary}"
+
+
+def make_submissions(mode: str, paths, answers: dict, folder: Path, timeout: float | None = None) -> dict:
+    """Write the submissions into `folder`; returns {name: path} of the usable ones.
+
+    mode "candidates": run each built-in candidate (a failed run is reported and left out);
+    mode "planted": write the oracle and the planted submission.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    if mode == "planted":
+        made = {}
+        for name, sub in demo_submissions(answers).items():
+            atomic_write(folder / f"{name}.json", dumps(sub))
+            made[name] = folder / f"{name}.json"
+        return made
+    from .devkit import make_devkit
+    from .running import run_candidate
+
+    devkit = folder.parent / "devkit.json"
+    atomic_write(devkit, dumps(make_devkit(answers)))
+    made = {}
+    for name in BUILTIN_CANDIDATES:
+        _say(f"demo: running candidate {name}")
+        manifest = run_candidate(name, paths.public, folder / f"{name}.json", devkit=devkit, timeout=timeout)
+        if manifest.get("ok"):
+            made[name] = folder / f"{name}.json"
+            _say(f"demo: {name} ok in {manifest.get('wall_seconds')} s")
+        else:
+            _say(f"demo: {name} failed: {manifest.get('error')}")
+    return made
+
+
+def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = True, timeout: float | None = None) -> dict:
+    """The whole demo into `out`; returns the demo manifest (also written as demo.json)."""
+    from . import reports
+    from .data import s8f
+    from .errors import ContractError
+    from .grading import grade
+    from .loading import load_answers, load_submission
+
+    if mode == "auto":
+        mode = "candidates" if candidates_available() else "planted"
+    start = time.perf_counter()
+    paths = s8f(download=False) if os.environ.get("MICROCTX_DATA_DIR") else s8f()
+    with reports.staged_folder(out, marker=DEMO_MANIFEST) as staging:
+        verified = verify_step(paths)
+        _say(f"demo: verify {verified}")
+        answers = load_answers(paths.answers)
+        submissions = make_submissions(mode, paths, answers, staging / "submissions", timeout=timeout)
+        if not submissions:
+            raise ContractError("no candidate produced a usable submission")
+        grades = {}
+        for name, path in submissions.items():
+            result = grade(answers, load_submission(path))
+            reports.write_grade(result, staging / "grades" / f"{name}.json")
+            grades[name] = result.grade
+            _say(f"demo: grade {name}: {result.summary()}")
+        report_dirs = {"corpus": staging / "reports" / "corpus"}
+        _say("demo: corpus report")
+        reports.corpus_report(str(paths.public), report_dirs["corpus"], progress=progress)
+        for name, path in submissions.items():
+            _say(f"demo: grade report {name}")
+            report_dirs[f"grade-{name}"] = staging / "reports" / f"grade-{name}"
+            reports.grade_report(str(paths.public), str(paths.answers), str(path), report_dirs[f"grade-{name}"],
+                                 progress=progress)
+        if len(submissions) >= 2:
+            _say("demo: compare report")
+            report_dirs["compare"] = staging / "reports" / "compare"
+            reports.compare_report(str(paths.public), str(paths.answers), [str(p) for p in submissions.values()],
+                                   report_dirs["compare"], names=list(submissions), progress=progress)
+        manifest = {
+            "schema": "microctx-demo/1",
+            "mode": mode,
+            "verify": verified,
+            "submissions": {n: p.relative_to(staging).as_posix() for n, p in submissions.items()},
+            "grades": grades,
+            "reports": {k: d.relative_to(staging).as_posix() for k, d in report_dirs.items()},
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+        atomic_write(staging / DEMO_MANIFEST, dumps(manifest))
+    return manifest

@@ -1,0 +1,524 @@
+"""Reports: papermill-executed notebooks exported to self-contained HTML, with their charts.
+
+Two halves:
+- what the notebooks compute (`grade_inputs`, `grade_outputs`, `compare_outputs`,
+  `aggregate_errors`, `citation_errors`, `missed_examples`, `run_manifest`, `cost_table`): paths
+  in, tables out, so a notebook only calls and shows;
+- how a report is made (`corpus_report`, `grade_report`, `compare_report`): check the inputs,
+  execute the notebook with papermill in a staging folder beside the destination, export the
+  HTML (no script from the network), check it, list the outputs in `report.json`, and only
+  then rename the staging folder to the destination. A failed run leaves the destination as it
+  was (absent, or the previous complete report).
+
+A report folder holds `<notebook>.ipynb` (executed), `<notebook>.html`, `charts/<name>.png` and
+`.svg` for every chart (plus `<name>.html` for interactive ones), `report.json`, and for grade
+and compare reports `slices.csv` (grade: also `grade.json` and `grade.facts.csv`; compare: also
+`paired.csv` and one `grades/<candidate>.json` with its fact table per candidate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .canonical import dumps
+from .errors import InputError
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb"}
+KERNEL_NAME = "python3"
+MANIFEST = "report.json"
+MANIFEST_SCHEMA = "microctx-report/1"
+CHARTS = "charts"
+_REMOTE_SCRIPT = re.compile(rb"<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.IGNORECASE)
+
+
+class ReportError(Exception):
+    """A report could not be made (a notebook cell failed, the kernel is wrong, the export is not
+    self-contained). Nothing was written to the destination."""
+
+
+# ================================================================ what the notebooks compute
+
+@dataclass
+class Inputs:
+    """Loaded report inputs: the corpus, the answers and the submissions (name -> dict)."""
+
+    public: str
+    answers_path: str
+    corpus: object
+    answers: dict
+    submissions: dict
+
+
+def default_paths():
+    """The s8f artifacts through the data layer (what an empty notebook parameter means)."""
+    from . import data
+
+    return data.s8f()
+
+
+def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] = (),
+                names: Sequence[str] = (), default: Sequence[str] = ("oracle", "planted")) -> Inputs:
+    """Load the corpus, the answers and each submission; empty paths mean the s8f artifacts,
+    and no submissions mean the `default` demo submissions ("oracle": the published answers,
+    "planted": `demo.planted_submission`)."""
+    from .corpus import load_corpus
+    from .loading import load_answers, load_submission
+
+    if not public or not answers:
+        paths = default_paths()
+        public = public or str(paths.public)
+        answers = answers or str(paths.answers)
+    corpus = load_corpus(public)
+    gold = load_answers(answers)
+    if submissions:
+        names = list(names) or candidate_names(submissions)
+        if len(names) != len(submissions):
+            raise InputError(names, f"{len(names)} names for {len(submissions)} submissions")
+        loaded = {name: load_submission(path) for name, path in zip(names, submissions)}
+    else:
+        from .demo import demo_submissions
+
+        loaded = {name: sub for name, sub in demo_submissions(gold).items() if name in default}
+    return Inputs(public, answers, corpus, gold, loaded)
+
+
+def candidate_names(paths: Sequence[str]) -> list[str]:
+    """A name per submission: the file name without `.json` (and without `.submission`), made
+    unique with a numeric suffix when two files share a name."""
+    names = []
+    for path in paths:
+        name = Path(path).name
+        for suffix in (".json", ".submission"):
+            name = name.removesuffix(suffix)
+        names.append(name or "submission")
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if names.count(name) == 1 else f"{name}-{seen[name]}")
+    return unique
+
+
+@dataclass
+class GradeOutputs:
+    """One submission graded and sliced."""
+
+    name: str
+    result: object  # grading.GradeResult
+    facts: object  # DataFrame of the fact table
+    slices: object  # DataFrame, slices.slice_table
+
+
+def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
+              records=None) -> GradeOutputs:
+    from . import slices
+    from .grading import grade
+
+    result = grade(inputs.answers, inputs.submissions[name])
+    facts = slices.facts_frame(result.facts)
+    table = slices.slice_table(facts, inputs.corpus, n_boot=n_boot, seed=seed, min_support=min_support, records=records)
+    return GradeOutputs(name, result, facts, table)
+
+
+def write_grade(result, grade_path: str | os.PathLike) -> None:
+    """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table
+    beside it (`<grade>.facts.csv`), together."""
+    from .files import AtomicOutputs
+    from .grading import facts_csv, facts_path
+
+    Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
+    with AtomicOutputs() as out:
+        out.write(grade_path, dumps(result.grade))
+        out.write(facts_path(grade_path), facts_csv(result.facts))
+
+
+def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
+    """Grade and slice the (single) submission; with `output_dir`, write grade.json,
+    grade.facts.csv and slices.csv there."""
+    from .slices import write_slices_csv
+
+    if len(inputs.submissions) != 1:
+        raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
+    (name,) = inputs.submissions
+    outputs = grade_one(name, inputs, **kw)
+    if output_dir:
+        write_grade(outputs.result, Path(output_dir) / "grade.json")
+        write_slices_csv(outputs.slices, Path(output_dir) / "slices.csv")
+    return outputs
+
+
+@dataclass
+class CompareOutputs:
+    grades: dict  # name -> GradeOutputs
+    table: object  # DataFrame: slice tables stacked with a leading `candidate` column
+    paired: object  # DataFrame: paired comparisons of every pair, with `pair`, `a`, `b` columns
+
+
+def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000, seed: int = 0,
+                    min_support: int = 20) -> CompareOutputs:
+    """Grade and slice every submission, and compare every pair on the same records.
+
+    With `output_dir`: slices.csv (stacked slice tables), paired.csv, and
+    grades/<name>.json with its fact table for each candidate.
+    """
+    import pandas as pd
+
+    from . import slices
+
+    if len(inputs.submissions) < 2:
+        raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
+    records = slices.record_table(inputs.corpus)
+    kw = dict(n_boot=n_boot, seed=seed, min_support=min_support)
+    grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
+    table = pd.concat([g.slices.assign(candidate=name)[["candidate", *g.slices.columns]] for name, g in grades.items()],
+                      ignore_index=True)
+    pairs = []
+    for a, b in itertools.combinations(grades, 2):
+        paired = slices.paired_comparison(grades[a].facts, grades[b].facts, inputs.corpus, records=records, **kw)
+        paired.insert(0, "b", b)
+        paired.insert(0, "a", a)
+        paired.insert(0, "pair", f"{a} vs {b}")
+        pairs.append(paired)
+    paired_table = pd.concat(pairs, ignore_index=True)
+    if output_dir:
+        for name, g in grades.items():
+            write_grade(g.result, Path(output_dir) / "grades" / f"{name}.json")
+        slices.write_slices_csv(table, Path(output_dir) / "slices.csv")
+        slices.write_slices_csv(paired_table, Path(output_dir) / "paired.csv")
+    return CompareOutputs(grades, table, paired_table)
+
+
+def side_by_side(table, metric: str = "f1") -> "object":
+    """One row per slice, one column per candidate: `metric` with its interval as text
+    ("0.912 [0.894, 0.929]"), support, and how many candidates find the slice weak."""
+    import pandas as pd
+
+    low, high = ("ci_low", "ci_high") if metric == "f1" else (f"{metric}_ci_low", f"{metric}_ci_high")
+    cell = table.apply(lambda r: "n/a" if pd.isna(r[metric]) else f"{r[metric]:.3f} [{r[low]:.3f}, {r[high]:.3f}]", axis=1)
+    wide = table.assign(cell=cell).pivot_table(index=["slice_kind", "slice"], columns="candidate", values="cell",
+                                               aggfunc="first", sort=False)
+    wide.columns = [f"{metric} {c}" for c in wide.columns]
+    keys = table.drop_duplicates(["slice_kind", "slice"]).set_index(["slice_kind", "slice"])
+    weak = table.groupby(["slice_kind", "slice"], sort=False)["weak"].sum().rename("weak in")
+    out = keys[["support", "too_small"]].join(wide).join(weak)
+    return out.reset_index()
+
+
+def contract_result(result) -> "object":
+    """The grade as a one-row-per-field table (field, value), verdict first."""
+    import pandas as pd
+
+    g = result.grade
+    rows = [("verdict", "PASS" if g["quality_pass"] else "FAIL")]
+    rows += [(k, g[k]) for k in g if k not in ("schema", "quality_pass")]
+    return pd.DataFrame(rows, columns=["field", "value"])
+
+
+def aggregate_errors(answers: dict, submission: dict) -> "object":
+    """Each aggregate field that differs, spelled out: field, problem, expected, submitted, and
+    for count maps the keys that differ; for id lists the first position that differs."""
+    import pandas as pd
+
+    from .grading import AGGREGATE_FIELDS, _same
+
+    gold = answers["aggregates"]
+    given = submission.get("aggregates") or {}
+    rows = []
+    for key in AGGREGATE_FIELDS:
+        expected, got = gold.get(key), given.get(key)
+        if _same(expected, got):
+            continue
+        problem = "missing" if got is None else "differs from gold"
+        rows.append((key, problem, _difference(expected, got), _short(expected), _short(got)))
+    return pd.DataFrame(rows, columns=["field", "problem", "difference", "expected", "submitted"])
+
+
+def _difference(expected, got) -> str:
+    if isinstance(expected, dict) and isinstance(got, dict):
+        keys = sorted(set(expected) | set(got))
+        diffs = [f"{k}: {expected.get(k, '(absent)')} -> {got.get(k, '(absent)')}" for k in keys
+                 if k not in expected or k not in got or expected[k] != got[k]]
+        return "; ".join(diffs[:12]) + (f"; ... {len(diffs) - 12} more" if len(diffs) > 12 else "")
+    if isinstance(expected, list) and isinstance(got, list):
+        for i, (e, g) in enumerate(zip(expected, got)):
+            if e != g:
+                return f"position {i + 1}: expected {e}, submitted {g}"
+        return f"length: expected {len(expected)}, submitted {len(got)}"
+    return f"expected a {type(expected).__name__}, submitted {'nothing' if got is None else type(got).__name__}"
+
+
+def _short(value, limit: int = 240) -> str:
+    text = "(missing)" if value is None else dumps(value).decode().replace("\n", " ")
+    text = re.sub(r"\s+", " ", text)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def citation_errors(facts) -> "object":
+    """The citation error rows of a fact table: submitted id and what was wrong with it."""
+    rows = facts[facts["kind"] == "citation"]
+    return rows[["value", "detail"]].rename(columns={"value": "submitted id", "detail": "problem"}).reset_index(drop=True)
+
+
+def missed_examples(facts, corpus, n: int = 20) -> "object":
+    """Up to `n` missed (fn) and falsely submitted (fp) facts, spread over kinds and values
+    (the first of each kind and value, then the rest in table order), with the issue URL."""
+    errors = facts[facts["outcome"].isin(("fn", "fp"))].copy()
+    if errors.empty:
+        return errors.assign(number=[], title=[], url=[])[["record_id", "kind", "value", "outcome", "detail"]]
+    errors["first"] = ~errors.duplicated(["kind", "value", "outcome"])
+    errors = errors.sort_values("first", ascending=False, kind="mergesort").head(n)
+    by_id = {r["id"]: r for r in corpus.records}
+    errors["title"] = errors["record_id"].map(lambda i: by_id[i]["title"])
+    errors["url"] = errors["record_id"].map(lambda i: by_id[i]["url"])
+    return errors[["record_id", "kind", "value", "outcome", "detail", "title", "url"]].reset_index(drop=True)
+
+
+def linked(table, column: str = "url", text: str = "record_id"):
+    """The table as HTML with `text` linking to `column` (for the notebook to display)."""
+    import html as html_lib
+
+    from IPython.display import HTML
+
+    shown = table.copy()
+    if not shown.empty:
+        shown[text] = [f'<a href="{html_lib.escape(u, quote=True)}">{html_lib.escape(str(t))}</a>'
+                       for u, t in zip(shown[column], shown[text])]
+        shown = shown.drop(columns=[column])
+    return HTML(shown.to_html(escape=False, index=False, na_rep=""))
+
+
+def manifest_path(submission_path: str | os.PathLike) -> Path:
+    """Where a run manifest sits beside its submission: `<S without .json>.run.json`."""
+    text = os.fspath(submission_path)
+    return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
+
+
+def run_manifest(submission_path: str | os.PathLike) -> dict | None:
+    """The run manifest of a submission, or None when there is none."""
+    from .files import read_json
+
+    path = manifest_path(submission_path)
+    if not path.is_file():
+        return None
+    document = read_json(path)
+    if not isinstance(document, dict):
+        raise InputError(path, "expected a JSON object (a run manifest)")
+    return document
+
+
+def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object":
+    """One row per candidate with a manifest: `ok` and every numeric field of the manifest
+    (nested objects flattened as `outer.inner`), the cost columns of the comparison."""
+    import pandas as pd
+
+    rows = []
+    for name, path in zip(names, submission_paths):
+        manifest = run_manifest(path)
+        if manifest is None:
+            continue
+        row = {"candidate": name, "ok": manifest.get("ok")}
+        for key, value in _flatten(manifest):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[key] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _flatten(document: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    for key, value in document.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
+    """One row per candidate: the contract counts, overall F1 with its interval, weak and
+    too-small slice counts, and the cost columns when run manifests exist."""
+    import pandas as pd
+
+    rows = []
+    for name, g in outputs.grades.items():
+        overall = g.slices.iloc[0]
+        row = {"candidate": name, "quality_pass": g.result.grade["quality_pass"]}
+        row.update({k: g.result.grade[k] for k in ("exact_records", "test_records", "false_positive_facts",
+                                                    "false_negative_facts", "aggregate_errors", "citation_errors")})
+        row.update(f1=overall["f1"], f1_ci_low=overall["ci_low"], f1_ci_high=overall["ci_high"],
+                   weak_slices=int(g.slices["weak"].sum()), too_small_slices=int(g.slices["too_small"].sum()))
+        rows.append(row)
+    summary = pd.DataFrame(rows)
+    if costs is not None and len(costs):
+        summary = summary.merge(costs, on="candidate", how="left")
+    return summary
+
+
+# ================================================================ how a report is made
+
+def check_kernel() -> str:
+    """The `python3` kernel must run this interpreter (so the notebook imports this microctx).
+
+    jupyter_client replaces an argv[0] of `python`/`python3`/`pythonX.Y` by sys.executable;
+    any other interpreter is refused with the command that fixes it.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+    except NoSuchKernel:
+        raise ReportError(f"no Jupyter kernel {KERNEL_NAME!r}; run `{sys.executable} -m ipykernel install --sys-prefix`") from None
+    argv0 = spec.argv[0]
+    aliases = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
+    if argv0 in aliases or os.path.realpath(argv0) == os.path.realpath(sys.executable):
+        return sys.executable
+    raise ReportError(f"kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {argv0}, not {sys.executable}; "
+                      f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec")
+
+
+@contextlib.contextmanager
+def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST) -> Iterator[Path]:
+    """Build a folder beside `destination` and rename it into place on success.
+
+    An existing destination is replaced only if it is empty or holds `marker` (a previous
+    report); anything else is refused, so a typo cannot wipe an unrelated folder. On failure
+    the staging folder is removed and the destination is untouched.
+    """
+    dest = Path(destination)
+    if dest.exists() and not dest.is_dir():
+        raise InputError(dest, "exists and is not a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / marker).is_file():
+        raise InputError(dest, f"exists and is not a microctx output folder (no {marker}); choose another --out or empty it")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        yield staging
+        old = None
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
+            os.replace(dest, old / "previous")
+        os.replace(staging, dest)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def html_export(notebook_path: Path) -> bytes:
+    """The executed notebook as self-contained HTML: lab template, code cells hidden, and no
+    RequireJS, MathJax or Mermaid script from a CDN (the charts are inlined PNGs)."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    offline = ("{%- extends 'index.html.j2' -%}\n"
+               "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
+               "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
+               "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n")
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"microctx_offline.html.j2": offline})],
+                            template_file="microctx_offline.html.j2", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(notebook_path, as_version=4))
+    data = body.encode()
+    if _REMOTE_SCRIPT.search(data):
+        raise ReportError(f"{notebook_path.name}: the HTML export loads a script from the network")
+    return data
+
+
+def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True) -> Path:
+    """Execute the `kind` notebook with papermill into `staging`; returns the executed notebook.
+
+    `output_dir` is added to the parameters (the notebook writes its tables and charts there).
+    A cell error raises ReportError naming the cell and the exception.
+    """
+    import papermill as pm
+
+    check_kernel()
+    source = NOTEBOOKS_DIR / NOTEBOOKS[kind]
+    if not source.is_file():
+        raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
+    executed = staging / NOTEBOOKS[kind]
+    try:
+        pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
+                            kernel_name=KERNEL_NAME, progress_bar=progress, cwd=str(staging), log_output=False)
+    except pm.PapermillExecutionError as exc:
+        raise ReportError(f"{NOTEBOOKS[kind]}: cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}") from None
+    return executed
+
+
+def _file_entry(path: Path, root: Path) -> dict:
+    return {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True) -> dict:
+    """Execute, export and publish one report; returns its manifest (also written as report.json)."""
+    start = time.perf_counter()
+    with staged_folder(destination) as staging:
+        executed = execute(kind, parameters, staging, progress=progress)
+        html_path = executed.with_suffix(".html")
+        html_path.write_bytes(html_export(executed))
+        charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
+        missing_svg = [p.name for p in charts if not p.with_suffix(".svg").is_file()]
+        if missing_svg:
+            raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
+        files = sorted(p for p in staging.rglob("*") if p.is_file())
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "kind": kind,
+            "notebook": NOTEBOOKS[kind],
+            "parameters": parameters,
+            "charts": [p.stem for p in charts],
+            "seconds": round(time.perf_counter() - start, 3),
+            "files": [_file_entry(p, staging) for p in files],
+        }
+        (staging / MANIFEST).write_bytes(dumps(manifest))
+    return manifest
+
+
+def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] = ()) -> None:
+    """Load every input once before starting a kernel, so bad input fails fast as an InputError."""
+    from .corpus import load_corpus
+    from .loading import load_answers, load_submission
+
+    load_corpus(public)
+    if answers:
+        load_answers(answers)
+    for path in submissions:
+        load_submission(path)
+
+
+def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
+    """corpus_overview.ipynb on `public` into `out`."""
+    _checked_inputs(public)
+    return make_report("corpus", {"public": str(public)}, out, **kw)
+
+
+def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike, **kw) -> dict:
+    """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts)."""
+    _checked_inputs(public, answers, [submission])
+    params = {"public": str(public), "answers": str(answers), "submission": str(submission)}
+    return make_report("grade", params, out, **kw)
+
+
+def compare_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
+                   names: Sequence[str] = (), **kw) -> dict:
+    """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
+    if len(submissions) < 2:
+        raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
+    names = list(names) or candidate_names(submissions)
+    _checked_inputs(public, answers, submissions)
+    params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
+              "names": names}
+    return make_report("compare", params, out, **kw)

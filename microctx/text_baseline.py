@@ -1,0 +1,177 @@
+"""text-only: a learned baseline that predicts state and labels from title and body alone.
+
+It never reads `state`, `labels` or `closed_at` from the public record (`_visible` is the only
+view of a record it uses: id, split, number, title, body, created_at, updated_at). Training
+targets come from the devkit (train and tune answers only; no test answer is ever read):
+- `TextMetadataClassifier` is fit on the train split: one TF-IDF vocabulary, one logistic
+  regression for state (P(CLOSED)), one per label with at least `min_label_examples` positive
+  train records (rarer labels are never predicted);
+- `select_thresholds` then picks, on the tune split, each model's decision threshold that
+  minimises false positives plus false negatives (the grade counts both alike).
+References, duplicate targets and cue words come from the contract's patterns (microctx.facts);
+the top-10 id lists from the public timestamps. Train and tune records are submitted with the
+devkit's values, test records with predictions, and `state_counts`/`label_counts` are counted
+over that mix, so the aggregates are the candidate's own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
+_VISIBLE = ("id", "split", "number", "title", "body", "created_at", "updated_at")
+
+
+def _visible(record: dict) -> dict:
+    """The part of a public record this baseline may look at (no state, labels or closed_at)."""
+    return {key: record[key] for key in _VISIBLE}
+
+
+def record_text(record: dict) -> str:
+    return record["title"] + "\n" + record["body"]
+
+
+class TextMetadataClassifier:
+    """Predict an issue's state and labels from its text (scikit-learn style: fit, then predict).
+
+    Parameters are set in the constructor; nothing is learned before `fit`. After `fit`:
+    `vectorizer_`, `state_model_`, `label_models_` (label -> model), `skipped_labels_` (label ->
+    train count, too rare to learn); after `select_thresholds`: `state_threshold_`,
+    `label_thresholds_`.
+    """
+
+    def __init__(self, C: float = 4.0, min_label_examples: int = 5, min_df: int = 2,
+                 max_features: int = 50000, seed: int = 0):
+        self.C = C
+        self.min_label_examples = min_label_examples
+        self.min_df = min_df
+        self.max_features = max_features
+        self.seed = seed
+
+    def _model(self):
+        from sklearn.linear_model import LogisticRegression
+
+        return LogisticRegression(C=self.C, solver="liblinear", max_iter=1000, random_state=self.seed)
+
+    def fit(self, texts: list[str], states: list[str], labels: list[list[str]]) -> "TextMetadataClassifier":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer_ = TfidfVectorizer(sublinear_tf=True, min_df=self.min_df, max_features=self.max_features,
+                                           ngram_range=(1, 2))
+        features = self.vectorizer_.fit_transform(texts)
+        closed = [s == "CLOSED" for s in states]
+        if len(set(closed)) < 2:
+            raise ValueError("state needs both OPEN and CLOSED train records")
+        self.state_model_ = self._model().fit(features, closed)
+        counts = Counter(label for record_labels in labels for label in set(record_labels))
+        self.label_models_, self.skipped_labels_ = {}, {}
+        for label, count in sorted(counts.items()):
+            if count < self.min_label_examples or count == len(texts):
+                self.skipped_labels_[label] = count
+                continue
+            self.label_models_[label] = self._model().fit(features, [label in ls for ls in labels])
+        self.state_threshold_ = 0.5
+        self.label_thresholds_ = {label: 0.5 for label in self.label_models_}
+        return self
+
+    def _scores(self, texts: list[str]):
+        features = self.vectorizer_.transform(texts)
+        state = self.state_model_.predict_proba(features)[:, 1]
+        labels = {label: model.predict_proba(features)[:, 1] for label, model in self.label_models_.items()}
+        return state, labels
+
+    def select_thresholds(self, texts: list[str], states: list[str], labels: list[list[str]]) -> "TextMetadataClassifier":
+        """Pick each threshold on held-apart (tune) records: fewest false positives plus false negatives."""
+        state_scores, label_scores = self._scores(texts)
+        self.state_threshold_ = _best_threshold(state_scores, [s == "CLOSED" for s in states])
+        self.label_thresholds_ = {label: _best_threshold(scores, [label in ls for ls in labels])
+                                  for label, scores in label_scores.items()}
+        return self
+
+    def predict(self, texts: list[str]) -> tuple[list[str], list[list[str]]]:
+        """(states, sorted label lists) for the texts."""
+        state_scores, label_scores = self._scores(texts)
+        states = ["CLOSED" if p >= self.state_threshold_ else "OPEN" for p in state_scores]
+        labels = [sorted(label for label, scores in label_scores.items() if scores[i] >= self.label_thresholds_[label])
+                  for i in range(len(texts))]
+        return states, labels
+
+
+def _best_threshold(scores, truth: list[bool]) -> float:
+    """The threshold t (predict when score >= t) with the fewest errors; ties go to the higher t."""
+    import numpy as np
+
+    scores, truth = np.asarray(scores, dtype=float), np.asarray(truth, dtype=bool)
+    order = np.argsort(scores, kind="stable")
+    s, y = scores[order], truth[order]
+    # threshold s[i] (first index of each distinct score): positives below it are missed,
+    # negatives at or above it are false alarms
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    positives_below = np.r_[0, np.cumsum(y)][first]
+    negatives_below = np.r_[0, np.cumsum(~y)][first]
+    errors = positives_below + ((~y).sum() - negatives_below)
+    thresholds = np.r_[s[first], 1.0 + 1e-9]
+    errors = np.r_[errors, y.sum()]  # above every score: predict nothing
+    best = np.flatnonzero(errors == errors.min())[-1]  # ties go to the higher threshold
+    return float(thresholds[best])
+
+
+def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, params: dict | None = None):
+    """(submission dict, fitted model) for public records (seen through `_visible` only)."""
+    from .devkit import top_ids
+    from .facts import duplicate_targets, issue_text, references, scope_contradictions
+
+    visible = [_visible(r) for r in records]
+    known = {a["id"]: a for a in devkit["answers"] if a["split"] in ("train", "tune")}
+    by_split = {split: [r for r in visible if r["id"] in known and known[r["id"]]["split"] == split]
+                for split in ("train", "tune")}
+    if not by_split["train"] or not by_split["tune"]:
+        raise ValueError("the devkit must hold train and tune answers for records of this corpus")
+
+    def targets(rs):
+        return [record_text(r) for r in rs], [known[r["id"]]["state"] for r in rs], [known[r["id"]]["labels"] for r in rs]
+
+    model = TextMetadataClassifier(**(params or {})).fit(*targets(by_split["train"]))
+    model.select_thresholds(*targets(by_split["tune"]))
+    unknown = [r for r in visible if r["id"] not in known]
+    states, labels = model.predict([record_text(r) for r in unknown]) if unknown else ([], [])
+    predicted = {r["id"]: (s, ls) for r, s, ls in zip(unknown, states, labels)}
+
+    answers = []
+    for r in visible:
+        state, record_labels = ((known[r["id"]]["state"], list(known[r["id"]]["labels"])) if r["id"] in known
+                                else predicted[r["id"]])
+        text = issue_text(r["title"], r["body"])
+        answers.append({"id": r["id"], "split": r["split"], "state": state, "labels": record_labels,
+                        "references": references(text), "duplicate_targets": duplicate_targets(text),
+                        "scope_contradictions": scope_contradictions(r["body"])})
+    aggregates = {
+        "state_counts": dict(sorted(Counter(a["state"] for a in answers).items())),
+        "label_counts": dict(sorted(Counter(label for a in answers for label in a["labels"]).items())),
+        "newest_issue_ids": top_ids(visible, "created_at"),
+        "most_recently_updated_issue_ids": top_ids(visible, "updated_at"),
+    }
+    submission = {"schema": SUBMISSION_SCHEMA, "corpus_sha256": corpus_sha256, "answers": answers, "aggregates": aggregates}
+    return submission, model
+
+
+def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
+    """Candidate entry point (see microctx.candidates): write the submission, return the counters."""
+    from .canonical import dumps
+    from .corpus import load_corpus
+    from .files import atomic_write
+    from .loading import load_answers
+
+    if devkit_path is None:
+        raise ValueError("text-only tunes on the devkit; run it with --devkit (make one with `microctx devkit`)")
+    corpus = load_corpus(public_path)
+    devkit = load_answers(devkit_path)
+    if devkit["corpus_sha256"] != corpus.sha256:
+        raise ValueError(f"the devkit is bound to corpus {devkit['corpus_sha256']}, not {corpus.sha256}")
+    submission, model = predict_submission(corpus.records, devkit, corpus.sha256, params)
+    atomic_write(output_path, dumps(submission))
+    print(f"text-only: state threshold {model.state_threshold_:.3f}; {len(model.label_models_)} label models: "
+          + ", ".join(f"{label}@{t:.2f}" for label, t in model.label_thresholds_.items()))
+    print(f"text-only: {len(model.skipped_labels_)} labels too rare to learn (< {model.min_label_examples} train records): "
+          + ", ".join(sorted(model.skipped_labels_)))
+    return {"model_calls": 0, "tool_calls": 0, "input_tokens": 0, "output_tokens": 0}
