@@ -65,8 +65,8 @@ BUILTINS = {
     ),
     "text-only": Builtin(
         "microctx.text_baseline:run",
-        "TF-IDF + logistic regression from title and body only; fit on train, thresholds on tune (needs --devkit)",
-        {"C": 4.0, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
+        "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
+        {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
     ),
 }

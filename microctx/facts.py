@@ -1,6 +1,6 @@
 """Fact derivation from issue text, with the semantics of the RE2 patterns of the contract.
 
-Python's `re` differs from RE2 in three ways that matter here, each handled explicitly:
+Python's `re` differs from RE2 in ways that matter here, each handled explicitly:
 - RE2's `\\b`, `[:alnum:]` and `\\s` are ASCII-only and `\\s` excludes the vertical tab, so the
   patterns use re.ASCII and the class `[\\t\\n\\f\\r ]` instead of `\\s`.
 - RE2's `(?i)` folds by Unicode simple case folding: `s` also matches U+017F (long s), `k` also
@@ -8,29 +8,37 @@ Python's `re` differs from RE2 in three ways that matter here, each handled expl
   also inside the negated class before `#` (RE2 folds the class first, then negates it).
 - Lower-casing for cue words maps one character to one (Go's strings.ToLower): `İ` becomes `i`,
   where Python's str.lower gives `i` plus a combining dot.
+
+The matching runs on UTF-8 bytes: ASCII-only classes and boundaries mean the same on bytes as on
+text, a non-ASCII character is never a word character, and lower-casing bytes touches only
+ASCII, which is all the cue words and key words need (plus `İ`, rewritten by hand).
 """
 
 from __future__ import annotations
 
 import re
 
-# R: (?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b
-REFERENCE = re.compile(r"(?:^|[^0-9A-Za-z_\u017f\u212a])#([0-9]{1,7})\b", re.ASCII)
-# The same matches, found faster: `#N` anywhere, then the character before it is checked. R's
+# R: (?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b  -- kept for reference and tests; `references`
+# finds the same matches faster: `#N` anywhere, then the character before it is checked. R's
 # consumed preceding character only matters right after a match, where it is a digit and fails
-# the check anyway, so the two find the same numbers.
-_HASH_NUMBER = re.compile(r"#([0-9]{1,7})\b", re.ASCII)
-_WORD_BEFORE = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_\u017f\u212a")
+# the check anyway.
+REFERENCE = re.compile(r"(?:^|[^0-9A-Za-z_\u017f\u212a])#([0-9]{1,7})\b", re.ASCII)
+_HASH_NUMBER = re.compile(rb"#([0-9]{1,7})\b")
+_ASCII_WORD = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_LONG_S, _KELVIN = "\u017f".encode(), "\u212a".encode()  # (?i) folds them into the class
 
 # D: (?i)\b(?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#([0-9]{1,7})\b
-_S = "[s\u017f]"
-_WS = "[\t\n\f\r ]"
+_S = rb"(?:[sS]|\xc5\xbf)"  # s, S, and U+017F in UTF-8
+_WS = rb"[\t\n\f\r ]"
 DUPLICATE = re.compile(
-    rf"\b(?:duplicate(?:{_S}|d)?(?:{_WS}+of)?|{_S}uper{_S}ede(?:{_S}|d)?{_WS}+by){_WS}+#([0-9]{{1,7}})\b",
-    re.ASCII | re.IGNORECASE,
+    rb"\b(?:duplicate(?:" + _S + rb"|d)?(?:" + _WS + rb"+of)?|" + _S + rb"uper" + _S + rb"ede(?:" + _S
+    + rb"|d)?" + _WS + rb"+by)" + _WS + rb"+#([0-9]{1,7})\b",
+    re.IGNORECASE,
 )
 
 CUE_WORDS = ("conflict", "contradict", "disagree", "inconsistent", "mismatch")  # sorted
+_CUE_BYTES = tuple((word, word.encode()) for word in CUE_WORDS)
+_DOTTED_I = "\u0130".encode()  # İ: Go lower-cases it to i
 
 
 def issue_text(title: str, body: str) -> str:
@@ -38,58 +46,66 @@ def issue_text(title: str, body: str) -> str:
     return title + "\n" + body
 
 
-def _numbers(pattern: re.Pattern, text: str) -> list[int]:
-    return sorted({n for n in map(int, pattern.findall(text)) if n > 0})
+def _ascii_lower(data: bytes) -> bytes:
+    """Go's lower-casing as far as ASCII words can tell: ASCII letters, and İ to i."""
+    lowered = data.lower()
+    return lowered.replace(_DOTTED_I, b"i") if _DOTTED_I in lowered else lowered
 
 
-def references(text: str) -> list[int]:
-    """Every `#N` of pattern R, as sorted unique positive integers."""
-    if "#" not in text:
+def _references(data: bytes) -> list[int]:
+    if b"#" not in data:
         return []
-    found = {int(m.group(1)) for m in _HASH_NUMBER.finditer(text)
-             if m.start() == 0 or text[m.start() - 1] not in _WORD_BEFORE}
+    found = set()
+    for m in _HASH_NUMBER.finditer(data):
+        i = m.start()
+        if i and (data[i - 1] in _ASCII_WORD or data.endswith(_LONG_S, 0, i) or data.endswith(_KELVIN, 0, i)):
+            continue
+        found.add(int(m.group(1)))
     found.discard(0)
     return sorted(found)
 
 
-def duplicate_targets(text: str, lowered: str | None = None) -> list[int]:
-    """Every target of pattern D, as sorted unique positive integers.
-
-    `lowered` may pass `go_lower(text)` when the caller has it already.
-    """
-    if "#" not in text:
+def _duplicate_targets(data: bytes, lowered: bytes) -> list[int]:
+    # D needs one of its key words; most texts have none, and this check is far cheaper than D.
+    if b"#" not in data:
         return []
-    # D needs one of its key words; most texts have none, and the check is far cheaper than D.
-    if lowered is None:
-        lowered = go_lower(text)
-    if "\u017f" in lowered:
-        lowered = lowered.replace("\u017f", "s")
-    if "duplicate" not in lowered and "upersede" not in lowered:
+    if b"duplicate" not in lowered and b"upersede" not in lowered.replace(_LONG_S, b"s"):
         return []
-    return _numbers(DUPLICATE, text)
+    return sorted({n for n in map(int, DUPLICATE.findall(data)) if n > 0})
 
 
-def go_lower(text: str) -> str:
-    """Lower-case one character to one character, as Go's strings.ToLower does."""
-    if text.isascii():
-        return text.lower()
-    return text.replace("\u0130", "i").lower()
+def references(text: str) -> list[int]:
+    """Every `#N` of pattern R, as sorted unique positive integers."""
+    return _references(text.encode())
+
+
+def duplicate_targets(text: str) -> list[int]:
+    """Every target of pattern D, as sorted unique positive integers."""
+    data = text.encode()
+    return _duplicate_targets(data, _ascii_lower(data))
 
 
 def scope_contradictions(body: str) -> list[str]:
     """The cue words that occur as substrings of the lower-cased body, sorted."""
-    lowered = go_lower(body)
-    return [word for word in CUE_WORDS if word in lowered]
+    lowered = _ascii_lower(body.encode())
+    return [word for word in CUE_WORDS if word.encode() in lowered]
+
+
+def go_lower(text: str) -> str:
+    """Lower-case one character to one character, as Go's strings.ToLower does."""
+    return text.replace("\u0130", "i").lower() if not text.isascii() else text.lower()
+
+
+def derive_utf8(title: bytes, body: bytes) -> tuple[list[int], list[int], list[str]]:
+    """References, duplicate targets and cue words from UTF-8 title and body, lower-casing once."""
+    lowered_title, lowered_body = _ascii_lower(title), _ascii_lower(body)
+    cues = [word for word, encoded in _CUE_BYTES if encoded in lowered_body]
+    text = title + b"\n" + body
+    refs = _references(text)
+    dups = _duplicate_targets(text, lowered_title + b"\n" + lowered_body) if refs else []
+    return refs, dups, cues
 
 
 def derive(title: str, body: str) -> tuple[list[int], list[int], list[str]]:
-    """References, duplicate targets and cue words of one issue, lower-casing its text once.
-
-    go_lower maps one character to one, so the body's part of the lower-cased text starts right
-    after the title and the newline.
-    """
-    text = issue_text(title, body)
-    lowered = go_lower(text)
-    start = len(title) + 1
-    cues = [word for word in CUE_WORDS if lowered.find(word, start) >= 0]
-    return references(text), duplicate_targets(text, lowered), cues
+    """References, duplicate targets and cue words of one issue."""
+    return derive_utf8(title.encode(), body.encode())

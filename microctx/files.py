@@ -166,6 +166,7 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
             if not more():
                 return None
 
+    item_end = _ITEM_END
     if skip_ws() != ord("["):
         raise IrregularJSON
     pos += 1
@@ -191,7 +192,10 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
             if candidates:
                 end = candidates.pop()
             else:
-                match = _ITEM_END.search(buf, search_from)
+                match = item_end.search(buf, search_from)
+                if match is None and item_end is not _ITEM_END:
+                    item_end = _ITEM_END  # an object without the usual first key: any end will do
+                    continue
                 if match is None:
                     if search_from > pos:
                         search_from = pos  # nothing ends past the batch size: look closer
@@ -208,6 +212,11 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
             except orjson.JSONDecodeError:
                 items = None
         yield from items
+        if item_end is _ITEM_END and isinstance(items[0], dict) and items[0]:
+            # Objects of one export share their first key: an end followed by it is far more
+            # likely to be an object's end than one inside a nested label object or a string.
+            key = orjson.dumps(next(iter(items[0])))
+            item_end = re.compile(rb"\}(?=[ \t\r\n]*(?:,[ \t\r\n]*\{[ \t\r\n]*" + re.escape(key) + rb"[ \t\r\n]*:|\]))")
         pos = end
         sep = skip_ws()
         pos += 1

@@ -172,6 +172,10 @@ def _wait(process: subprocess.Popen, timeout: float | None) -> tuple[int, object
         timer.start()
     try:
         _, status, usage = os.wait4(process.pid, 0)
+    except BaseException:  # interrupted (Ctrl-C reaches only our group): take the candidate down too
+        kill_group()
+        os.waitpid(process.pid, 0)
+        raise
     finally:
         if timer:
             timer.cancel()

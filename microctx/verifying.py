@@ -1,1 +1,189 @@
-"""Placeholder until written."""
+"""Verifying three artifact files: the contract's checks, then a full recomputation.
+
+The contract's checks: all three parse, schemas match, the digests bind the files to each other,
+record counts agree, every leak check is true and the blind oracle passed. Deeper, and not made
+by the published tool: every title/body digest, split, answer, aggregate and report count is
+recomputed from the public text alone (a rebuild, as `freeze` would make it), and the public
+file must be the canonical encoding of its own content. Every disagreement is listed, not only
+the first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .canonical import sha256_hex
+from .corpus import check_corpus_document, corpus_to_issues
+from .errors import InputError
+from .files import parse_json, read_bytes
+from .freezing import REPORT_SCHEMA, build
+from .grading import check_answers_document, grade
+from .redact import MARKER
+
+_REPORT_COUNTS = ("records", "train_records", "tune_records", "test_records", "open_records", "closed_records",
+                  "reference_edges", "duplicate_edges", "scope_contradictions")
+_MAX_LISTED_PER_FIELD = 20
+
+
+@dataclass
+class Verification:
+    problems: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _load(path) -> tuple[bytes, object]:
+    data = read_bytes(path)
+    return data, parse_json(data, path)
+
+
+def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike,
+                 report_path: str | os.PathLike) -> Verification:
+    """Check three artifact files; InputError when one cannot be read or parsed."""
+    public_bytes, public = _load(public_path)
+    answers_bytes, answers = _load(answers_path)
+    report_bytes, report = _load(report_path)
+    check_corpus_document(public, public_path)
+    check_answers_document(answers, answers_path)
+    if not isinstance(report, dict):
+        raise InputError(report_path, "expected a JSON object")
+    if report.get("schema") != REPORT_SCHEMA:
+        raise InputError(report_path, f"expected schema {REPORT_SCHEMA!r}, got {report.get('schema')!r}", field="schema")
+    out = Verification()
+    problems = out.problems
+    public_sha, answers_sha = sha256_hex(public_bytes), sha256_hex(answers_bytes)
+
+    # The contract's checks.
+    if answers["corpus_sha256"] != public_sha:
+        problems.append(f"answers: corpus_sha256 {answers['corpus_sha256']} is not the public file's digest {public_sha}")
+    if report.get("corpus_sha256") != public_sha:
+        problems.append(f"report: corpus_sha256 {report.get('corpus_sha256')} is not the public file's digest {public_sha}")
+    if report.get("answers_sha256") != answers_sha:
+        problems.append(f"report: answers_sha256 {report.get('answers_sha256')} is not the answers file's digest {answers_sha}")
+    n_public, n_answers = len(public["records"]), len(answers["answers"])
+    if not (n_public == n_answers == report.get("records")):
+        problems.append(f"record counts disagree: public {n_public}, answers {n_answers}, report {report.get('records')}")
+    checks = report.get("leak_checks")
+    if not isinstance(checks, dict) or not checks:
+        problems.append("report: leak_checks missing")
+    else:
+        for name, value in sorted(checks.items()):
+            if value is not True:
+                problems.append(f"report: leak check {name} is {value!r}, not true")
+    oracle = report.get("blind_oracle_grade")
+    if not isinstance(oracle, dict) or oracle.get("quality_pass") is not True:
+        problems.append("report: blind_oracle_grade did not pass")
+
+    # Deeper: recompute everything from the public text.
+    rebuilt = build(corpus_to_issues(public), public["source"])
+    _compare_public(public, rebuilt.public, problems)
+    if rebuilt.public_sha256 != public_sha and not any(p.startswith("public: record") for p in problems):
+        problems.append(f"public: file is not the canonical encoding of its content (rebuilt digest {rebuilt.public_sha256})")
+    _compare_answers(answers, rebuilt.answers, problems)
+    _compare_report(report, rebuilt.report, public, problems)
+    own_oracle = grade(answers, answers).grade
+    if isinstance(oracle, dict) and oracle != own_oracle:
+        problems.append(f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})")
+
+    out.summary = (f"{n_public} records; public {public_sha}; answers {answers_sha}; "
+                   f"report {sha256_hex(report_bytes)}; every digest, split and answer recomputed")
+    return out
+
+
+def _field_problems(label: str, mine: dict, theirs: dict, keys, problems: list[str], counter: dict) -> None:
+    for key in keys:
+        if mine.get(key, _MISSING) != theirs.get(key, _MISSING):
+            counter[key] = counter.get(key, 0) + 1
+            if counter[key] <= _MAX_LISTED_PER_FIELD:
+                problems.append(f"{label}: field {key}: file has {_show(mine.get(key, _MISSING))}, "
+                                f"recomputed {_show(theirs.get(key, _MISSING))}")
+
+
+_MISSING = object()
+
+
+def _show(value) -> str:
+    if value is _MISSING:
+        return "nothing"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _summarise_overflow(counter: dict, what: str, problems: list[str]) -> None:
+    for key, count in counter.items():
+        if count > _MAX_LISTED_PER_FIELD:
+            problems.append(f"{what}: field {key}: {count - _MAX_LISTED_PER_FIELD} more records disagree (not listed)")
+
+
+def _by_id(items: list[dict], problems: list[str], what: str) -> dict[str, dict]:
+    seen: dict[str, dict] = {}
+    for item in items:
+        if item["id"] in seen:
+            problems.append(f"{what}: id {item['id']} appears more than once")
+        seen[item["id"]] = item
+    return seen
+
+
+def _compare_public(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
+    for key in ("schema", "source", "frozen_at"):
+        if file_doc.get(key) != rebuilt[key]:
+            problems.append(f"public: field {key}: file has {_show(file_doc.get(key))}, recomputed {_show(rebuilt[key])}")
+    mine = _by_id(file_doc["records"], problems, "public")
+    order = [r["id"] for r in file_doc["records"]]
+    if order != [r["id"] for r in rebuilt["records"]] and len(order) == len(set(order)):
+        problems.append("public: records are not in ascending issue-number order")
+    counter: dict[str, int] = {}
+    for record in rebuilt["records"]:
+        have = mine.get(record["id"])
+        if have is None:
+            problems.append(f"public: record {record['id']} missing")
+            continue
+        if list(have) != list(record):
+            problems.append(f"public: record {record['id']}: keys {list(have)} are not in contract order {list(record)}")
+        _field_problems(f"public: record {record['id']}", have, record, record.keys(), problems, counter)
+    _summarise_overflow(counter, "public", problems)
+
+
+def _compare_answers(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
+    mine = _by_id(file_doc["answers"], problems, "answers")
+    known = {a["id"] for a in rebuilt["answers"]}
+    for rid in mine:
+        if rid not in known:
+            problems.append(f"answers: record {rid} is not in the public corpus")
+    if [a["id"] for a in file_doc["answers"]] != [a["id"] for a in rebuilt["answers"]] and set(mine) == known:
+        problems.append("answers: answers are not in corpus order")
+    counter: dict[str, int] = {}
+    for answer in rebuilt["answers"]:
+        have = mine.get(answer["id"])
+        if have is None:
+            problems.append(f"answers: record {answer['id']} missing")
+            continue
+        _field_problems(f"answers: record {answer['id']}", have, answer, answer.keys(), problems, counter)
+    _summarise_overflow(counter, "answers", problems)
+    for key, value in rebuilt["aggregates"].items():
+        if file_doc["aggregates"].get(key) != value:
+            problems.append(f"answers: aggregates.{key}: file has {_show(file_doc['aggregates'].get(key))}, recomputed {_show(value)}")
+
+
+def _compare_report(report: dict, rebuilt: dict, public: dict, problems: list[str]) -> None:
+    for key in _REPORT_COUNTS:
+        if report.get(key) != rebuilt[key]:
+            problems.append(f"report: {key} is {_show(report.get(key))}, recomputed {rebuilt[key]}")
+    marked = sum(MARKER in r["title"] or MARKER in r["body"] for r in public["records"])
+    scrubbed = report.get("scrubbed_records")
+    if not isinstance(scrubbed, int) or scrubbed < marked:
+        problems.append(f"report: scrubbed_records is {_show(scrubbed)}, but {marked} public records carry {MARKER}")
+    matches = report.get("scrubbed_matches")
+    if not isinstance(matches, int) or matches < 0:
+        problems.append(f"report: scrubbed_matches is {_show(matches)}, expected a count")
+    for name, value in rebuilt["leak_checks"].items():
+        if not value:
+            problems.append(f"public/answers: leak check {name} fails when recomputed")
+    for key in ("question_slices", "provenance"):
+        value = report.get(key)
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            problems.append(f"report: {key} should be a list of strings")
