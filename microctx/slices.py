@@ -12,13 +12,14 @@ Public API:
   grouping columns: id, number, split, state, labels, n_labels, body_length,
   body_length_bucket, has_references, n_references, cue_words, has_cue_word, component,
   component_size (and, given answers, gold_facts).
-- `slice_table(facts, corpus, *, min_support=20, n_boot=1000, seed=0, group_by=()) -> DataFrame`:
+- `slice_table(facts, corpus, *, min_support=20, n_boot=1000, seed=0, min_gap=0.0, group_by=(),
+  records=None) -> DataFrame`:
   the slice table (columns `SLICE_COLUMNS`, sorted overall first, then by kind, worst first).
 - `slice_frame(...) -> SliceFrame`: the same table wrapped with `overall`, `by_group`,
   `group_min(metric)`, `group_max(metric)`, `difference(metric)`, `weakest(n)`, `too_small()`.
 - `compare_table(facts_by_candidate, corpus, **kw) -> DataFrame`: the slice tables stacked
   with a leading `candidate` column.
-- `paired_comparison(facts_a, facts_b, corpus, *, n_boot=1000, seed=0) -> DataFrame`: per
+- `paired_comparison(facts_a, facts_b, corpus, *, n_boot=1000, seed=0, min_support=20) -> DataFrame`: per
   slice, McNemar on exact records and a paired component bootstrap of the F1 difference a - b.
 - `write_slices_csv(table, path)`: atomic CSV write.
 - `wilson_interval(k, n)`, `mcnemar_exact(b01, b10)`: the two interval/test helpers.
@@ -53,7 +54,9 @@ Columns and their intervals (all 95%):
 - ci_method: a text naming the above, with n_boot, seed and the number of components.
 - too_small: support < min_support (zero support included). Too-small slices stay listed.
 - weak: not too small and the F1 interval lies wholly below the overall F1 point estimate
-  (f1_ci_high < overall f1). A too-small slice is never weak.
+  (f1_ci_high < overall f1 - min_gap; min_gap defaults to 0). A too-small slice is never weak.
+  On very large corpora intervals get tight and small real gaps count as weak; raise min_gap
+  (e.g. 0.01) to flag only gaps that matter.
 
 Sort order: the overall row, then slice kinds in `SLICE_KINDS` order (extra group_by kinds
 last), within a kind the judged slices before the too-small ones, each worst first (F1
@@ -62,6 +65,7 @@ ascending, NaN last, then larger support first, then name).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import warnings
@@ -121,9 +125,11 @@ def mcnemar_exact(b01: int, b10: int) -> float:
     n = b01 + b10
     if n == 0:
         return 1.0
-    k = min(b01, b10)
-    tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2 ** n)
+    tail, term = 0, 1  # exact integers: term walks C(n, 0), C(n, 1), ... C(n, min)
+    for i in range(min(b01, b10) + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return min(1.0, 2 * tail / 2 ** n)  # int / int is correctly rounded, even for huge n
 
 
 def _ratio(num, den):
@@ -150,17 +156,19 @@ def _component_draws(n_components: int, n_boot: int, seed: int, block: int = 200
     """How often each component is drawn in each replicate, as (replicates, n_components) count
     blocks of at most `block` replicates (so memory stays small on large corpora).
 
-    Drawing n components with replacement is a multinomial with equal probabilities; one
-    generator seeded with `seed` makes every block, so the draws depend on the seed alone.
+    Each replicate draws n_components component indices uniformly with replacement and counts
+    them (a multinomial draw, made by index draws because that is faster); one generator seeded
+    with `seed` makes every block, so the draws depend on the seed alone.
     """
     rng = np.random.default_rng(seed)
-    probabilities = np.full(n_components, 1.0 / n_components) if n_components else None
     for start in range(0, n_boot, block):
         size = min(block, n_boot - start)
         if n_components == 0:
             yield np.zeros((size, 0), dtype=np.int64)
-        else:
-            yield rng.multinomial(n_components, probabilities, size=size)
+            continue
+        picks = rng.integers(0, n_components, size=(size, n_components))
+        picks += np.arange(size)[:, None] * n_components  # row r counts into bins r*n .. r*n+n-1
+        yield np.bincount(picks.ravel(), minlength=size * n_components).reshape(size, n_components)
 
 
 # ---------------------------------------------------------------- inputs
@@ -268,12 +276,19 @@ class _Facts:
     outcome: np.ndarray  # 0 tp, 1 fp, 2 fn
     record: np.ndarray  # row index into the record table
 
+    def __post_init__(self) -> None:
+        # integer codes: comparing ints is far faster than comparing object arrays per slice
+        self._kind_codes, kinds = pd.factorize(pd.Series(self.kind, dtype=object))
+        self._value_codes, values = pd.factorize(pd.Series(self.value, dtype=object))
+        self._kind_index = {k: i for i, k in enumerate(kinds)}
+        self._value_index = {v: i for i, v in enumerate(values)}
+
     def mask(self, spec: _Spec) -> np.ndarray:
         keep = np.ones(len(self.kind), dtype=bool) if spec.record_mask is None else spec.record_mask[self.record]
         if spec.fact_kind is not None:
-            keep &= self.kind == spec.fact_kind
+            keep &= self._kind_codes == self._kind_index.get(spec.fact_kind, -2)
         if spec.fact_value is not None:
-            keep &= self.value == spec.fact_value
+            keep &= self._value_codes == self._value_index.get(spec.fact_value, -2)
         return keep
 
 
@@ -343,6 +358,11 @@ class _Counts:
     def totals(self) -> np.ndarray:
         return self.by_component.sum(axis=2)
 
+    @functools.cached_property
+    def as_float(self) -> np.ndarray:
+        """(3, n_components, n_slices) float copy, laid out for the bootstrap's matrix products."""
+        return np.ascontiguousarray(self.by_component.transpose(1, 2, 0), dtype=np.float64)
+
 
 def _count(f: _Facts, specs: Sequence[_Spec], component_of_record: np.ndarray, n_components: int) -> _Counts:
     comp = component_of_record[f.record]
@@ -376,7 +396,9 @@ def _components(prepared: Sequence[_Facts], records: pd.DataFrame) -> tuple[np.n
 
 def _bootstrap_f1(counts: _Counts, draws: np.ndarray) -> np.ndarray:
     """F1 per replicate and slice, (replicates, n_slices), from component draw counts."""
-    tp, fp, fn = (draws @ counts.by_component[:, j, :].T for j in range(3))
+    # float matmul goes through BLAS (integer matmul does not); counts stay exact below 2**53
+    weights = draws.astype(np.float64)
+    tp, fp, fn = (weights @ counts.as_float[j] for j in range(3))
     return _f1(tp, fp, fn)
 
 
@@ -393,7 +415,8 @@ def _ci_method(n_boot: int, seed: int, n_components: int) -> str:
             f"(n_boot={n_boot}, seed={seed}); precision/recall/exact: 95% Wilson score")
 
 
-def _table(specs: Sequence[_Spec], counts: _Counts, boot_f1: np.ndarray, *, min_support: int, ci_method: str) -> pd.DataFrame:
+def _table(specs: Sequence[_Spec], counts: _Counts, boot_f1: np.ndarray, *, min_support: int, min_gap: float,
+           ci_method: str) -> pd.DataFrame:
     totals = counts.totals
     tp, fp, fn = totals[:, 0], totals[:, 1], totals[:, 2]
     n_records = np.array([len(r) for r in counts.records])
@@ -414,7 +437,7 @@ def _table(specs: Sequence[_Spec], counts: _Counts, boot_f1: np.ndarray, *, min_
     table["ci_method"] = ci_method
     table["too_small"] = table["support"] < min_support
     overall_f1 = table["f1"].iat[0]
-    table["weak"] = (~table["too_small"]) & (table["ci_high"] < overall_f1)  # NaN compares False
+    table["weak"] = (~table["too_small"]) & (table["ci_high"] < overall_f1 - min_gap)  # NaN compares False
     table.loc[0, "weak"] = False
     return _sorted(table[list(SLICE_COLUMNS)])
 
@@ -430,7 +453,7 @@ def _sorted(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = 20, n_boot: int = 1000, seed: int = 0,
-                group_by: Sequence[str] = (), records: pd.DataFrame | None = None) -> pd.DataFrame:
+                min_gap: float = 0.0, group_by: Sequence[str] = (), records: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-slice metrics of one fact table (see the module docstring for slices and columns).
 
     `facts`: a frame from `load_facts`/`facts_frame` (rows that are not scored facts, such as
@@ -444,7 +467,8 @@ def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = 20, n_boot: i
     component, n_components = _components([prepared], records)
     counts = _count(prepared, specs, component, n_components)
     boot = _replicates(_component_draws(n_components, n_boot, seed), lambda w: _bootstrap_f1(counts, w), len(specs))
-    return _table(specs, counts, boot, min_support=min_support, ci_method=_ci_method(n_boot, seed, n_components))
+    return _table(specs, counts, boot, min_support=min_support, min_gap=min_gap,
+                  ci_method=_ci_method(n_boot, seed, n_components))
 
 
 class SliceFrame:

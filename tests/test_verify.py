@@ -1,0 +1,99 @@
+"""`microctx verify`: passes on the published files; names every planted problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from microctx.canonical import dumps
+from microctx.cli import main
+
+
+@pytest.fixture()
+def copies(tmp_path, s8f):
+    out = {}
+    for key in ("public", "answers", "report"):
+        out[key] = tmp_path / f"{key}.json"
+        out[key].write_bytes(Path(getattr(s8f, key)).read_bytes())
+    return out
+
+
+def run_verify(paths, capsys) -> tuple[int, str]:
+    code = main(["verify", "--public", str(paths["public"]), "--answers", str(paths["answers"]),
+                 "--report", str(paths["report"])])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_published_files_verify(copies, capsys):
+    code, text = run_verify(copies, capsys)
+    assert code == 0, text
+    assert text.startswith("ok: 1000 records")
+
+
+def test_changed_byte_in_a_body(copies, capsys):
+    data = copies["public"].read_bytes()
+    at = data.index(b"Witnessed while pushing")
+    copies["public"].write_bytes(data[:at] + b"w" + data[at + 1:])
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert "record issue-5105: field body_sha256" in text
+    assert "answers: corpus_sha256" in text and "report: corpus_sha256" in text
+
+
+def test_edited_answer(copies, capsys):
+    doc = orjson.loads(copies["answers"].read_bytes())
+    doc["answers"][0]["references"] = [4968, 4969]
+    copies["answers"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert "answers: record issue-5105: field references: file has [4968, 4969], recomputed [4968]" in text
+    assert "report: answers_sha256" in text
+
+
+def test_leak_check_set_to_false(copies, capsys):
+    doc = orjson.loads(copies["report"].read_bytes())
+    doc["leak_checks"]["disjoint_train_tune_test_ids"] = False
+    copies["report"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert "leak check disjoint_train_tune_test_ids is False, not true" in text
+
+
+def test_wrong_record_count(copies, capsys):
+    doc = orjson.loads(copies["report"].read_bytes())
+    doc["records"] = 999
+    copies["report"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert "record counts disagree: public 1000, answers 1000, report 999" in text
+
+
+def test_moved_record_changes_split(copies, capsys):
+    doc = orjson.loads(copies["public"].read_bytes())
+    record = doc["records"][0]
+    record["split"] = "train" if record["split"] != "train" else "test"
+    copies["public"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert f"public: record {record['id']}: field split" in text
+
+
+def test_truncated_file_is_unusable(copies, capsys):
+    data = copies["answers"].read_bytes()
+    copies["answers"].write_bytes(data[: len(data) // 2])
+    code, text = run_verify(copies, capsys)
+    assert code == 2
+    assert "answers.json: not valid JSON" in text and "Traceback" not in text
+
+
+def test_every_problem_is_listed(copies, capsys):
+    doc = orjson.loads(copies["answers"].read_bytes())
+    for answer in doc["answers"][:3]:
+        answer["state"] = "OPEN" if answer["state"] == "CLOSED" else "CLOSED"
+    copies["answers"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert sum("field state" in line for line in text.splitlines()) == 3
