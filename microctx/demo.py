@@ -129,8 +129,26 @@ def make_submissions(mode: str, paths, answers: dict, folder: Path, timeout: flo
     return made
 
 
-def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = True, timeout: float | None = None) -> dict:
-    """The whole demo into `out`; returns the demo manifest (also written as demo.json)."""
+def run_reports(jobs: dict, folders: dict, workers: int) -> None:
+    """Make the reports, `workers` at a time (each runs its own kernel process, so two cores
+    make two reports at once); the first failure is raised after the running ones finish."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {}
+        for key, job in jobs.items():
+            _say(f"demo: {key} report")
+            futures[key] = pool.submit(job, folders[key])
+        for key, future in futures.items():
+            future.result()
+
+
+def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = True, timeout: float | None = None,
+             workers: int | None = None) -> dict:
+    """The whole demo into `out`; returns the demo manifest (also written as demo.json).
+
+    `workers`: reports made at once (default: 2 when there are at least 2 CPUs, else 1).
+    """
     from . import reports
     from .data import s8f
     from .errors import ContractError
@@ -139,6 +157,8 @@ def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = Tru
 
     if mode == "auto":
         mode = "candidates" if candidates_available() else "planted"
+    if workers is None:
+        workers = 2 if (os.cpu_count() or 1) >= 2 else 1
     start = time.perf_counter()
     paths = s8f(download=False) if os.environ.get("MICROCTX_DATA_DIR") else s8f()
     with reports.staged_folder(out, marker=DEMO_MANIFEST) as staging:
@@ -154,19 +174,16 @@ def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = Tru
             reports.write_grade(result, staging / "grades" / f"{name}.json")
             grades[name] = result.grade
             _say(f"demo: grade {name}: {result.summary()}")
-        report_dirs = {"corpus": staging / "reports" / "corpus"}
-        _say("demo: corpus report")
-        reports.corpus_report(str(paths.public), report_dirs["corpus"], progress=progress)
+        public, gold = str(paths.public), str(paths.answers)
+        jobs = {"corpus": lambda out: reports.corpus_report(public, out, progress=progress)}
         for name, path in submissions.items():
-            _say(f"demo: grade report {name}")
-            report_dirs[f"grade-{name}"] = staging / "reports" / f"grade-{name}"
-            reports.grade_report(str(paths.public), str(paths.answers), str(path), report_dirs[f"grade-{name}"],
-                                 progress=progress)
+            jobs[f"grade-{name}"] = (lambda p: lambda out: reports.grade_report(public, gold, str(p), out,
+                                                                                progress=progress))(path)
         if len(submissions) >= 2:
-            _say("demo: compare report")
-            report_dirs["compare"] = staging / "reports" / "compare"
-            reports.compare_report(str(paths.public), str(paths.answers), [str(p) for p in submissions.values()],
-                                   report_dirs["compare"], names=list(submissions), progress=progress)
+            jobs["compare"] = lambda out: reports.compare_report(public, gold, [str(p) for p in submissions.values()],
+                                                                 out, names=list(submissions), progress=progress)
+        report_dirs = {key: staging / "reports" / key for key in jobs}
+        run_reports(jobs, report_dirs, workers)
         manifest = {
             "schema": "microctx-demo/1",
             "mode": mode,

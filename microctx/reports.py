@@ -451,7 +451,9 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
     executed = staging / NOTEBOOKS[kind]
     try:
         pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
-                            kernel_name=KERNEL_NAME, progress_bar=progress, cwd=str(staging), log_output=False)
+                            kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False)
+        # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
+        # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
         raise ReportError(f"{NOTEBOOKS[kind]}: cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}") from None
     return executed
@@ -518,6 +520,8 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
     names = list(names) or candidate_names(submissions)
+    if len(names) != len(submissions) or len(set(names)) != len(names):
+        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     _checked_inputs(public, answers, submissions)
     params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
               "names": names}

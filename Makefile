@@ -1,0 +1,26 @@
+# The two quickstart commands: `make demo` (set up, then run the main job end to end) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Offline by default when the published s8f files sit beside the checkout; otherwise the data
+# layer downloads them by pinned URL and SHA-256.
+SHARED_S8F := $(abspath ../shared/s8f)
+export MICROCTX_DATA_DIR ?= $(if $(wildcard $(SHARED_S8F)/*.json),$(SHARED_S8F),)
+
+.PHONY: setup demo test bench
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: setup
+	$(BIN)/microctx demo --out reports/demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/bench_core.py

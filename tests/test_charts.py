@@ -1,0 +1,171 @@
+"""Chart tables count what the answers say, and charts render to real, non-blank images.
+
+No notebook runs here (test_reports.py executes them once); these call microctx.charts directly
+on the s8f corpus and check the numbers drawn against the answer bundle.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections import Counter
+
+import pytest
+
+from microctx import charts, slices
+from microctx.facts import CUE_WORDS
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGBA bytes) of an 8-bit RGBA or RGB non-interlaced PNG (what
+    vl-convert and Chromium write), so tests can look at pixels without an imaging library."""
+    assert data[:8] == PNG_SIGNATURE, "not a PNG"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = header
+    assert depth == 8 and color in (2, 6) and interlace == 0, f"unsupported PNG {header}"
+    bpp = 4 if color == 6 else 3
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        prev = line
+        if bpp == 3:  # RGB (Chromium's screenshots): add an opaque alpha
+            rows.append(b"".join(bytes(line[i:i + 3]) + b"\xff" for i in range(0, stride, 3)))
+        else:
+            rows.append(bytes(line))
+    return width, height, rows
+
+
+def colour_census(data: bytes, step: int = 3) -> Counter:
+    """Counts of opaque pixel colours (every `step`-th pixel of every `step`-th row)."""
+    width, height, rows = decode_png(data)
+    seen = Counter()
+    for row in rows[::step]:
+        for x in range(0, width, step):
+            r, g, b, a = row[4 * x:4 * x + 4]
+            if a > 200:
+                seen[(r, g, b)] += 1
+    return seen
+
+
+def has_colour(census: Counter, rgb: tuple[int, int, int], tolerance: int = 24, at_least: int = 20) -> bool:
+    return sum(n for c, n in census.items() if all(abs(c[i] - rgb[i]) <= tolerance for i in range(3))) >= at_least
+
+
+BLUE, ORANGE, GREEN, RED = (76, 120, 168), (245, 133, 24), (84, 162, 75), (228, 87, 86)
+
+
+@pytest.fixture(scope="session")
+def corpus_frame(s8f_corpus):
+    return s8f_corpus.frame()
+
+
+@pytest.fixture(scope="session")
+def records(s8f_corpus):
+    return slices.record_table(s8f_corpus)
+
+
+def test_state_chart_counts_match_aggregates(corpus_frame, s8f_answers):
+    spec = charts.state_by_split(corpus_frame).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    by_state = Counter()
+    for row in data:
+        by_state[row["state"]] += row["records"]
+    assert dict(by_state) == s8f_answers["aggregates"]["state_counts"]
+
+
+def test_label_counts_list_every_label_with_gold_counts(corpus_frame, s8f_answers):
+    counts = charts.label_counts(corpus_frame)
+    per_label = counts.groupby("label")["records"].sum().to_dict()
+    gold = Counter(label for a in s8f_answers["answers"] for label in set(a["labels"]))
+    assert per_label == dict(gold)
+    assert set(per_label) == set(s8f_answers["aggregates"]["label_counts"])  # the long tail included
+    assert min(per_label.values()) == 1 and max(per_label.values()) > 500  # why the axis is logarithmic
+
+
+def test_fact_density_matches_answers(corpus_frame, s8f_answers):
+    density = charts.fact_density(corpus_frame)
+    for kind, field in (("references", "references"), ("duplicate targets", "duplicate_targets")):
+        rows = density[(density["kind"] == kind) & (density["n"] > 0)]
+        for split in ("train", "tune", "test"):
+            expected = sum(1 for a in s8f_answers["answers"] if a["split"] == split and a[field])
+            assert rows[rows["split"] == split]["records"].sum() == expected, (kind, split)
+    assert density.groupby("kind")["records"].sum().tolist() == [len(corpus_frame)] * 2
+
+
+def test_cue_words_all_listed_and_counted(records, s8f_answers):
+    counts = charts.cue_word_counts(records)
+    assert sorted(counts["cue_word"].unique()) == sorted(CUE_WORDS)
+    assert len(counts) == len(CUE_WORDS) * 3  # zero counts stay listed
+    for word in CUE_WORDS:
+        expected = sum(1 for a in s8f_answers["answers"] if word in a["scope_contradictions"])
+        assert counts[counts["cue_word"] == word]["records"].sum() == expected, word
+
+
+def test_timeline_events_count_created_and_closed(corpus_frame):
+    events = charts.timeline_events(corpus_frame)
+    assert (events["event"] == "created").sum() == len(corpus_frame)
+    assert (events["event"] == "closed").sum() == corpus_frame["closed_at"].notna().sum()
+
+
+def test_timeline_brush_filters_the_label_chart(corpus_frame):
+    spec = charts.timeline_with_labels(charts.timeline_events(corpus_frame), corpus_frame).to_dict()
+    params = spec.get("params", []) + spec["vconcat"][0].get("params", [])
+    assert [p["select"]["type"] for p in params if p["name"] == "brush"] == ["interval"]
+    assert {"filter": {"param": "brush"}} in spec["vconcat"][1]["transform"]
+
+
+def test_component_sizes_cover_every_record(records):
+    sizes = charts.component_size_counts(records)
+    assert (sizes["size"] * sizes["components"]).sum() == len(records)
+
+
+def test_rendered_chart_is_a_real_non_blank_image(corpus_frame, tmp_path):
+    png, svg = charts.save(charts.state_by_split(corpus_frame), "state", tmp_path)
+    assert (tmp_path / "state.png").read_bytes() == png and (tmp_path / "state.svg").read_text() == svg
+    assert svg.lstrip().startswith("<svg") and "Records by state and split" in svg
+    width, height = charts.png_size(png)
+    assert width >= 400 and height >= 300
+    census = colour_census(png)
+    assert len(census) > 10  # not one flat colour
+    assert has_colour(census, BLUE) and has_colour(census, ORANGE)  # CLOSED and OPEN bars drawn
+
+
+def test_log_scale_label_bars_are_drawn(corpus_frame):
+    """A log axis has no zero; bars must still be drawn (they start just below 1)."""
+    counts = charts.label_counts(corpus_frame)
+    tail = counts[counts["label"].isin(counts["label"].unique()[:8])]  # a few labels: a small image to decode
+    png, _ = charts.render(charts.labels_by_split(tail))
+    census = colour_census(png, step=2)
+    assert all(has_colour(census, c, at_least=100) for c in (BLUE, ORANGE, GREEN))
+
+
+def test_png_size_refuses_other_bytes():
+    with pytest.raises(ValueError):
+        charts.png_size(b"GIF89a" + b"\0" * 30)
