@@ -187,6 +187,7 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
             if last > 0 and not buf[last + 1:tail].strip() and not buf[tail + 1:].strip():
                 candidates.append(last + 1)  # the whole rest in one batch
         search_from = pos + batch_size if len(buf) - pos > batch_size else pos
+        looked_closer = search_from == pos
         items = end = None
         while items is None:
             if candidates:
@@ -197,8 +198,9 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
                     item_end = _ITEM_END  # an object without the usual first key: any end will do
                     continue
                 if match is None:
-                    if search_from > pos:
+                    if not looked_closer:
                         search_from = pos  # nothing ends past the batch size: look closer
+                        looked_closer = True
                         continue
                     ahead = search_from - pos  # `more` may move the buffer's start
                     if not more():

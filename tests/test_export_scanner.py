@@ -1,0 +1,37 @@
+"""The record-by-record export reader yields exactly what parsing the whole file yields."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from microctx.files import IrregularJSON, _scan_array
+
+# Strings full of the characters an object end is looked for by, to plant false candidates.
+tricky = st.lists(st.sampled_from(list('}],{[" \\\n:ab') + ["é", '"body"', "},{", "}]"]), max_size=12).map("".join)
+record = st.fixed_dictionaries({
+    "body": tricky,
+    "labels": st.lists(st.fixed_dictionaries({"name": tricky}), max_size=3),
+    "number": st.integers(1, 10**6),
+}, optional={"title": tricky, "nested": st.dictionaries(tricky, tricky, max_size=2)})
+
+
+def scan(data: bytes, block: int, batch: int) -> list:
+    return list(_scan_array(io.BytesIO(data), block, batch))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record, max_size=12), st.booleans(), st.integers(1, 64), st.integers(1, 200))
+def test_scanner_equals_whole_parse(items, indent, block, batch):
+    data = orjson.dumps(items, option=orjson.OPT_INDENT_2 if indent else 0)
+    assert scan(data, block, batch) == items
+
+
+@pytest.mark.parametrize("data", [b'[{"a": 1}] x', b'[{"a": 1},]', b'[{"a": "\xff"}]', b'[{"a": 1}', b"[1]", b"{}", b""])
+def test_irregular_input_is_left_to_the_whole_parse(data):
+    with pytest.raises(IrregularJSON):
+        scan(data, 4, 8)
