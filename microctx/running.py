@@ -105,10 +105,10 @@ def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
     """The child's environment: a few harmless variables, nothing pointing at data or answers."""
     private = [os.environ.get("MICROCTX_DATA_DIR", "")]
     private += [os.path.realpath(p) for p in private if p]
-    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ}
+    env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ and key != "PATH"}
     env = {k: v for k, v in env.items() if not _mentions_private(v, private)}
-    path_dirs = [d for d in env.get("PATH", os.defpath).split(os.pathsep) if d and not _mentions_private(d, private)]
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable)] + path_dirs)
+    path_dirs = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d and not _mentions_private(d, private)]
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable)] + path_dirs)  # PATH loses only such entries
     env.setdefault("LANG", "C.UTF-8")
     env.update(HOME=str(home), TMPDIR=str(home), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                PYTHONNOUSERSITE="1")

@@ -152,3 +152,15 @@ def test_module_function_from_the_callers_folder(s8f, tmp_path, monkeypatch):
     assert manifest["ok"], manifest["error"]
     assert manifest["entry"] == "my_pipeline:counted" and manifest["version"] == "counted-1"
     assert json.loads(out.read_text())["params"] == {"k": 1}
+
+
+def test_clean_environment_keeps_path_but_drops_data_entries(s8f, tmp_path, monkeypatch):
+    from microctx.running import clean_environment
+
+    monkeypatch.setenv("PATH", f"{s8f.answers.parent}{os.pathsep}/usr/bin")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LC_ALL", f"{s8f.answers}")  # a kept name with a private value is dropped
+    env = clean_environment(tmp_path)
+    assert env["PATH"] == f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin"
+    assert "LC_ALL" not in env and env["LANG"] == "C.UTF-8" and env["HOME"] == str(tmp_path)
+    assert "MICROCTX_DATA_DIR" not in env and "PYTHONPATH" not in env
