@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .candidates import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
+from .data import file_sha256
 from .errors import InputError
 
 RUN_SCHEMA = "microctx-run/1"
@@ -57,14 +58,6 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_public(path: Path) -> str:
     """The public corpus's digest; refuse what is plainly not a public corpus (checked by its head)."""
     if path.is_dir():
@@ -78,7 +71,7 @@ def _check_public(path: Path) -> str:
         raise InputError(path, "this is an answer bundle, not a public corpus; candidates never get answers")
     if b"fak-microcontext-corpus/1" not in head:
         raise InputError(path, "not a public corpus (schema fak-microcontext-corpus/1 not found at the start)", field="schema")
-    return _file_sha256(path)
+    return file_sha256(path)
 
 
 def _check_devkit(path: Path, corpus_sha256: str) -> str:
@@ -93,7 +86,7 @@ def _check_devkit(path: Path, corpus_sha256: str) -> str:
         if answer["split"] == "test":
             raise InputError(path, "a devkit must not hold test answers (make one with `microctx devkit`)",
                              record=answer["id"], field="split")
-    return _file_sha256(path)
+    return file_sha256(path)
 
 
 def _mentions_private(value: str, private: list[str]) -> bool:
