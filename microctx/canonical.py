@@ -26,8 +26,13 @@ _PLACEHOLDER_JSON = b'[\n    "\\u0000microctx-items\\u0000"\n  ]'
 
 
 def _escape(data: bytes) -> bytes:
-    for raw, escaped in _ESCAPES:
+    for raw, escaped in _ESCAPES[:3]:
         if raw in data:
+            data = data.replace(raw, escaped)
+    # U+2028 and U+2029 end in bytes 0xA8 and 0xA9; one-byte searches are far cheaper than
+    # three-byte ones on UTF-8 text, and most text holds neither byte.
+    for raw, escaped in _ESCAPES[3:]:
+        if raw[2] in data and raw in data:
             data = data.replace(raw, escaped)
     return data
 
@@ -37,11 +42,14 @@ def dumps(value: object) -> bytes:
     return _escape(orjson.dumps(value, option=orjson.OPT_INDENT_2)) + b"\n"
 
 
-def iter_dumps(document: dict, list_key: str) -> Iterator[bytes]:
-    """The canonical bytes of `document` in chunks, one per item of `document[list_key]`.
+def iter_dumps(document: dict, list_key: str, batch_size: int = 100,
+               copy_keys: tuple[str, ...] = ()) -> Iterator[bytes]:
+    """The canonical bytes of `document` in chunks, one per `batch_size` items of `document[list_key]`.
 
     Joining the chunks gives exactly `dumps(document)`; streaming them keeps a large corpus
     from being held twice in memory. Chunks split only between items, never inside a string.
+    Items' non-ASCII strings under `copy_keys` are encoded from copies (see `_uncached`): pass
+    the keys of large texts that stay in memory after encoding.
     """
     items = document[list_key]
     if not items:
@@ -51,11 +59,35 @@ def iter_dumps(document: dict, list_key: str) -> Iterator[bytes]:
     shell[list_key] = [_PLACEHOLDER]
     head, tail = dumps(shell).split(_PLACEHOLDER_JSON)
     yield head + b"[\n"
-    last = len(items) - 1
-    for i, item in enumerate(items):
-        chunk = b"    " + _escape(orjson.dumps(item, option=orjson.OPT_INDENT_2)).replace(b"\n", b"\n    ")
-        yield chunk + (b",\n" if i < last else b"\n")
+    # A batch dumped as the only list of a one-key object comes out indented exactly as the
+    # items of the document's list: strip the object's first line and its closing lines.
+    cut_head, cut_tail = len(b'{\n  "": [\n'), -len(b"\n  ]\n}")
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        if copy_keys:
+            batch = [_uncached(item, copy_keys) for item in batch]
+        chunk = _escape(orjson.dumps({"": batch}, option=orjson.OPT_INDENT_2)[cut_head:cut_tail])
+        yield chunk + (b",\n" if start + batch_size < len(items) else b"\n")
     yield b"  ]" + tail
+
+
+def _uncached(item: object, keys: tuple[str, ...]) -> object:
+    """`item`, with its non-ASCII strings under `keys` copied when it is a dict.
+
+    orjson keeps a UTF-8 copy inside every non-ASCII str it encodes (CPython's UTF-8 cache),
+    which would more than double the memory of a corpus's titles and bodies after one encode.
+    Encoding short-lived copies leaves the originals as they were.
+    """
+    if type(item) is not dict:
+        return item
+    copy = None
+    for key in keys:
+        value = item.get(key)
+        if type(value) is str and not value.isascii():
+            if copy is None:
+                copy = dict(item)
+            copy[key] = "".join((value, ""))  # a new str object: join of two never returns an input
+    return item if copy is None else copy
 
 
 def sha256_hex(data: bytes) -> str:
@@ -69,11 +101,27 @@ def digest_chunks(chunks: Iterable[bytes], needles: Iterable[bytes] = ()) -> tup
     needle that is a quoted key or a digest is found whenever it occurs in the whole text.
     """
     digest = hashlib.sha256()
-    wanted = list(needles)
+    remaining = list(dict.fromkeys(needles))
     found: set[bytes] = set()
+    pattern = _any_of(remaining)
     for chunk in chunks:
         digest.update(chunk)
-        for needle in wanted:
-            if needle not in found and needle in chunk:
-                found.add(needle)
+        pos = 0
+        while pattern is not None:
+            # one scan for all needles not yet found, instead of one scan per needle
+            match = pattern.search(chunk, pos)
+            if match is None:
+                break
+            found.add(match.group())
+            remaining.remove(match.group())
+            pattern = _any_of(remaining)
+            pos = match.start()  # another needle may start at the same offset
     return digest.hexdigest(), found
+
+
+def _any_of(needles: list[bytes]):
+    if not needles:
+        return None
+    import re
+
+    return re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import InputError
-from .files import IrregularJSON, iter_json_array, read_json
+from .files import IrregularJSON, gc_paused, iter_json_array, read_json
 from .timestamps import Timestamp, parse_timestamp
 
 MIN_RECORDS = 50
@@ -62,8 +62,8 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
         if "pull_request" in item:
             continue
         rest = "html_url" in item or "created_at" in item
-        keys = {name: pair[1 if rest else 0] for name, pair in _FIELDS.items()}
-        issue = _parse_issue(item, keys, path, where)
+        keys = _REST_KEYS if rest else _GH_KEYS
+        issue = _fast_issue(item, keys) or _parse_issue(item, keys, path, where)
         if issue.number in seen:
             raise InputError(path, f"number {issue.number} repeats record #{seen[issue.number]}",
                              record=f"{where} (number {issue.number})", field=keys["number"])
@@ -72,6 +72,52 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
     if len(issues) < MIN_RECORDS:
         raise InputError(path, f"{len(issues)} issues, at least {MIN_RECORDS} are needed")
     return issues
+
+
+_GH_KEYS = {name: pair[0] for name, pair in _FIELDS.items()}
+_REST_KEYS = {name: pair[1] for name, pair in _FIELDS.items()}
+
+
+def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
+    """The issue when every field is plainly well-formed, else None (then `_parse_issue` decides).
+
+    Same result as `_parse_issue` on such items, with a fraction of its checks' cost: a large
+    export is almost all well-formed records.
+    """
+    try:
+        number, title, body = item[keys["number"]], item[keys["title"]], item[keys["body"]]
+        state, labels, url = item[keys["state"]], item[keys["labels"]], item[keys["url"]]
+        created, updated = item[keys["created_at"]], item[keys["updated_at"]]
+    except KeyError:
+        return None
+    closed = item.get(keys["closed_at"])
+    if (type(number) is not int or number <= 0 or type(title) is not str or not title
+            or type(url) is not str or not url or type(state) is not str):
+        return None
+    if body is None:
+        body = ""
+    elif type(body) is not str:
+        return None
+    state = state.upper()
+    if not state:
+        return None
+    names: list[str] = []
+    if labels is not None:
+        if type(labels) is not list:
+            return None
+        for label in labels:
+            name = label.get("name") if type(label) is dict else label
+            if type(name) is not str:
+                return None
+            names.append(name)
+    if type(created) is not str or type(updated) is not str or not (closed is None or type(closed) is str):
+        return None
+    try:
+        created_at, updated_at = parse_timestamp(created), parse_timestamp(updated)
+        closed_at = parse_timestamp(closed) if closed is not None else None
+    except ValueError:
+        return None
+    return RawIssue(number, title, body, state, names, created_at, updated_at, closed_at, url)
 
 
 def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue:
@@ -133,7 +179,8 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
 
 def read_export(path: str | os.PathLike) -> list[RawIssue]:
     """Read a raw export file (gh CLI or REST API shape), record by record when it can."""
-    try:
-        return parse_export(iter_json_array(path), path)
-    except IrregularJSON:
-        return parse_export(read_json(path), path)
+    with gc_paused():
+        try:
+            return parse_export(iter_json_array(path), path)
+        except IrregularJSON:
+            return parse_export(read_json(path), path)

@@ -49,29 +49,70 @@ def issue_text(title: str, body: str) -> str:
 def _ascii_lower(data: bytes) -> bytes:
     """Go's lower-casing as far as ASCII words can tell: ASCII letters, and İ to i."""
     lowered = data.lower()
-    return lowered.replace(_DOTTED_I, b"i") if _DOTTED_I in lowered else lowered
+    # İ is 0xC4 0xB0; a one-byte search for its rare lead byte is far cheaper than a two-byte one
+    return lowered.replace(_DOTTED_I, b"i") if b"\xc4" in lowered and _DOTTED_I in lowered else lowered
 
 
 def _references(data: bytes) -> list[int]:
     if b"#" not in data:
         return []
     found = set()
+    word = _ASCII_WORD
     for m in _HASH_NUMBER.finditer(data):
         i = m.start()
-        if i and (data[i - 1] in _ASCII_WORD or data.endswith(_LONG_S, 0, i) or data.endswith(_KELVIN, 0, i)):
-            continue
+        if i:
+            before = data[i - 1]
+            if before in word:
+                continue
+            # ſ and K end in bytes 0xBF and 0xAA
+            if (before == 0xBF and data.endswith(_LONG_S, 0, i)) or (before == 0xAA and data.endswith(_KELVIN, 0, i)):
+                continue
         found.add(int(m.group(1)))
     found.discard(0)
     return sorted(found)
 
 
+# D without (?i), for text lower-cased byte for byte (bytes.lower keeps every offset)
+_S_LOWER = rb"(?:s|\xc5\xbf)"
+_DUPLICATE_LOWER = re.compile(
+    rb"\b(?:duplicate(?:" + _S_LOWER + rb"|d)?(?:" + _WS + rb"+of)?|" + _S_LOWER + rb"uper" + _S_LOWER
+    + rb"ede(?:" + _S_LOWER + rb"|d)?" + _WS + rb"+by)" + _WS + rb"+#([0-9]{1,7})\b"
+)
+
+
 def _duplicate_targets(data: bytes, lowered: bytes) -> list[int]:
-    # D needs one of its key words; most texts have none, and this check is far cheaper than D.
-    if b"#" not in data:
-        return []
-    if b"duplicate" not in lowered and b"upersede" not in lowered.replace(_LONG_S, b"s"):
-        return []
-    return sorted({n for n in map(int, DUPLICATE.findall(data)) if n > 0})
+    """Targets of D in `data`; `lowered` is `data.lower()` (same length, same offsets).
+
+    Every match of D starts at "duplicate" or at the s (or ſ) before "uper", so D is tried only
+    there, in order, resuming after each match as a left-to-right scan does. Trying the pattern
+    at every offset of a long text costs far more than finding its few key words.
+    """
+    found = set()
+    pos, end = 0, len(lowered)
+    while True:
+        start = lowered.find(b"duplicate", pos)
+        if start < 0:
+            start = end
+        j = lowered.find(b"uper", pos + 1)
+        while 0 <= j < start:
+            if lowered[j - 1] == 0x73:  # s
+                start = j - 1
+            elif j - 2 >= pos and lowered[j - 2] == 0xC5 and lowered[j - 1] == 0xBF:  # ſ
+                start = j - 2
+            else:
+                j = lowered.find(b"uper", j + 1)
+                continue
+            break
+        if start >= end:
+            break
+        m = _DUPLICATE_LOWER.match(lowered, start)  # \b still sees the byte before `start`
+        if m is None:
+            pos = start + 1
+        else:
+            found.add(int(m.group(1)))
+            pos = m.end()
+    found.discard(0)
+    return sorted(found)
 
 
 def references(text: str) -> list[int]:
@@ -82,7 +123,7 @@ def references(text: str) -> list[int]:
 def duplicate_targets(text: str) -> list[int]:
     """Every target of pattern D, as sorted unique positive integers."""
     data = text.encode()
-    return _duplicate_targets(data, _ascii_lower(data))
+    return _duplicate_targets(data, data.lower()) if b"#" in data else []
 
 
 def scope_contradictions(body: str) -> list[str]:
@@ -98,11 +139,13 @@ def go_lower(text: str) -> str:
 
 def derive_utf8(title: bytes, body: bytes) -> tuple[list[int], list[int], list[str]]:
     """References, duplicate targets and cue words from UTF-8 title and body, lower-casing once."""
-    lowered_title, lowered_body = _ascii_lower(title), _ascii_lower(body)
-    cues = [word for word, encoded in _CUE_BYTES if encoded in lowered_body]
+    lowered_body = body.lower()
+    cue_body = lowered_body.replace(_DOTTED_I, b"i") if b"\xc4" in lowered_body and _DOTTED_I in lowered_body else lowered_body
+    cues = [word for word, encoded in _CUE_BYTES if encoded in cue_body]
     text = title + b"\n" + body
     refs = _references(text)
-    dups = _duplicate_targets(text, lowered_title + b"\n" + lowered_body) if refs else []
+    # a duplicate target is a reference too, so without references there is nothing to find
+    dups = _duplicate_targets(text, title.lower() + b"\n" + lowered_body) if refs else []
     return refs, dups, cues
 
 

@@ -7,9 +7,11 @@ replaces a good one.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -26,10 +28,28 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
 
 
+@contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector for a block that builds many objects and no cycles.
+
+    Each collection walks every tracked object; while a large corpus is parsed or built, the
+    collector would run again and again over a growing heap to find nothing (the documents are
+    trees). Reference counting still frees everything; the previous state is restored after.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse_json(data: bytes, path: str | os.PathLike) -> object:
     """Parse JSON bytes; invalid UTF-8 and malformed JSON are InputErrors naming the file."""
     try:
-        return orjson.loads(data)
+        with gc_paused():
+            return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         msg = str(exc)
         if "utf-8" in msg.lower() or "surrogate" in msg.lower():
@@ -130,7 +150,35 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
         yield from _scan_array(handle, block_size)
 
 
-def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[object]:
+def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
+    """Parse a JSON object whose last key is a large array, holding one block of the file at a time.
+
+    `orjson.loads` of a whole file holds the file's bytes, the parser's own copy and the Python
+    objects at once; this parses the head before `"list_key": [` on its own and the array's
+    items in batches (see `iter_json_array`). Anything else (another layout, keys after the
+    array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
+    """
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with handle:
+        start = handle.read(1 << 20)
+        match = re.compile(rb'"' + re.escape(list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
+        if match is None:
+            raise IrregularJSON
+        try:
+            head = orjson.loads(start[:match.end()] + b"]}")
+        except orjson.JSONDecodeError:
+            raise IrregularJSON from None
+        if not isinstance(head, dict) or list(head)[-1:] != [list_key]:
+            raise IrregularJSON
+        handle.seek(match.end() - 1)
+        head[list_key] = list(_scan_array(handle, block_size, trailer=ord("}")))
+    return head
+
+
+def _scan_array(handle, block_size: int, batch_size: int = 1 << 20, trailer: int | None = None) -> Iterator[object]:
     """Objects of a top-level array, parsed about `batch_size` bytes at a time.
 
     A batch is the text from the current object to a candidate end (`}` then `,` or `]`),
@@ -166,13 +214,22 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
             if not more():
                 return None
 
+    def at_end() -> bool:
+        """After the closing bracket: only the trailer (if any) and white space to the end."""
+        nonlocal pos
+        if trailer is not None:
+            if skip_ws() != trailer:
+                return False
+            pos += 1
+        return skip_ws() is None
+
     item_end = _ITEM_END
     if skip_ws() != ord("["):
         raise IrregularJSON
     pos += 1
     if skip_ws() == ord("]"):
         pos += 1
-        if skip_ws() is not None:
+        if not at_end():
             raise IrregularJSON
         return
     while True:
@@ -224,6 +281,6 @@ def _scan_array(handle, block_size: int, batch_size: int = 1 << 20) -> Iterator[
         pos += 1
         if sep == ord(","):
             continue
-        if sep == ord("]") and skip_ws() is None:
+        if sep == ord("]") and at_end():
             return
         raise IrregularJSON

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from heapq import nlargest
+from operator import attrgetter
 from typing import Sequence
 
 from . import __version__
@@ -16,9 +18,9 @@ from .canonical import digest_chunks, iter_dumps, sha256_hex
 from .errors import ContractError
 from .export import RawIssue
 from .facts import derive_utf8
-from .files import AtomicOutputs
-from .grading import grade
-from .redact import Rule, scrub
+from .files import AtomicOutputs, gc_paused
+from .grading import grade_counts
+from .redact import MARKER, Rule, scrub
 from .split import assign_splits
 from .timestamps import utc_second
 
@@ -51,7 +53,8 @@ class Frozen:
 def public_record(issue: RawIssue, split: str, title_sha256: str | None = None,
                   body_sha256: str | None = None) -> dict:
     """The public record of an issue; pass the text digests when they are already computed."""
-    labels = sorted(name for name in issue.labels if name)
+    labels = sorted([name for name in issue.labels if name]) if issue.labels else None
+    closed_at = issue.closed_at
     return {
         "id": f"issue-{issue.number}",
         "split": split,
@@ -63,7 +66,7 @@ def public_record(issue: RawIssue, split: str, title_sha256: str | None = None,
         "url": issue.url,
         "state": issue.state,
         "labels": labels or None,
-        "closed_at": issue.closed_at.text if issue.closed_at else None,
+        "closed_at": closed_at.text if closed_at else None,
         "title_sha256": title_sha256 or sha256_hex(issue.title.encode()),
         "body_sha256": body_sha256 or sha256_hex(issue.body.encode()),
     }
@@ -82,8 +85,9 @@ def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str
 
 
 def _top_ids(issues: Sequence[RawIssue], key) -> list[str]:
-    ranked = sorted(issues, key=lambda i: (key(i), i.number), reverse=True)
-    return [f"issue-{i.number}" for i in ranked[:10]]
+    # The ten largest of (key, number), largest first; numbers are unique, so there are no ties.
+    ranked = nlargest(10, issues, key=lambda i: (key(i), i.number))
+    return [f"issue-{i.number}" for i in ranked]
 
 
 def aggregates(issues: Sequence[RawIssue], public_records: Sequence[dict]) -> dict:
@@ -117,30 +121,39 @@ def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) 
 
 def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -> Frozen:
     """The three documents of `freeze`, with the leak checks recorded but not enforced."""
-    issues = sorted(issues, key=lambda i: i.number)
-    scrubbed_records = scrubbed_matches = 0
-    cleaned: list[RawIssue] = []
-    for issue in issues:
-        result = scrub(issue.title, issue.body, rules)
-        scrubbed_matches += result.matches
-        scrubbed_records += result.touched
-        if result.title is not issue.title or result.body is not issue.body:
-            issue = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
-                             issue.created_at, issue.updated_at, issue.closed_at, issue.url)
-        cleaned.append(issue)
-    issues = cleaned
+    with gc_paused():
+        return _build(issues, source, rules)
 
-    refs, dups, cues, digests = [], [], [], []
-    for issue in issues:
+
+def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Frozen:
+    issues = sorted(issues, key=_NUMBER)
+    marker = MARKER.encode()
+    scrubbed_records = scrubbed_matches = 0
+    refs, dups, cues, title_digests, body_digests = [], [], [], [], []
+    for index, issue in enumerate(issues):
+        if rules:
+            result = scrub(issue.title, issue.body, rules)
+            scrubbed_matches += result.matches
+            scrubbed_records += result.touched
+            if result.title is not issue.title or result.body is not issue.body:
+                issue = issues[index] = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
+                                                 issue.created_at, issue.updated_at, issue.closed_at, issue.url)
+        # str.encode keeps no copy inside the str (unlike orjson, see canonical._uncached)
         title, body = issue.title.encode(), issue.body.encode()
+        if not rules:  # what scrub reports without rules: the text already carries the marker
+            scrubbed_records += marker in title or marker in body
         ref, dup, cue = derive_utf8(title, body)
         refs.append(ref)
         dups.append(dup)
         cues.append(cue)
-        digests.append((sha256_hex(title), sha256_hex(body)))
+        title_digests.append(sha256_hex(title))
+        body_digests.append(sha256_hex(body))
     numbers = [i.number for i in issues]
-    splits = assign_splits(numbers, [i.title for i in issues], [i.body for i in issues], refs)
-    records = [public_record(i, splits[i.number], *d) for i, d in zip(issues, digests)]
+    # Identical texts have identical digests: grouping by digest is grouping by text, without
+    # hashing every title and body again.
+    splits = assign_splits(numbers, title_digests, body_digests, refs)
+    records = [public_record(i, splits[i.number], t, b) for i, t, b in zip(issues, title_digests, body_digests)]
+    del splits, title_digests, body_digests
 
     public = {
         "schema": CORPUS_SCHEMA,
@@ -148,7 +161,7 @@ def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -
         "frozen_at": utc_second(max(i.updated_at.instant_ns for i in issues)),
         "records": records,
     }
-    public_sha, found = digest_chunks(iter_dumps(public, "records"), PRESERVED_KEYS + DERIVED_KEYS)
+    public_sha, found = digest_chunks(iter_dumps(public, "records", copy_keys=_TEXT_KEYS), PRESERVED_KEYS + DERIVED_KEYS)
 
     answers = {
         "schema": ANSWERS_SCHEMA,
@@ -156,14 +169,23 @@ def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -
         "answers": [answer_record(*item) for item in zip(records, refs, dups, cues)],
         "aggregates": aggregates(issues, records),
     }
+    del refs, dups, cues
     answers_sha, _ = digest_chunks(iter_dumps(answers, "answers"))
 
-    oracle = grade(answers, answers).grade
+    oracle = grade_counts(answers, answers)
     checks = leak_checks(records, found, _text_contains(public, answers_sha), oracle)
 
     counts = {s: 0 for s in ("train", "tune", "test")}
+    states = {"OPEN": 0, "CLOSED": 0}
     for r in records:
         counts[r["split"]] += 1
+        if r["state"] in states:
+            states[r["state"]] += 1
+    edges = {"references": 0, "duplicate_targets": 0, "scope_contradictions": 0}
+    for a in answers["answers"]:
+        edges["references"] += len(a["references"])
+        edges["duplicate_targets"] += len(a["duplicate_targets"])
+        edges["scope_contradictions"] += len(a["scope_contradictions"])
     report = {
         "schema": REPORT_SCHEMA,
         "corpus_sha256": public_sha,
@@ -172,11 +194,11 @@ def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -
         "train_records": counts["train"],
         "tune_records": counts["tune"],
         "test_records": counts["test"],
-        "open_records": sum(r["state"] == "OPEN" for r in records),
-        "closed_records": sum(r["state"] == "CLOSED" for r in records),
-        "reference_edges": sum(len(a["references"]) for a in answers["answers"]),
-        "duplicate_edges": sum(len(a["duplicate_targets"]) for a in answers["answers"]),
-        "scope_contradictions": sum(len(a["scope_contradictions"]) for a in answers["answers"]),
+        "open_records": states["OPEN"],
+        "closed_records": states["CLOSED"],
+        "reference_edges": edges["references"],
+        "duplicate_edges": edges["duplicate_targets"],
+        "scope_contradictions": edges["scope_contradictions"],
         "scrubbed_records": scrubbed_records,
         "scrubbed_matches": scrubbed_matches,
         "leak_checks": checks,
@@ -192,6 +214,10 @@ def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -
     return Frozen(public, answers, report, public_sha, answers_sha)
 
 
+_NUMBER = attrgetter("number")
+_TEXT_KEYS = ("title", "body")
+
+
 def _text_contains(public: dict, needle: str) -> bool:
     """Whether any string of the public corpus contains `needle`.
 
@@ -200,7 +226,11 @@ def _text_contains(public: dict, needle: str) -> bool:
     """
     if needle in public["source"] or needle in public["frozen_at"]:
         return True
-    return any(needle in value for r in public["records"] for value in r.values() if isinstance(value, str))
+    for r in public["records"]:
+        for value in r.values():
+            if isinstance(value, str) and needle in value:
+                return True
+    return False
 
 
 def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_digest_in_public: bool,
@@ -235,6 +265,6 @@ def write_frozen(frozen: Frozen, public_path: str | os.PathLike, answers_path: s
     from .canonical import dumps
 
     with AtomicOutputs() as out:
-        out.write(public_path, iter_dumps(frozen.public, "records"))
+        out.write(public_path, iter_dumps(frozen.public, "records", copy_keys=_TEXT_KEYS))
         out.write(answers_path, iter_dumps(frozen.answers, "answers"))
         out.write(report_path, dumps(frozen.report))

@@ -16,8 +16,10 @@ import csv
 import io
 import os
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from .errors import InputError
+from .files import gc_paused
 
 GRADE_SCHEMA = "fak-microcontext-grade/1"
 SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
@@ -156,8 +158,10 @@ def record_facts(answer: dict) -> set[tuple[str, str]]:
         value = answer.get(key)
         if value is None:
             continue
-        for item in (value if is_list else (value,)):
-            facts.add((kind, str(item)))
+        if is_list:
+            facts.update(zip(repeat(kind), map(str, value)))
+        else:
+            facts.add((kind, str(value)))
     return facts
 
 
@@ -179,6 +183,19 @@ def _fact_sort_key(fact: tuple[str, str]):
 
 def grade(answers: dict, submission: dict) -> GradeResult:
     """Grade a (validated) submission against a (validated) answer bundle."""
+    with gc_paused():
+        return _score(answers, submission, with_rows=True)
+
+
+def grade_counts(answers: dict, submission: dict) -> dict:
+    """The grade document of `grade(answers, submission)`, without building the fact table.
+
+    For the blind oracle of freeze and verify, which only need the counts.
+    """
+    return _score(answers, submission, with_rows=False).grade
+
+
+def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
         grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False)
@@ -211,6 +228,13 @@ def grade(answers: dict, submission: dict) -> GradeResult:
         gold_facts = record_facts(gold)
         got = submitted.get(rid)
         sub_facts = record_facts(got) if got is not None else set()
+        if not with_rows:
+            if sub_facts == gold_facts:
+                exact_records += 1
+            else:
+                fp_total += len(sub_facts - gold_facts)
+                fn_total += len(gold_facts - sub_facts)
+            continue
         missing = "record not submitted" if got is None else ""
         fp = sub_facts - gold_facts
         fn = gold_facts - sub_facts
@@ -232,7 +256,7 @@ def grade(answers: dict, submission: dict) -> GradeResult:
     passed = (test_records > 0 and exact_records == test_records and fp_total == 0 and fn_total == 0
               and aggregate_errors == 0 and citation_errors == 0)
     grade_doc = _grade_doc(digest, test_records, exact_records, fp_total, fn_total, aggregate_errors, citation_errors, passed)
-    return GradeResult(grade_doc, fact_rows + aggregate_rows + rows)
+    return GradeResult(grade_doc, fact_rows + aggregate_rows + rows if with_rows else [])
 
 
 def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed) -> dict:

@@ -10,20 +10,22 @@ the first.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 
 from .canonical import sha256_hex
 from .corpus import check_corpus_document, corpus_to_issues
 from .errors import InputError
-from .files import parse_json, read_bytes
+from .files import IrregularJSON, gc_paused, parse_json, read_bytes, read_object_streaming
 from .freezing import REPORT_SCHEMA, build
-from .grading import check_answers_document, grade
+from .grading import check_answers_document, grade_counts
 from .redact import MARKER
 
 _REPORT_COUNTS = ("records", "train_records", "tune_records", "test_records", "open_records", "closed_records",
                   "reference_edges", "duplicate_edges", "scope_contradictions")
 _MAX_LISTED_PER_FIELD = 20
+STREAM_PUBLIC_FROM_BYTES = 1 << 24  # smaller public files are parsed whole (tests may lower it)
 
 
 @dataclass
@@ -36,17 +38,35 @@ class Verification:
         return not self.problems
 
 
-def _load(path) -> tuple[bytes, object]:
+def _load(path) -> tuple[str, object]:
+    """The file's SHA-256 and parsed content; the bytes are not kept (a large corpus is big twice)."""
     data = read_bytes(path)
-    return data, parse_json(data, path)
+    return sha256_hex(data), parse_json(data, path)
+
+
+def _load_public(path) -> tuple[str, object]:
+    """Like `_load`, parsing a large public corpus record batch by record batch when it can."""
+    try:
+        if os.path.getsize(path) < STREAM_PUBLIC_FROM_BYTES:
+            return _load(path)
+        with open(path, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        return digest, read_object_streaming(path, "records")
+    except (IrregularJSON, OSError):
+        return _load(path)  # whose errors name the problem
 
 
 def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike,
                  report_path: str | os.PathLike) -> Verification:
     """Check three artifact files; InputError when one cannot be read or parsed."""
-    public_bytes, public = _load(public_path)
-    answers_bytes, answers = _load(answers_path)
-    report_bytes, report = _load(report_path)
+    with gc_paused():
+        return _verify_files(public_path, answers_path, report_path)
+
+
+def _verify_files(public_path, answers_path, report_path) -> Verification:
+    public_sha, public = _load_public(public_path)
+    answers_sha, answers = _load(answers_path)
+    report_sha, report = _load(report_path)
     check_corpus_document(public, public_path)
     check_answers_document(answers, answers_path)
     if not isinstance(report, dict):
@@ -55,7 +75,6 @@ def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike
         raise InputError(report_path, f"expected schema {REPORT_SCHEMA!r}, got {report.get('schema')!r}", field="schema")
     out = Verification()
     problems = out.problems
-    public_sha, answers_sha = sha256_hex(public_bytes), sha256_hex(answers_bytes)
 
     # The contract's checks.
     if answers["corpus_sha256"] != public_sha:
@@ -85,12 +104,12 @@ def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike
         problems.append(f"public: file is not the canonical encoding of its content (rebuilt digest {rebuilt.public_sha256})")
     _compare_answers(answers, rebuilt.answers, problems)
     _compare_report(report, rebuilt.report, public, problems)
-    own_oracle = grade(answers, answers).grade
+    own_oracle = grade_counts(answers, answers)
     if isinstance(oracle, dict) and oracle != own_oracle:
         problems.append(f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})")
 
     out.summary = (f"{n_public} records; public {public_sha}; answers {answers_sha}; "
-                   f"report {sha256_hex(report_bytes)}; every digest, split and answer recomputed")
+                   f"report {report_sha}; every digest, split and answer recomputed")
     return out
 
 

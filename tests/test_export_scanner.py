@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from microctx.files import IrregularJSON, _scan_array
+from microctx.files import IrregularJSON, _scan_array, read_object_streaming
 
 # Strings full of the characters an object end is looked for by, to plant false candidates.
 tricky = st.lists(st.sampled_from(list('}],{[" \\\n:ab') + ["é", '"body"', "},{", "}]"]), max_size=12).map("".join)
@@ -35,3 +35,21 @@ def test_scanner_equals_whole_parse(items, indent, block, batch):
 def test_irregular_input_is_left_to_the_whole_parse(data):
     with pytest.raises(IrregularJSON):
         scan(data, 4, 8)
+
+
+def test_object_with_a_large_array_last(tmp_path, s8f):
+    path = tmp_path / "public.json"
+    path.write_bytes(open(s8f.public, "rb").read())
+    assert read_object_streaming(path, "records") == orjson.loads(path.read_bytes())
+
+
+@pytest.mark.parametrize("document", [
+    {"schema": "x", "records": [{"a": 1}], "after": 1},   # a key after the array
+    {"records": {"a": 1}},                                  # not an array
+    {"schema": "x"},                                        # no such key
+])
+def test_object_layouts_left_to_the_whole_parse(tmp_path, document):
+    path = tmp_path / "doc.json"
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    with pytest.raises(IrregularJSON):
+        read_object_streaming(path, "records")

@@ -8,7 +8,15 @@ import orjson
 import pytest
 
 from microctx.canonical import dumps
+from microctx import verifying
 from microctx.cli import main
+
+
+@pytest.fixture(params=["parsed whole", "parsed in batches"], autouse=True)
+def public_parsing(request, monkeypatch):
+    """Every case runs twice: large public files are parsed record by record."""
+    if request.param == "parsed in batches":
+        monkeypatch.setattr(verifying, "STREAM_PUBLIC_FROM_BYTES", 0)
 
 
 @pytest.fixture()
