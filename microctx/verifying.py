@@ -147,42 +147,39 @@ def _by_id(items: list[dict], problems: list[str], what: str) -> dict[str, dict]
     return seen
 
 
+def _compare_items(what: str, file_items: list[dict], rebuilt_items: list[dict], problems: list[str],
+                   *, order: str, key_order: bool) -> None:
+    """Compare records (or answers) by id, field by field, in the order they were recomputed."""
+    mine = _by_id(file_items, problems, what)
+    known = {item["id"] for item in rebuilt_items}
+    for rid in mine:
+        if rid not in known:
+            problems.append(f"{what}: record {rid} has no recomputed counterpart (its id does not match a number)")
+    if [i["id"] for i in file_items] != [i["id"] for i in rebuilt_items] and set(mine) == known and len(mine) == len(file_items):
+        problems.append(f"{what}: {order}")
+    counter: dict[str, int] = {}
+    for item in rebuilt_items:
+        have = mine.get(item["id"])
+        if have is None:
+            problems.append(f"{what}: record {item['id']} missing")
+            continue
+        if key_order and list(have) != list(item):
+            problems.append(f"{what}: record {item['id']}: keys {list(have)} are not in contract order {list(item)}")
+        _field_problems(f"{what}: record {item['id']}", have, item, item.keys(), problems, counter)
+    _summarise_overflow(counter, what, problems)
+
+
 def _compare_public(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
     for key in ("schema", "source", "frozen_at"):
         if file_doc.get(key) != rebuilt[key]:
             problems.append(f"public: field {key}: file has {_show(file_doc.get(key))}, recomputed {_show(rebuilt[key])}")
-    mine = _by_id(file_doc["records"], problems, "public")
-    order = [r["id"] for r in file_doc["records"]]
-    if order != [r["id"] for r in rebuilt["records"]] and len(order) == len(set(order)):
-        problems.append("public: records are not in ascending issue-number order")
-    counter: dict[str, int] = {}
-    for record in rebuilt["records"]:
-        have = mine.get(record["id"])
-        if have is None:
-            problems.append(f"public: record {record['id']} missing")
-            continue
-        if list(have) != list(record):
-            problems.append(f"public: record {record['id']}: keys {list(have)} are not in contract order {list(record)}")
-        _field_problems(f"public: record {record['id']}", have, record, record.keys(), problems, counter)
-    _summarise_overflow(counter, "public", problems)
+    _compare_items("public", file_doc["records"], rebuilt["records"], problems,
+                   order="records are not in ascending issue-number order", key_order=True)
 
 
 def _compare_answers(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
-    mine = _by_id(file_doc["answers"], problems, "answers")
-    known = {a["id"] for a in rebuilt["answers"]}
-    for rid in mine:
-        if rid not in known:
-            problems.append(f"answers: record {rid} is not in the public corpus")
-    if [a["id"] for a in file_doc["answers"]] != [a["id"] for a in rebuilt["answers"]] and set(mine) == known:
-        problems.append("answers: answers are not in corpus order")
-    counter: dict[str, int] = {}
-    for answer in rebuilt["answers"]:
-        have = mine.get(answer["id"])
-        if have is None:
-            problems.append(f"answers: record {answer['id']} missing")
-            continue
-        _field_problems(f"answers: record {answer['id']}", have, answer, answer.keys(), problems, counter)
-    _summarise_overflow(counter, "answers", problems)
+    _compare_items("answers", file_doc["answers"], rebuilt["answers"], problems,
+                   order="answers are not in corpus order", key_order=False)
     for key, value in rebuilt["aggregates"].items():
         if file_doc["aggregates"].get(key) != value:
             problems.append(f"answers: aggregates.{key}: file has {_show(file_doc['aggregates'].get(key))}, recomputed {_show(value)}")

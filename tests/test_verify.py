@@ -105,3 +105,21 @@ def test_every_problem_is_listed(copies, capsys):
     code, text = run_verify(copies, capsys)
     assert code == 1
     assert sum("field state" in line for line in text.splitlines()) == 3
+
+
+def test_id_that_does_not_match_its_number(copies, capsys):
+    doc = orjson.loads(copies["public"].read_bytes())
+    doc["records"][0]["id"] = "issue-1"
+    copies["public"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1
+    assert "public: record issue-1 has no recomputed counterpart" in text
+    assert "public: record issue-5105 missing" in text
+
+
+def test_answers_out_of_order(copies, capsys):
+    doc = orjson.loads(copies["answers"].read_bytes())
+    doc["answers"][0], doc["answers"][1] = doc["answers"][1], doc["answers"][0]
+    copies["answers"].write_bytes(dumps(doc))
+    code, text = run_verify(copies, capsys)
+    assert code == 1 and "answers: answers are not in corpus order" in text
