@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .canonical import dumps
 from .files import atomic_write
+from .grading import SUBMISSION_SCHEMA
 
 DEMO_MANIFEST = "demo.json"
 BUILTIN_CANDIDATES = ("exact-sql", "text-only")
@@ -44,7 +45,7 @@ def _say(message: str) -> None:
 
 def oracle_submission(answers: dict) -> dict:
     """The published answers submitted as they are (every record, every aggregate)."""
-    return {"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
+    return {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"],
             "answers": copy.deepcopy(answers["answers"]), "aggregates": copy.deepcopy(answers["aggregates"])}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .errors import InputError
+from .freezing import ANSWERS_SCHEMA, top_ten_ids
 
 ALLOWED_SPLITS = ("train", "tune")
 
@@ -22,8 +23,7 @@ def top_ids(records: list[dict], key: str) -> list[str]:
     """Ten ids by instant of `key`, latest first, ties by the higher issue number."""
     from .timestamps import parse_timestamp
 
-    ordered = sorted(records, key=lambda r: (parse_timestamp(r[key]).instant_ns, r["number"]), reverse=True)
-    return [r["id"] for r in ordered[:10]]
+    return top_ten_ids((parse_timestamp(r[key]).instant_ns, r["number"]) for r in records)
 
 
 def make_devkit(answers: dict, splits=ALLOWED_SPLITS, *, corpus=None) -> dict:
@@ -62,7 +62,7 @@ def make_devkit(answers: dict, splits=ALLOWED_SPLITS, *, corpus=None) -> dict:
     else:
         how += "; the top-10 id lists are empty (no public corpus given)"
     return {
-        "schema": answers["schema"] if "schema" in answers else "fak-microcontext-answers/1",
+        "schema": answers.get("schema", ANSWERS_SCHEMA),
         "corpus_sha256": answers["corpus_sha256"],
         "answers": kept,
         "aggregates": aggregates,

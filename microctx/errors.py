@@ -26,5 +26,11 @@ class InputError(Exception):
         return f"{': '.join(where)}: {self.message}"
 
 
+def json_type_name(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages ("expected a string, got null")."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
 class ContractError(Exception):
     """The artifacts would break the contract (for example a leak check fails); nothing is written."""

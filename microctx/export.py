@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import InputError
+from .errors import InputError, json_type_name
 from .files import IrregularJSON, gc_paused, iter_json_array, read_json
 from .timestamps import Timestamp, parse_timestamp
 
@@ -44,21 +44,16 @@ class RawIssue:
     url: str
 
 
-def _type_name(value: object) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def parse_export(document: object, path: str | os.PathLike = "<export>") -> list[RawIssue]:
     """Turn a parsed export (a JSON array, or any iterable of its items) into RawIssues."""
     if isinstance(document, (dict, str, int, float, bool)) or document is None:
-        raise InputError(path, f"expected a JSON array of issues, got {_type_name(document)}")
+        raise InputError(path, f"expected a JSON array of issues, got {json_type_name(document)}")
     issues: list[RawIssue] = []
     seen: dict[int, int] = {}
     for index, item in enumerate(document):
         where = f"#{index}"
         if not isinstance(item, dict):
-            raise InputError(path, f"expected an object, got {_type_name(item)}", record=where)
+            raise InputError(path, f"expected an object, got {json_type_name(item)}", record=where)
         if "pull_request" in item:
             continue
         rest = "html_url" in item or "created_at" in item
@@ -134,8 +129,8 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
         if value is None and nullable:
             return None
         if not isinstance(value, kinds) or isinstance(value, bool):
-            expected = " or ".join(_type_name(k()) for k in kinds) + (" or null" if nullable else "")
-            fail(field, f"expected {expected}, got {_type_name(value)}")
+            expected = " or ".join(json_type_name(k()) for k in kinds) + (" or null" if nullable else "")
+            fail(field, f"expected {expected}, got {json_type_name(value)}")
         return value
 
     number = need("number", (int,))
@@ -156,7 +151,7 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
         else:
             name = label
         if not isinstance(name, str):
-            fail("labels", f"label {i}: expected an object with a string \"name\", got {_type_name(label)}")
+            fail("labels", f"label {i}: expected an object with a string \"name\", got {json_type_name(label)}")
         labels.append(name)
 
     def stamp(field: str, nullable: bool = False) -> Timestamp | None:

@@ -46,9 +46,8 @@ def issue_text(title: str, body: str) -> str:
     return title + "\n" + body
 
 
-def _ascii_lower(data: bytes) -> bytes:
-    """Go's lower-casing as far as ASCII words can tell: ASCII letters, and İ to i."""
-    lowered = data.lower()
+def _dotted_i_to_i(lowered: bytes) -> bytes:
+    """Finish Go's lower-casing of ASCII-lowered bytes as far as ASCII words can tell: İ to i."""
     # İ is 0xC4 0xB0; a one-byte search for its rare lead byte is far cheaper than a two-byte one
     return lowered.replace(_DOTTED_I, b"i") if b"\xc4" in lowered and _DOTTED_I in lowered else lowered
 
@@ -128,8 +127,8 @@ def duplicate_targets(text: str) -> list[int]:
 
 def scope_contradictions(body: str) -> list[str]:
     """The cue words that occur as substrings of the lower-cased body, sorted."""
-    lowered = _ascii_lower(body.encode())
-    return [word for word in CUE_WORDS if word.encode() in lowered]
+    lowered = _dotted_i_to_i(body.encode().lower())
+    return [word for word, encoded in _CUE_BYTES if encoded in lowered]
 
 
 def go_lower(text: str) -> str:
@@ -140,7 +139,7 @@ def go_lower(text: str) -> str:
 def derive_utf8(title: bytes, body: bytes) -> tuple[list[int], list[int], list[str]]:
     """References, duplicate targets and cue words from UTF-8 title and body, lower-casing once."""
     lowered_body = body.lower()
-    cue_body = lowered_body.replace(_DOTTED_I, b"i") if b"\xc4" in lowered_body and _DOTTED_I in lowered_body else lowered_body
+    cue_body = _dotted_i_to_i(lowered_body)
     cues = [word for word, encoded in _CUE_BYTES if encoded in cue_body]
     text = title + b"\n" + body
     refs = _references(text)

@@ -11,10 +11,11 @@ import os
 from dataclasses import dataclass
 from heapq import nlargest
 from operator import attrgetter
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from . import __version__
 from .canonical import digest_chunks, iter_dumps, sha256_hex
+from .corpus import CORPUS_SCHEMA
 from .errors import ContractError
 from .export import RawIssue
 from .facts import derive_utf8
@@ -24,7 +25,6 @@ from .redact import MARKER, Rule, scrub
 from .split import assign_splits
 from .timestamps import utc_second
 
-CORPUS_SCHEMA = "fak-microcontext-corpus/1"
 ANSWERS_SCHEMA = "fak-microcontext-answers/1"
 REPORT_SCHEMA = "fak-microcontext-corpus-report/1"
 
@@ -84,10 +84,9 @@ def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str
     }
 
 
-def _top_ids(issues: Sequence[RawIssue], key) -> list[str]:
-    # The ten largest of (key, number), largest first; numbers are unique, so there are no ties.
-    ranked = nlargest(10, issues, key=lambda i: (key(i), i.number))
-    return [f"issue-{i.number}" for i in ranked]
+def top_ten_ids(instants_and_numbers: Iterable[tuple[int, int]]) -> list[str]:
+    """Ten ids by instant, latest first; ties by the higher issue number (numbers are unique)."""
+    return [f"issue-{number}" for _, number in nlargest(10, instants_and_numbers)]
 
 
 def aggregates(issues: Sequence[RawIssue], public_records: Sequence[dict]) -> dict:
@@ -101,8 +100,8 @@ def aggregates(issues: Sequence[RawIssue], public_records: Sequence[dict]) -> di
     return {
         "state_counts": dict(sorted(states.items())),
         "label_counts": dict(sorted(labels.items())),
-        "newest_issue_ids": _top_ids(issues, lambda i: i.created_at.instant_ns),
-        "most_recently_updated_issue_ids": _top_ids(issues, lambda i: i.updated_at.instant_ns),
+        "newest_issue_ids": top_ten_ids((i.created_at.instant_ns, i.number) for i in issues),
+        "most_recently_updated_issue_ids": top_ten_ids((i.updated_at.instant_ns, i.number) for i in issues),
     }
 
 

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from .errors import InputError
+from .errors import InputError, json_type_name
 from .files import gc_paused
 
 GRADE_SCHEMA = "fak-microcontext-grade/1"
@@ -64,11 +64,6 @@ class GradeResult:
                 f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
 
 
-def _type_name(value: object) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def _is(value: object, kind: type) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
@@ -76,12 +71,12 @@ def _is(value: object, kind: type) -> bool:
 def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
     """Validate the `answers` array of an answer bundle (gold) or a submission."""
     if not isinstance(answers, list):
-        raise InputError(path, f"expected an array, got {_type_name(answers)}", field="answers")
+        raise InputError(path, f"expected an array, got {json_type_name(answers)}", field="answers")
     for index, answer in enumerate(answers):
         if not isinstance(answer, dict):
-            raise InputError(path, f"expected an object, got {_type_name(answer)}", record=f"answers[{index}]")
+            raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
         if not _is(answer.get("id"), str):
-            raise InputError(path, f"expected a string id, got {_type_name(answer.get('id'))}",
+            raise InputError(path, f"expected a string id, got {json_type_name(answer.get('id'))}",
                              record=f"answers[{index}]", field="id")
         where = f"answers[{index}] ({answer['id']})"
         required = ("split",) + tuple(_ANSWER_FIELDS) if gold else ()
@@ -89,17 +84,17 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
             if key not in answer:
                 raise InputError(path, "missing", record=where, field=key)
         if gold and not _is(answer["split"], str):
-            raise InputError(path, f"expected a string, got {_type_name(answer['split'])}", record=where, field="split")
+            raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
         for key, (_, element, is_list) in _ANSWER_FIELDS.items():
             value = answer.get(key)
             if value is None and not (gold and key == "state"):
                 continue
             if not is_list:
                 if not _is(value, element):
-                    raise InputError(path, f"expected a {_type_name(element())}, got {_type_name(value)}", record=where, field=key)
+                    raise InputError(path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key)
                 continue
             if not isinstance(value, list) or not all(_is(v, element) for v in value):
-                raise InputError(path, f"expected an array of {_type_name(element())}s or null", record=where, field=key)
+                raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
     return answers
 
 
@@ -108,7 +103,7 @@ def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
     if aggregates is None and not gold:
         return None
     if not isinstance(aggregates, dict):
-        raise InputError(path, f"expected an object, got {_type_name(aggregates)}", field="aggregates")
+        raise InputError(path, f"expected an object, got {json_type_name(aggregates)}", field="aggregates")
     for key in AGGREGATE_FIELDS:
         value = aggregates.get(key)
         if value is None:
@@ -129,7 +124,7 @@ def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
 def check_answers_document(document: object, path) -> dict:
     """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
     if not isinstance(document, dict):
-        raise InputError(path, f"expected a JSON object, got {_type_name(document)}")
+        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
     if document.get("schema") != "fak-microcontext-answers/1":
         raise InputError(path, f"expected schema 'fak-microcontext-answers/1', got {document.get('schema')!r}", field="schema")
     if not _is(document.get("corpus_sha256"), str):
@@ -142,9 +137,9 @@ def check_answers_document(document: object, path) -> dict:
 def check_submission_document(document: object, path) -> dict:
     """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
     if not isinstance(document, dict):
-        raise InputError(path, f"expected a JSON object, got {_type_name(document)}")
+        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
     if not _is(document.get("corpus_sha256"), str):
-        raise InputError(path, f"expected a string, got {_type_name(document.get('corpus_sha256'))}", field="corpus_sha256")
+        raise InputError(path, f"expected a string, got {json_type_name(document.get('corpus_sha256'))}", field="corpus_sha256")
     if document.get("answers") is not None:
         check_answer_list(document["answers"], path, gold=False)
     check_aggregates(document.get("aggregates"), path, gold=False)
@@ -165,14 +160,14 @@ def record_facts(answer: dict) -> set[tuple[str, str]]:
     return facts
 
 
-def _same(a: object, b: object) -> bool:
+def same_json(a: object, b: object) -> bool:
     """JSON equality that keeps types apart (true is not 1)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
     return a == b
 
 
@@ -249,7 +244,7 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
     aggregate_rows = []
     for key in AGGREGATE_FIELDS:
         expected, given = answers["aggregates"].get(key), sub_aggregates.get(key)
-        if not _same(expected, given):
+        if not same_json(expected, given):
             aggregate_rows.append(FactRow("", "", "aggregate", key, "error",
                                           "missing" if given is None else "differs from gold"))
     aggregate_errors = 1 if aggregate_rows else 0

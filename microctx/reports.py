@@ -19,7 +19,6 @@ and compare reports `slices.csv` (grade: also `grade.json` and `grade.facts.csv`
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import os
 import re
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .canonical import dumps
+from .data import file_sha256
 from .errors import InputError
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -231,14 +231,14 @@ def aggregate_errors(answers: dict, submission: dict) -> "object":
     for count maps the keys that differ; for id lists the first position that differs."""
     import pandas as pd
 
-    from .grading import AGGREGATE_FIELDS, _same
+    from .grading import AGGREGATE_FIELDS, same_json
 
     gold = answers["aggregates"]
     given = submission.get("aggregates") or {}
     rows = []
     for key in AGGREGATE_FIELDS:
         expected, got = gold.get(key), given.get(key)
-        if _same(expected, got):
+        if same_json(expected, got):
             continue
         problem = "missing" if got is None else "differs from gold"
         rows.append((key, problem, _difference(expected, got), _short(expected), _short(got)))
@@ -461,7 +461,7 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
 
 def _file_entry(path: Path, root: Path) -> dict:
     return {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size,
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            "sha256": file_sha256(path)}
 
 
 def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True) -> dict:

@@ -14,13 +14,14 @@ Counters: `tool_calls` is the number of SQL statements DuckDB executed; no model
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from .data import file_sha256
+from .facts import CUE_WORDS
+from .grading import SUBMISSION_SCHEMA
 
 REFERENCE_RE2 = r"(?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b"
 DUPLICATE_RE2 = r"(?i)\b(?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#([0-9]{1,7})\b"
-CUE_WORDS = ("conflict", "contradict", "disagree", "inconsistent", "mismatch")  # sorted
-SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
 
 _RECORD_TYPE = ("STRUCT(id VARCHAR, split VARCHAR, number BIGINT, title VARCHAR, body VARCHAR, "
                 "created_at VARCHAR, updated_at VARCHAR, state VARCHAR, labels VARCHAR[], closed_at VARCHAR)[]")
@@ -93,7 +94,7 @@ def answer_corpus(public_path: str, *, threads: int = 1) -> tuple[dict, int]:
         "most_recently_updated_issue_ids": [rid for (rid,) in query(UPDATED_SQL)],
     }
     con.close()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = file_sha256(path)
     return {"schema": SUBMISSION_SCHEMA, "corpus_sha256": digest, "answers": answers, "aggregates": aggregates}, statements
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
+from .grading import SUBMISSION_SCHEMA
+
 _VISIBLE = ("id", "split", "number", "title", "body", "created_at", "updated_at")
 
 
