@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 SHARED_S8F := $(abspath ../shared/s8f)
 export MICROCTX_DATA_DIR ?= $(if $(wildcard $(SHARED_S8F)/*.json),$(SHARED_S8F),)
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test lint bench
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -21,6 +21,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py

@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from microctx import data  # noqa: E402
-from microctx.canonical import dumps  # noqa: E402
-from microctx.devkit import make_devkit  # noqa: E402
-from microctx.grading import grade  # noqa: E402
-from microctx.loading import load_answers, load_submission  # noqa: E402
-from microctx.running import run_candidate  # noqa: E402
+from microctx.candidates.devkit import make_devkit  # noqa: E402
+from microctx.candidates.runner import run_candidate  # noqa: E402
+from microctx.contract.canonical import dumps  # noqa: E402
+from microctx.contract.schemas import load_answers, load_submission  # noqa: E402
+from microctx.corpus import snapshot as data  # noqa: E402
+from microctx.grading.score import grade  # noqa: E402
 
 BUILTINS = ("exact-sql", "text-only")
 

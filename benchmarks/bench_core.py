@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import orjson  # noqa: E402
 import scale  # noqa: E402
 
-from microctx import data, load_corpus  # noqa: E402
-from microctx.corpus import corpus_to_export  # noqa: E402
+from microctx import load_corpus  # noqa: E402
+from microctx.corpus import snapshot as data  # noqa: E402
+from microctx.corpus.public import corpus_to_export  # noqa: E402
 
 MICROCTX = [sys.executable, "-m", "microctx.cli"]
 

@@ -18,10 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from microctx import charts, data, reports
-from microctx.canonical import dumps
-from microctx.demo import demo_submissions
-from microctx.loading import load_answers
+from microctx.contract.canonical import dumps
+from microctx.contract.schemas import load_answers
+from microctx.corpus import snapshot as data
+from microctx.reports import build as reports
+from microctx.reports import charts, tables
+from microctx.reports.examples import demo_submissions
 
 GRADE_TARGET_SECONDS = 20.0
 
@@ -50,12 +52,12 @@ def main() -> int:
         public, gold = str(paths.public), str(paths.answers)
 
         # stages in process
-        inputs = reports.load_inputs(public, gold, [str(subs["planted"])])
-        stage = best_of(args.repeat, lambda: reports.grade_outputs(inputs))
+        inputs = tables.load_inputs(public, gold, [str(subs["planted"])])
+        stage = best_of(args.repeat, lambda: tables.grade_outputs(inputs))
         print(f"grade + slice table (1000 bootstrap replicates), in process: {stage:.2f} s")
-        table = reports.grade_outputs(inputs).slices
+        table = tables.grade_outputs(inputs).slices
         for build in (charts.slice_f1, charts.precision_recall, charts.outcomes_by_kind):
-            seconds = best_of(args.repeat, lambda: charts.render(build(table)))
+            seconds = best_of(args.repeat, lambda build=build: charts.render(build(table)))
             print(f"render {build.__name__} (SVG + PNG): {seconds:.2f} s")
 
         # whole reports, as the CLI makes them

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson  # noqa: E402
 
-from microctx import data  # noqa: E402
-from microctx.corpus import corpus_to_export, load_corpus  # noqa: E402
-from microctx.facts import REFERENCE  # noqa: E402
+from microctx.contract.patterns import REFERENCE  # noqa: E402
+from microctx.corpus import snapshot as data  # noqa: E402
+from microctx.corpus.public import corpus_to_export, load_corpus  # noqa: E402
 
 STRIDE = 10_000
 
@@ -70,8 +70,8 @@ def write_scale_export(folder: str | os.PathLike, n: int) -> Path:
 
 def freeze_scale_corpus(folder: str | os.PathLike, n: int) -> tuple[Path, Path]:
     """Freeze an `n`-record scale corpus into `folder`; returns (public_path, answers_path)."""
-    from microctx.export import read_export
-    from microctx.freezing import freeze, write_frozen
+    from microctx.corpus.export import read_export
+    from microctx.corpus.freeze import freeze, write_frozen
 
     folder = Path(folder)
     public, answers = folder / f"public-{n}.json", folder / f"answers-{n}.json"

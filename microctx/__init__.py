@@ -13,6 +13,14 @@ The stages are plain functions, importable without pandas or notebook machinery:
 
 __version__ = "0.1.0"
 
-from .api import Corpus, freeze, grade, load_answers, load_corpus, load_submission, verify  # noqa: E402
+from microctx.api import (  # noqa: E402
+    Corpus,
+    freeze,
+    grade,
+    load_answers,
+    load_corpus,
+    load_submission,
+    verify,
+)
 
 __all__ = ["freeze", "grade", "verify", "load_corpus", "load_answers", "load_submission", "Corpus", "__version__"]

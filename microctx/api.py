@@ -9,16 +9,16 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
-from .corpus import Corpus, load_corpus
-from .export import RawIssue, parse_export, read_export
-from .freezing import Frozen
-from .freezing import freeze as _freeze
-from .grading import GradeResult
-from .grading import grade as _grade
-from .loading import load_answers, load_submission
-from .redact import Rule, load_rules
+from microctx.contract.schemas import load_answers, load_submission
+from microctx.corpus.export import RawIssue, parse_export, read_export
+from microctx.corpus.freeze import Frozen
+from microctx.corpus.freeze import freeze as _freeze
+from microctx.corpus.public import Corpus, load_corpus
+from microctx.corpus.redact import Rule, load_rules
+from microctx.grading.score import GradeResult
+from microctx.grading.score import grade as _grade
 
 PathLike = str | os.PathLike
 
@@ -29,14 +29,16 @@ def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
            redactions: PathLike | Sequence[Rule] | None = None) -> Frozen:
     """Freeze a raw export (a path, parsed export rows, or RawIssues) into the three documents.
 
-    Nothing is written; pass the result to `microctx.freezing.write_frozen` to write the files.
+    Nothing is written; pass the result to `microctx.corpus.freeze.write_frozen` to write the files.
     """
     if isinstance(raw, (str, os.PathLike)):
         issues = read_export(raw)
     elif raw and isinstance(raw[0], dict):
         issues = parse_export(list(raw), "<export rows>")
     else:
-        issues = list(raw)
+        issues = [issue for issue in raw if isinstance(issue, RawIssue)]
+        if len(issues) != len(raw):
+            raise TypeError("freeze: expected a path, export rows (dicts) or RawIssues, not a mix")
     if isinstance(redactions, (str, os.PathLike)):
         rules = load_rules(redactions)
     else:
@@ -55,6 +57,6 @@ def grade(answers: PathLike | dict, submission: PathLike | dict) -> GradeResult:
 
 def verify(public: PathLike, answers: PathLike, report: PathLike):
     """Verify three artifact files; returns a Verification with every problem found."""
-    from .verifying import verify_files
+    from microctx.corpus.verify import verify_files
 
     return verify_files(public, answers, report)

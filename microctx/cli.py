@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import ContractError, InputError
+from microctx._version import __version__
+from microctx.errors import ContractError, InputError
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -22,9 +23,9 @@ def _say(message: str) -> None:
 # --- core: freeze, verify, grade, data -------------------------------------------------------
 
 def cmd_freeze(args) -> int:
-    from .export import read_export
-    from .freezing import freeze, write_frozen
-    from .redact import load_rules
+    from microctx.corpus.export import read_export
+    from microctx.corpus.freeze import freeze, write_frozen
+    from microctx.corpus.redact import load_rules
 
     rules = load_rules(args.redactions) if args.redactions else []
     frozen = freeze(read_export(args.raw), args.source, rules)
@@ -36,7 +37,7 @@ def cmd_freeze(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .verifying import verify_files
+    from microctx.corpus.verify import verify_files
 
     result = verify_files(args.public, args.answers, args.report)
     for problem in result.problems:
@@ -49,21 +50,18 @@ def cmd_verify(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .canonical import dumps
-    from .files import AtomicOutputs
-    from .grading import facts_csv, facts_path, grade
-    from .loading import load_answers, load_submission
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.grading.facts import write_grade
+    from microctx.grading.score import grade
 
     result = grade(load_answers(args.answers), load_submission(args.submission))
-    with AtomicOutputs() as out:
-        out.write(args.output, dumps(result.grade))
-        out.write(facts_path(args.output), facts_csv(result.facts))
+    write_grade(result, args.output)
     print(result.summary())
     return EXIT_OK if result.passed else EXIT_FAIL
 
 
 def cmd_data(args) -> int:
-    from . import data
+    from microctx.corpus import snapshot as data
 
     paths = data.s8f(download=not args.offline)
     print(f"public\t{paths.public}\nanswers\t{paths.answers}\nreport\t{paths.report}")
@@ -118,7 +116,7 @@ def _parse_params(pairs: list[str]) -> dict:
 
 
 def cmd_run(args) -> int:
-    from .running import manifest_path, run_candidate
+    from microctx.candidates.runner import manifest_path, run_candidate
 
     manifest = run_candidate(args.candidate, args.public, args.submission, devkit=args.devkit,
                              params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd)
@@ -134,14 +132,14 @@ def cmd_run(args) -> int:
 
 
 def cmd_devkit(args) -> int:
-    from .canonical import dumps
-    from .devkit import make_devkit
-    from .files import atomic_write
-    from .loading import load_answers
+    from microctx.candidates.devkit import make_devkit
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.files import atomic_write
 
     corpus = None
     if args.public:
-        from .corpus import load_corpus
+        from microctx.corpus.public import load_corpus
 
         corpus = load_corpus(args.public)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
@@ -153,7 +151,7 @@ def cmd_devkit(args) -> int:
 
 
 def _candidate_parsers(sub) -> None:
-    from .candidates import BUILTINS
+    from microctx.candidates.registry import BUILTINS
 
     names = "; ".join(f"{name}: {b.description}" for name, b in BUILTINS.items())
     p = sub.add_parser("run", help="run a candidate in isolation on a public corpus; writes S and <S>.run.json",
@@ -180,7 +178,13 @@ def _candidate_parsers(sub) -> None:
 # --- corpora in: fetch (real corpora issue) --------------------------------------------------
 
 def cmd_fetch(args) -> int:
-    from .fetch import check_output_folder, fetch_issues, source_string, token_from_env, write_export
+    from microctx.corpus.fetch import (
+        check_output_folder,
+        fetch_issues,
+        source_string,
+        token_from_env,
+        write_export,
+    )
 
     check_output_folder(args.output)
     token = token_from_env()
@@ -212,7 +216,7 @@ def _fetch_parsers(sub) -> None:
 def _s8f_default(args) -> None:
     """Fill --public/--answers left out from the data layer (the s8f corpus)."""
     if not args.public or (hasattr(args, "answers") and not args.answers):
-        from . import data
+        from microctx.corpus import snapshot as data
 
         paths = data.s8f()
         args.public = args.public or str(paths.public)
@@ -227,7 +231,7 @@ def _report_done(manifest: dict, out: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from . import reports
+    from microctx.reports import build as reports
 
     _s8f_default(args)
     try:
@@ -244,8 +248,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
-    from .reports import ReportError
+    from microctx.demo import run_demo
+    from microctx.reports.build import ReportError
 
     try:
         manifest = run_demo(args.out, mode=args.submissions, timeout=args.timeout)
@@ -294,13 +298,14 @@ def _report_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--submissions", choices=["auto", "candidates", "planted"], default="auto",
                    help="candidates: run exact-sql and text-only; planted: oracle + planted faults; "
-                        "auto (default): candidates when microctx.running exists")
+                        "auto (default): candidates")
     p.add_argument("--timeout", type=float, help="seconds allowed per candidate run")
     p.set_defaults(func=cmd_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microctx", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"microctx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _core_parsers(sub)
     _candidate_parsers(sub)

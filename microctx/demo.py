@@ -2,7 +2,7 @@
 
 verify the published artifacts -> make submissions -> grade each -> corpus report, one grade
 report per submission, compare report. Submissions are either the built-in candidates run by
-`microctx.running` (`exact-sql`, and `text-only` tuned on a train/tune devkit), or the planted
+`microctx.candidates` (`exact-sql`, and `text-only` tuned on a train/tune devkit), or the planted
 pair: the published answers submitted as an oracle, and `planted_submission`, made from them
 deterministically with known faults. Everything is built in a staging folder beside the
 destination and renamed into place at the end (see `reports.staged_folder`).
@@ -19,81 +19,31 @@ Layout of the output folder:
 
 from __future__ import annotations
 
-import copy
-import importlib.util
 import os
 import sys
 import time
 from pathlib import Path
 
-from .canonical import dumps
-from .files import atomic_write
-from .grading import SUBMISSION_SCHEMA
+from microctx.contract.canonical import dumps
+from microctx.files import atomic_write
+from microctx.reports.examples import demo_submissions
 
 DEMO_MANIFEST = "demo.json"
 BUILTIN_CANDIDATES = ("exact-sql", "text-only")
-# The planted submission's faults, each aimed at a slice the report must expose:
-PLANTED_DROPPED_LABEL = "enhancement"  # removed everywhere: label/enhancement recall 0 (a weak slice)
-PLANTED_REFS_EVERY = 3  # references removed from every 3rd test record that has some
-PLANTED_FALSE_LABEL = "bug"  # added to every 7th test record without it (false positives)
-PLANTED_UNKNOWN_ID = "issue-999999"  # a citation of an id not in the corpus
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def oracle_submission(answers: dict) -> dict:
-    """The published answers submitted as they are (every record, every aggregate)."""
-    return {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"],
-            "answers": copy.deepcopy(answers["answers"]), "aggregates": copy.deepcopy(answers["aggregates"])}
-
-
-def planted_submission(answers: dict) -> dict:
-    """The answers with known faults, deterministic: label `enhancement` dropped everywhere,
-    references dropped on every 3rd test record that has some, label `bug` added to every 7th
-    test record lacking it, the newest-issues list reversed and the most-recently-updated list
-    missing (aggregate errors), and an unknown id cited (a citation error)."""
-    sub = oracle_submission(answers)
-    with_refs = without_bug = 0
-    for answer in sub["answers"]:
-        answer["labels"] = [label for label in answer["labels"] if label != PLANTED_DROPPED_LABEL]
-        if answer["split"] != "test":
-            continue
-        if answer["references"]:
-            with_refs += 1
-            if with_refs % PLANTED_REFS_EVERY == 0:
-                answer["references"] = []
-        if PLANTED_FALSE_LABEL not in answer["labels"]:
-            without_bug += 1
-            if without_bug % 7 == 0:
-                answer["labels"] = sorted(answer["labels"] + [PLANTED_FALSE_LABEL])
-    sub["aggregates"]["newest_issue_ids"] = list(reversed(sub["aggregates"]["newest_issue_ids"]))
-    del sub["aggregates"]["most_recently_updated_issue_ids"]
-    sub["answers"].append({"id": PLANTED_UNKNOWN_ID, "split": "test", "state": "OPEN", "labels": [],
-                           "references": [], "duplicate_targets": [], "scope_contradictions": []})
-    return sub
-
-
-def demo_submissions(answers: dict) -> dict:
-    """{"oracle": ..., "planted": ...}: the planted pair, in memory."""
-    return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
-
-
-def candidates_available() -> bool:
-    return importlib.util.find_spec("microctx.running") is not None
-
-
 def verify_step(paths) -> str:
-    """Verify the three published files when `microctx.verifying.verify_files` exists.
+    """Verify the three published files.
 
     Returns a one-line result; raises ContractError when verification finds problems.
     """
-    from . import verifying
-    from .errors import ContractError
+    from microctx.corpus import verify as verifying
+    from microctx.errors import ContractError
 
-    if not hasattr(verifying, "verify_files"):
-        return "skipped (microctx.verifying.verify_files is not available)"
     result = verifying.verify_files(paths.public, paths.answers, paths.report)
     if not result.ok:
         raise ContractError("verification failed: " + "; ".join(map(str, result.problems[:5])))
@@ -113,8 +63,8 @@ def make_submissions(mode: str, paths, answers: dict, folder: Path, timeout: flo
             atomic_write(folder / f"{name}.json", dumps(sub))
             made[name] = folder / f"{name}.json"
         return made
-    from .devkit import make_devkit
-    from .running import run_candidate
+    from microctx.candidates.devkit import make_devkit
+    from microctx.candidates.runner import run_candidate
 
     devkit = folder.parent / "devkit.json"
     atomic_write(devkit, dumps(make_devkit(answers)))
@@ -140,7 +90,7 @@ def run_reports(jobs: dict, folders: dict, workers: int) -> None:
         for key, job in jobs.items():
             _say(f"demo: {key} report")
             futures[key] = pool.submit(job, folders[key])
-        for key, future in futures.items():
+        for future in futures.values():
             future.result()
 
 
@@ -150,14 +100,15 @@ def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = Tru
 
     `workers`: reports made at once (default: 2 when there are at least 2 CPUs, else 1).
     """
-    from . import reports
-    from .data import s8f
-    from .errors import ContractError
-    from .grading import grade
-    from .loading import load_answers, load_submission
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.corpus.snapshot import s8f
+    from microctx.errors import ContractError
+    from microctx.grading.facts import write_grade
+    from microctx.grading.score import grade
+    from microctx.reports import build as reports
 
     if mode == "auto":
-        mode = "candidates" if candidates_available() else "planted"
+        mode = "candidates"
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 else 1
     start = time.perf_counter()
@@ -172,7 +123,7 @@ def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = Tru
         grades = {}
         for name, path in submissions.items():
             result = grade(answers, load_submission(path))
-            reports.write_grade(result, staging / "grades" / f"{name}.json")
+            write_grade(result, staging / "grades" / f"{name}.json")
             grades[name] = result.grade
             _say(f"demo: grade {name}: {result.summary()}")
         public, gold = str(paths.public), str(paths.answers)

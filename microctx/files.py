@@ -11,13 +11,13 @@ import gc
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import orjson
 
-from .errors import InputError
+from microctx.errors import InputError
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
@@ -102,7 +102,7 @@ class AtomicOutputs:
             for chunk in chunks:
                 handle.write(chunk)
 
-    def __enter__(self) -> "AtomicOutputs":
+    def __enter__(self) -> AtomicOutputs:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -20,7 +20,7 @@ if not os.environ.get("MICROCTX_DATA_DIR") and _BESIDE.is_dir():
 @pytest.fixture(scope="session")
 def s8f():
     """Paths of the published public corpus, answers and report (digests checked)."""
-    from microctx import data
+    from microctx.corpus import snapshot as data
 
     return data.s8f()
 

@@ -69,7 +69,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
 
     @classmethod
-    def json(cls, status: int, document, headers: dict | None = None) -> "Reply":
+    def json(cls, status: int, document, headers: dict | None = None) -> Reply:
         return cls(status, json.dumps(document).encode(), {"Content-Type": "application/json", **(headers or {})})
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from microctx.canonical import dumps, iter_dumps
-from microctx.timestamps import parse_timestamp, utc_second
+from microctx.contract.canonical import dumps, iter_dumps
+from microctx.contract.timestamps import parse_timestamp, utc_second
 
 
 def test_escapes_and_layout():

@@ -1,6 +1,6 @@
 """Chart tables count what the answers say, and charts render to real, non-blank images.
 
-No notebook runs here (test_reports.py executes them once); these call microctx.charts directly
+No notebook runs here (test_reports.py executes them once); these call microctx.reports.charts directly
 on the s8f corpus and check the numbers drawn against the answer bundle.
 """
 
@@ -12,8 +12,9 @@ from collections import Counter
 
 import pytest
 
-from microctx import charts, slices
-from microctx.facts import CUE_WORDS
+from microctx.contract.patterns import CUE_WORDS
+from microctx.grading import slices
+from microctx.reports import charts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

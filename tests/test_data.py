@@ -11,10 +11,10 @@ import re
 import socket
 
 import pytest
-
 from fake_github import FileServer
-from microctx import data
+
 from microctx.cli import main
+from microctx.corpus import snapshot as data
 from microctx.errors import InputError
 
 NAMES = {key: item.name for key, item in data.S8F.items()}
@@ -74,7 +74,7 @@ def test_missing_files_are_downloaded_verified_and_cached(cache, published, monk
         assert main(["data", "s8f"]) == 0  # second time: from the cache
     assert out == "".join(f"{key}\t{cache / name}\n" for key, name in NAMES.items())
     assert server.hits == {name: 1 for name in published}  # each downloaded once, then cached
-    for key, item in data.S8F.items():
+    for _key, item in data.S8F.items():
         assert hashlib.sha256((cache / item.name).read_bytes()).hexdigest() == item.sha256
     assert sorted(p.name for p in cache.iterdir()) == sorted(published)  # no temporary files left
     # and offline, from the cache alone

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from microctx.facts import (REFERENCE, derive, duplicate_targets, go_lower, references, scope_contradictions)
+from microctx.contract.patterns import (
+    REFERENCE,
+    derive,
+    duplicate_targets,
+    go_lower,
+    references,
+    scope_contradictions,
+)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -11,13 +11,28 @@ from pathlib import Path
 
 import orjson
 import pytest
+from fake_github import (
+    FakeGitHub,
+    Reply,
+    bad_gateway,
+    rate_limited,
+    rest_issue,
+    rest_pull_request,
+)
 
-from fake_github import FakeGitHub, Reply, bad_gateway, rate_limited, rest_issue, rest_pull_request
-from microctx import data
 from microctx.cli import main
-from microctx.corpus import corpus_to_export
+from microctx.corpus import snapshot as data
+from microctx.corpus.fetch import (
+    RetryPolicy,
+    Token,
+    export_row,
+    fetch_issues,
+    rate_limit_wait,
+    source_string,
+    token_from_env,
+)
+from microctx.corpus.public import corpus_to_export
 from microctx.errors import InputError
-from microctx.fetch import RetryPolicy, Token, export_row, fetch_issues, rate_limit_wait, source_string, token_from_env
 
 REPO = "anthony-chaudhary/fak"
 TOKEN = "ghp_FAKEtokenValue0123456789abcdefXYZ"

@@ -11,11 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from microctx import data
 from microctx.cli import main
-from microctx.corpus import corpus_to_export
-from microctx.freezing import freeze, write_frozen
-from microctx.export import parse_export
+from microctx.corpus import snapshot as data
+from microctx.corpus.export import parse_export
+from microctx.corpus.freeze import freeze
+from microctx.corpus.public import corpus_to_export
 
 PUBLIC_SHA = "0740c911815eba7e44c63a14e021f418b66e8a42556d40f14b8b4cd58f173827"
 ANSWERS_SHA = "af827ddca1063c602153f80b14523bda8d07e1a7e909a5c487616f2702eda05d"
@@ -28,7 +28,7 @@ def sha(path) -> str:
 def to_rest(row: dict) -> dict:
     """A gh export row as the GitHub REST API writes the issue."""
     return {
-        "url": "https://api.github.com/repos/o/r/issues/%d" % row["number"],
+        "url": f"https://api.github.com/repos/o/r/issues/{row['number']}",
         "html_url": row["url"], "number": row["number"], "title": row["title"],
         "body": row["body"] or None, "state": row["state"].lower(),
         "labels": [{"id": 1, "name": label["name"], "color": "fff"} for label in row["labels"]],
@@ -85,7 +85,7 @@ def test_rest_api_shape_source_order_and_pull_requests(raw_rows, s8f_corpus):
 def test_redaction_map_counts_and_replaces(tmp_path, raw_rows):
     rules = tmp_path / "map.toml"
     rules.write_text('[[rule]]\npattern = "DuckDB|sqlite"\nreplacement = "[redacted:public-corpus]"\n')
-    from microctx.redact import load_rules
+    from microctx.corpus.redact import load_rules
 
     plain = freeze(parse_export(raw_rows), "s")
     redacted = freeze(parse_export(raw_rows), "s", load_rules(rules))

@@ -8,9 +8,9 @@ import csv
 import orjson
 import pytest
 
-from microctx.canonical import dumps
 from microctx.cli import main
-from microctx.grading import grade
+from microctx.contract.canonical import dumps
+from microctx.grading.score import grade
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from microctx.cli import main
-from microctx.corpus import corpus_to_export
+from microctx.corpus.public import corpus_to_export
 
 
 @pytest.fixture(scope="module")

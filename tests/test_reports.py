@@ -17,9 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_charts import BLUE, RED, colour_census, has_colour
 
-from microctx import cli, demo, reports
-from test_charts import BLUE, RED, colour_census, decode_png, has_colour
+from microctx import cli
+from microctx.reports import build as reports
+from microctx.reports import examples
 
 GRADE_REPORTS = ("grade-oracle", "grade-planted")
 ALL_REPORTS = ("corpus", *GRADE_REPORTS, "compare")
@@ -94,10 +96,10 @@ def test_planted_faults_are_counted_exactly(demo_dir, s8f_answers):
     """The planted grade, recomputed here from the answers and the documented faults."""
     grade = json.loads((report_dir(demo_dir, "grade-planted") / "grade.json").read_text())
     test = [a for a in s8f_answers["answers"] if a["split"] == "test"]
-    dropped_labels = sum(a["labels"].count(demo.PLANTED_DROPPED_LABEL) for a in test)
+    dropped_labels = sum(a["labels"].count(examples.PLANTED_DROPPED_LABEL) for a in test)
     with_refs = [a for a in test if a["references"]]
-    dropped_refs = sum(len(a["references"]) for a in with_refs[demo.PLANTED_REFS_EVERY - 1::demo.PLANTED_REFS_EVERY])
-    without_bug = [a for a in test if demo.PLANTED_FALSE_LABEL not in a["labels"]]
+    dropped_refs = sum(len(a["references"]) for a in with_refs[examples.PLANTED_REFS_EVERY - 1::examples.PLANTED_REFS_EVERY])
+    without_bug = [a for a in test if examples.PLANTED_FALSE_LABEL not in a["labels"]]
     assert grade["false_negative_facts"] == dropped_labels + dropped_refs
     assert grade["false_positive_facts"] == len(without_bug[6::7])
     assert grade["aggregate_errors"] == 1 and grade["citation_errors"] == 1
@@ -107,7 +109,7 @@ def test_imperfect_submission_has_weak_slices_and_the_oracle_none(demo_dir):
     planted = read_csv(report_dir(demo_dir, "grade-planted") / "slices.csv")
     oracle = read_csv(report_dir(demo_dir, "grade-oracle") / "slices.csv")
     weak = {(r["slice_kind"], r["slice"]) for r in planted if r["weak"] == "True"}
-    assert ("label", demo.PLANTED_DROPPED_LABEL) in weak and ("fact_kind", "ref") in weak
+    assert ("label", examples.PLANTED_DROPPED_LABEL) in weak and ("fact_kind", "ref") in weak
     assert all(r["too_small"] == "False" for r in planted if (r["slice_kind"], r["slice"]) in weak)
     assert [r for r in oracle if r["weak"] == "True"] == []
     assert float(oracle[0]["f1"]) == 1.0 and oracle[0]["slice_kind"] == "overall"
@@ -118,7 +120,7 @@ def test_too_small_slices_are_listed_not_dropped(demo_dir, s8f_answers):
     small = {(r["slice_kind"], r["slice"]): int(r["support"]) for r in rows if r["too_small"] == "True"}
     assert small and all(s < 20 for s in small.values())
     test_labels = Counter(label for a in s8f_answers["answers"] if a["split"] == "test" for label in a["labels"])
-    assert {l for l, n in test_labels.items() if n < 20} <= {s for k, s in small if k == "label"}
+    assert {lab for lab, n in test_labels.items() if n < 20} <= {s for k, s in small if k == "label"}
     gold_dups = sum(len(a["duplicate_targets"]) for a in s8f_answers["answers"] if a["split"] == "test")
     assert small[("split", "train")] == 0 and small[("fact_kind", "dup")] == gold_dups
 
@@ -158,7 +160,7 @@ def test_every_chart_is_a_real_png_and_svg(demo_dir):
 
 
 def reports_png_size(png: bytes) -> tuple[int, int]:
-    from microctx.charts import png_size
+    from microctx.reports.charts import png_size
 
     return png_size(png)
 
@@ -276,10 +278,10 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
     out.mkdir()
     (out / "report.json").write_text('{"previous": true}')
     submission = tmp_path / "oracle.json"
-    from microctx.canonical import dumps
-    from microctx.loading import load_answers
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
 
-    submission.write_bytes(dumps(demo.oracle_submission(load_answers(s8f.answers))))
+    submission.write_bytes(dumps(examples.oracle_submission(load_answers(s8f.answers))))
     with pytest.raises(reports.ReportError, match=r"grade_report\.ipynb: cell \d+ failed: RuntimeError: planted failure"):
         reports.grade_report(str(s8f.public), str(s8f.answers), str(submission), out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from microctx.canonical import dumps
+from microctx.candidates.devkit import make_devkit
+from microctx.candidates.runner import manifest_path, run_candidate
 from microctx.cli import main
-from microctx.devkit import make_devkit
+from microctx.contract.canonical import dumps
 from microctx.errors import InputError
-from microctx.running import manifest_path, run_candidate
 
 HERE = Path(__file__).resolve().parent
 SNOOP = HERE / "candidates" / "snoop.py"
@@ -155,7 +155,7 @@ def test_module_function_from_the_callers_folder(s8f, tmp_path, monkeypatch):
 
 
 def test_clean_environment_keeps_path_but_drops_data_entries(s8f, tmp_path, monkeypatch):
-    from microctx.running import clean_environment
+    from microctx.candidates.runner import clean_environment
 
     monkeypatch.setenv("PATH", f"{s8f.answers.parent}{os.pathsep}/usr/bin")
     monkeypatch.setenv("LANG", "C.UTF-8")

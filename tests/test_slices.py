@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from microctx import slices
 from microctx.errors import InputError
-from microctx.grading import FACT_KINDS, facts_csv, grade
+from microctx.grading import slices
+from microctx.grading.facts import FACT_KINDS, facts_csv
+from microctx.grading.score import grade
 
 FAKE_LABEL = "NA"  # a label no record has; also checks "NA" stays a string through the CSV
 

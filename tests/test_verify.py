@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from microctx.canonical import dumps
-from microctx import verifying
 from microctx.cli import main
+from microctx.contract.canonical import dumps
+from microctx.corpus import verify as verifying
 
 
 @pytest.fixture(params=["parsed whole", "parsed in batches"], autouse=True)

@@ -69,17 +69,23 @@ import functools
 import math
 import os
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .facts import CUE_WORDS, issue_text, references, scope_contradictions
-from .files import atomic_write
-from .grading import FACT_COLUMNS, FACT_KINDS, record_facts
-from .split import SPLITS, components
+from microctx.contract.patterns import (
+    CUE_WORDS,
+    issue_text,
+    references,
+    scope_contradictions,
+)
+from microctx.contract.split import SPLITS, components
+from microctx.errors import InputError
+from microctx.files import atomic_write
+from microctx.grading.facts import FACT_COLUMNS, FACT_KINDS
+from microctx.grading.score import record_facts
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 OUTCOMES = ("tp", "fp", "fn")

@@ -8,25 +8,23 @@ pass.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from heapq import nlargest
 from operator import attrgetter
-from typing import Iterable, Sequence
 
-from . import __version__
-from .canonical import digest_chunks, iter_dumps, sha256_hex
-from .corpus import CORPUS_SCHEMA
-from .errors import ContractError
-from .export import RawIssue
-from .facts import derive_utf8
-from .files import AtomicOutputs, gc_paused
-from .grading import grade_counts
-from .redact import MARKER, Rule, scrub
-from .split import assign_splits
-from .timestamps import utc_second
-
-ANSWERS_SCHEMA = "fak-microcontext-answers/1"
-REPORT_SCHEMA = "fak-microcontext-corpus-report/1"
+from microctx._version import __version__
+from microctx.contract.canonical import iter_dumps
+from microctx.contract.digests import digest_chunks, sha256_hex
+from microctx.contract.patterns import derive_utf8
+from microctx.contract.schemas import ANSWERS_SCHEMA, CORPUS_SCHEMA, REPORT_SCHEMA
+from microctx.contract.split import assign_splits
+from microctx.contract.timestamps import utc_second
+from microctx.corpus.export import RawIssue
+from microctx.corpus.redact import MARKER, Rule, scrub
+from microctx.errors import ContractError
+from microctx.files import AtomicOutputs, gc_paused
+from microctx.grading.score import grade_counts
 
 PRESERVED_KEYS = (b'"state"', b'"labels"', b'"closed_at"')
 DERIVED_KEYS = (b'"references"', b'"duplicate_targets"', b'"scope_contradictions"', b'"aggregates"')
@@ -261,7 +259,7 @@ def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_d
 def write_frozen(frozen: Frozen, public_path: str | os.PathLike, answers_path: str | os.PathLike,
                  report_path: str | os.PathLike) -> None:
     """Write the three artifacts together, atomically."""
-    from .canonical import dumps
+    from microctx.contract.canonical import dumps
 
     with AtomicOutputs() as out:
         out.write(public_path, iter_dumps(frozen.public, "records", copy_keys=_TEXT_KEYS))

@@ -20,9 +20,14 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from .facts import CUE_WORDS, duplicate_targets, issue_text, references
-from .files import atomic_write
-from .split import SPLITS
+from microctx.contract.patterns import (
+    CUE_WORDS,
+    duplicate_targets,
+    issue_text,
+    references,
+)
+from microctx.contract.split import SPLITS
+from microctx.files import atomic_write
 
 SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])
 STATUS_COLORS = alt.Scale(domain=["judged", "weak", "too small"], range=["#4c78a8", "#e45756", "#bab0ac"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import InputError, json_type_name
-from .files import IrregularJSON, gc_paused, iter_json_array, read_json
-from .timestamps import Timestamp, parse_timestamp
+from microctx.contract.timestamps import Timestamp, parse_timestamp
+from microctx.errors import InputError, json_type_name
+from microctx.files import IrregularJSON, gc_paused, iter_json_array, read_json
 
 MIN_RECORDS = 50
 

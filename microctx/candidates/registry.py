@@ -27,8 +27,8 @@ object with any of the integer counters `model_calls`, `tool_calls`, `input_toke
 (a counter not reported is null there: unknown, not zero). A function candidate just returns
 the object; the child entry point below writes the file for it.
 
-Every candidate runs in a child process (`python -m microctx.candidates ENTRY ...` for
-functions); see `microctx.running` for the isolation.
+Every candidate runs in a child process (`python -m microctx.candidates.registry ENTRY ...` for
+functions); see `microctx.candidates.runner` for the isolation.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
+from microctx.errors import InputError
 
 COUNTERS_FILE = "counters.json"
 COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
@@ -59,12 +59,12 @@ class Builtin:
 
 BUILTINS = {
     "exact-sql": Builtin(
-        "microctx.sql_baseline:run",
+        "microctx.candidates.exact_sql:run",
         "DuckDB SQL over the public corpus: state and labels projected, relations by RE2, aggregates by GROUP BY",
         {"threads": 1},
     ),
     "text-only": Builtin(
-        "microctx.text_baseline:run",
+        "microctx.candidates.text_only:run",
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
         {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
@@ -149,13 +149,13 @@ def load_function(entry: str, import_root: str | None = None):
     function = getattr(module, name)
     version = getattr(function, "version", None) or getattr(module, "__version__", None)
     if version is None and target.startswith("microctx."):
-        from . import __version__ as version
+        from microctx._version import __version__ as version
     return function, version
 
 
 def write_counters(counters: dict | None, version: str | None, path: str = COUNTERS_FILE) -> None:
     """Write what the function returned (plus its version) as the counters file."""
-    from .canonical import dumps
+    from microctx.contract.canonical import dumps
 
     report = dict(counters or {})
     if version is not None and "version" not in report:
@@ -165,10 +165,10 @@ def write_counters(counters: dict | None, version: str | None, path: str = COUNT
 
 
 def child_main(argv: list[str] | None = None) -> int:
-    """Entry point of the child process: `python -m microctx.candidates ENTRY --public P --output O ...`."""
+    """Entry point of the child process: `python -m microctx.candidates.registry ENTRY --public P --output O ...`."""
     import orjson
 
-    parser = argparse.ArgumentParser(prog="python -m microctx.candidates")
+    parser = argparse.ArgumentParser(prog="python -m microctx.candidates.registry")
     parser.add_argument("entry")
     parser.add_argument("--public", required=True)
     parser.add_argument("--output", required=True)

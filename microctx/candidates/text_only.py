@@ -9,7 +9,7 @@ targets come from the devkit (train and tune answers only; no test answer is eve
   with at least `min_label_examples` positive train records (rarer labels are never predicted);
 - `select_thresholds` then picks, on the tune split, each model's decision threshold that
   minimises false positives plus false negatives (the grade counts both alike).
-References, duplicate targets and cue words come from the contract's patterns (microctx.facts);
+References, duplicate targets and cue words come from the contract's patterns (microctx.contract.patterns);
 the top-10 id lists from the public timestamps. Train and tune records are submitted with the
 devkit's values, test records with predictions, and `state_counts`/`label_counts` are counted
 over that mix, so the aggregates are the candidate's own.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .grading import SUBMISSION_SCHEMA
+from microctx.contract.schemas import SUBMISSION_SCHEMA
 
 _VISIBLE = ("id", "split", "number", "title", "body", "created_at", "updated_at")
 
@@ -57,7 +57,7 @@ class TextMetadataClassifier:
         # logistic regression fit by SGD: liblinear took seconds per label at 10,000 records
         return SGDClassifier(loss="log_loss", alpha=self.alpha, max_iter=self.epochs, tol=None, random_state=self.seed)
 
-    def fit(self, texts: list[str], states: list[str], labels: list[list[str]]) -> "TextMetadataClassifier":
+    def fit(self, texts: list[str], states: list[str], labels: list[list[str]]) -> TextMetadataClassifier:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self.vectorizer_ = TfidfVectorizer(sublinear_tf=True, min_df=self.min_df, max_features=self.max_features,
@@ -84,7 +84,7 @@ class TextMetadataClassifier:
         labels = {label: model.predict_proba(features)[:, 1] for label, model in self.label_models_.items()}
         return state, labels
 
-    def select_thresholds(self, texts: list[str], states: list[str], labels: list[list[str]]) -> "TextMetadataClassifier":
+    def select_thresholds(self, texts: list[str], states: list[str], labels: list[list[str]]) -> TextMetadataClassifier:
         """Pick each threshold on held-apart (tune) records: fewest false positives plus false negatives."""
         state_scores, label_scores = self._scores(texts)
         self.state_threshold_ = _best_threshold(state_scores, [s == "CLOSED" for s in states])
@@ -111,9 +111,9 @@ def _best_threshold(scores, truth: list[bool]) -> float:
     Infinity (never predict) when no threshold beats predicting nothing."""
     import numpy as np
 
-    scores, truth = np.asarray(scores, dtype=float), np.asarray(truth, dtype=bool)
-    order = np.argsort(scores, kind="stable")
-    s, y = scores[order], truth[order]
+    score_array, truth_array = np.asarray(scores, dtype=float), np.asarray(truth, dtype=bool)
+    order = np.argsort(score_array, kind="stable")
+    s, y = score_array[order], truth_array[order]
     # threshold s[i] (first index of each distinct score): positives below it are missed,
     # negatives at or above it are false alarms
     first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
@@ -128,8 +128,13 @@ def _best_threshold(scores, truth: list[bool]) -> float:
 
 def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, params: dict | None = None):
     """(submission dict, fitted model) for public records (seen through `_visible` only)."""
-    from .devkit import top_ids
-    from .facts import duplicate_targets, issue_text, references, scope_contradictions
+    from microctx.candidates.devkit import top_ids
+    from microctx.contract.patterns import (
+        duplicate_targets,
+        issue_text,
+        references,
+        scope_contradictions,
+    )
 
     visible = [_visible(r) for r in records]
     known = {a["id"]: a for a in devkit["answers"] if a["split"] in ("train", "tune")}
@@ -166,11 +171,11 @@ def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, pa
 
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
-    """Candidate entry point (see microctx.candidates): write the submission, return the counters."""
-    from .canonical import dumps
-    from .corpus import load_corpus
-    from .files import atomic_write
-    from .loading import load_answers
+    """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.corpus.public import load_corpus
+    from microctx.files import atomic_write
 
     if devkit_path is None:
         raise ValueError("text-only tunes on the devkit; run it with --devkit (make one with `microctx devkit`)")

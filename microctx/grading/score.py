@@ -12,39 +12,12 @@ per scored fact (tp, fp, fn) and one per aggregate field or citation in error.
 
 from __future__ import annotations
 
-import csv
-import io
-import os
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from .errors import InputError, json_type_name
-from .files import gc_paused
-
-GRADE_SCHEMA = "fak-microcontext-grade/1"
-SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
-AGGREGATE_FIELDS = ("state_counts", "label_counts", "newest_issue_ids", "most_recently_updated_issue_ids")
-FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
-FACT_COLUMNS = ("record_id", "split", "kind", "value", "outcome", "detail")
-
-# answer key -> (fact kind, element type, is a list)
-_ANSWER_FIELDS = {
-    "state": ("state", str, False),
-    "labels": ("label", str, True),
-    "references": ("ref", int, True),
-    "duplicate_targets": ("dup", int, True),
-    "scope_contradictions": ("contradiction", str, True),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class FactRow:
-    record_id: str
-    split: str
-    kind: str
-    value: str
-    outcome: str  # tp, fp, fn for facts; error for aggregate and citation rows
-    detail: str = ""
+from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
+from microctx.files import gc_paused
+from microctx.grading.facts import FACT_KINDS, FactRow
 
 
 @dataclass
@@ -64,92 +37,10 @@ class GradeResult:
                 f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
 
 
-def _is(value: object, kind: type) -> bool:
-    return isinstance(value, kind) and not isinstance(value, bool)
-
-
-def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
-    """Validate the `answers` array of an answer bundle (gold) or a submission."""
-    if not isinstance(answers, list):
-        raise InputError(path, f"expected an array, got {json_type_name(answers)}", field="answers")
-    for index, answer in enumerate(answers):
-        if not isinstance(answer, dict):
-            raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
-        if not _is(answer.get("id"), str):
-            raise InputError(path, f"expected a string id, got {json_type_name(answer.get('id'))}",
-                             record=f"answers[{index}]", field="id")
-        where = f"answers[{index}] ({answer['id']})"
-        required = ("split",) + tuple(_ANSWER_FIELDS) if gold else ()
-        for key in required:
-            if key not in answer:
-                raise InputError(path, "missing", record=where, field=key)
-        if gold and not _is(answer["split"], str):
-            raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
-        for key, (_, element, is_list) in _ANSWER_FIELDS.items():
-            value = answer.get(key)
-            if value is None and not (gold and key == "state"):
-                continue
-            if not is_list:
-                if not _is(value, element):
-                    raise InputError(path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key)
-                continue
-            if not isinstance(value, list) or not all(_is(v, element) for v in value):
-                raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
-    return answers
-
-
-def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
-    """Validate an `aggregates` object: count maps of integers, id lists of strings."""
-    if aggregates is None and not gold:
-        return None
-    if not isinstance(aggregates, dict):
-        raise InputError(path, f"expected an object, got {json_type_name(aggregates)}", field="aggregates")
-    for key in AGGREGATE_FIELDS:
-        value = aggregates.get(key)
-        if value is None:
-            if gold:
-                raise InputError(path, "missing", record="aggregates", field=key)
-            continue
-        if key.endswith("_counts"):
-            ok = isinstance(value, dict) and all(_is(v, int) for v in value.values())
-            expected = "an object of integer counts"
-        else:
-            ok = isinstance(value, list) and all(_is(v, str) for v in value)
-            expected = "an array of id strings"
-        if not ok:
-            raise InputError(path, f"expected {expected} or null", record="aggregates", field=key)
-    return aggregates
-
-
-def check_answers_document(document: object, path) -> dict:
-    """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
-    if not isinstance(document, dict):
-        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
-    if document.get("schema") != "fak-microcontext-answers/1":
-        raise InputError(path, f"expected schema 'fak-microcontext-answers/1', got {document.get('schema')!r}", field="schema")
-    if not _is(document.get("corpus_sha256"), str):
-        raise InputError(path, "expected a string", field="corpus_sha256")
-    check_answer_list(document.get("answers"), path, gold=True)
-    check_aggregates(document.get("aggregates"), path, gold=True)
-    return document
-
-
-def check_submission_document(document: object, path) -> dict:
-    """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
-    if not isinstance(document, dict):
-        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
-    if not _is(document.get("corpus_sha256"), str):
-        raise InputError(path, f"expected a string, got {json_type_name(document.get('corpus_sha256'))}", field="corpus_sha256")
-    if document.get("answers") is not None:
-        check_answer_list(document["answers"], path, gold=False)
-    check_aggregates(document.get("aggregates"), path, gold=False)
-    return document
-
-
 def record_facts(answer: dict) -> set[tuple[str, str]]:
     """The fact set of one answer, as (kind, value) pairs."""
     facts: set[tuple[str, str]] = set()
-    for key, (kind, _, is_list) in _ANSWER_FIELDS.items():
+    for key, (kind, _, is_list) in ANSWER_FIELDS.items():
         value = answer.get(key)
         if value is None:
             continue
@@ -164,9 +55,9 @@ def same_json(a: object, b: object) -> bool:
     """JSON equality that keeps types apart (true is not 1)."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, dict):
+    if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    if isinstance(a, list):
+    if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
     return a == b
 
@@ -268,16 +159,3 @@ def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, ci
     }
 
 
-def facts_csv(rows: list[FactRow]) -> bytes:
-    """The per-fact outcome table as CSV bytes (header included)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(FACT_COLUMNS)
-    writer.writerows((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows)
-    return buffer.getvalue().encode()
-
-
-def facts_path(grade_path: str | os.PathLike) -> str:
-    """Where the fact table goes beside a grade file: `<G without .json>.facts.csv`."""
-    text = os.fspath(grade_path)
-    return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"

@@ -1,54 +1,23 @@
-"""Reports: papermill-executed notebooks exported to self-contained HTML, with their charts.
+"""What the report notebooks compute: paths in, tables out, so a notebook cell only calls and shows.
 
-Two halves:
-- what the notebooks compute (`grade_inputs`, `grade_outputs`, `compare_outputs`,
-  `aggregate_errors`, `citation_errors`, `missed_examples`, `run_manifest`, `cost_table`): paths
-  in, tables out, so a notebook only calls and shows;
-- how a report is made (`corpus_report`, `grade_report`, `compare_report`): check the inputs,
-  execute the notebook with papermill in a staging folder beside the destination, export the
-  HTML (no script from the network), check it, list the outputs in `report.json`, and only
-  then rename the staging folder to the destination. A failed run leaves the destination as it
-  was (absent, or the previous complete report).
-
-A report folder holds `<notebook>.ipynb` (executed), `<notebook>.html`, `charts/<name>.png` and
-`.svg` for every chart (plus `<name>.html` for interactive ones), `report.json`, and for grade
-and compare reports `slices.csv` (grade: also `grade.json` and `grade.facts.csv`; compare: also
-`paired.csv` and one `grades/<candidate>.json` with its fact table per candidate).
+`load_inputs` loads a corpus, answers and submissions (empty paths mean the s8f snapshot and the
+example submissions); `grade_outputs` and `compare_outputs` grade and slice them; the rest turn
+grades, manifests and facts into the small tables the notebooks display.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import re
-import shutil
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .canonical import dumps
-from .data import file_sha256
-from .errors import InputError
+from microctx.contract.canonical import dumps
+from microctx.errors import InputError
+from microctx.grading.facts import write_grade
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb"}
-KERNEL_NAME = "python3"
-MANIFEST = "report.json"
-MANIFEST_SCHEMA = "microctx-report/1"
-CHARTS = "charts"
-_REMOTE_SCRIPT = re.compile(rb"<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.IGNORECASE)
-
-
-class ReportError(Exception):
-    """A report could not be made (a notebook cell failed, the kernel is wrong, the export is not
-    self-contained). Nothing was written to the destination."""
-
-
-# ================================================================ what the notebooks compute
 
 @dataclass
 class Inputs:
@@ -63,7 +32,7 @@ class Inputs:
 
 def default_paths():
     """The s8f artifacts through the data layer (what an empty notebook parameter means)."""
-    from . import data
+    from microctx.corpus import snapshot as data
 
     return data.s8f()
 
@@ -73,8 +42,8 @@ def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] 
     """Load the corpus, the answers and each submission; empty paths mean the s8f artifacts,
     and no submissions mean the `default` demo submissions ("oracle": the published answers,
     "planted": `demo.planted_submission`)."""
-    from .corpus import load_corpus
-    from .loading import load_answers, load_submission
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.corpus.public import load_corpus
 
     if not public or not answers:
         paths = default_paths()
@@ -88,7 +57,7 @@ def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] 
             raise InputError(names, f"{len(names)} names for {len(submissions)} submissions")
         loaded = {name: load_submission(path) for name, path in zip(names, submissions)}
     else:
-        from .demo import demo_submissions
+        from microctx.reports.examples import demo_submissions
 
         loaded = {name: sub for name, sub in demo_submissions(gold).items() if name in default}
     return Inputs(public, answers, corpus, gold, loaded)
@@ -123,8 +92,8 @@ class GradeOutputs:
 
 def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
               records=None) -> GradeOutputs:
-    from . import slices
-    from .grading import grade
+    from microctx.grading import slices
+    from microctx.grading.score import grade
 
     result = grade(inputs.answers, inputs.submissions[name])
     facts = slices.facts_frame(result.facts)
@@ -132,22 +101,10 @@ def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, m
     return GradeOutputs(name, result, facts, table)
 
 
-def write_grade(result, grade_path: str | os.PathLike) -> None:
-    """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table
-    beside it (`<grade>.facts.csv`), together."""
-    from .files import AtomicOutputs
-    from .grading import facts_csv, facts_path
-
-    Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
-    with AtomicOutputs() as out:
-        out.write(grade_path, dumps(result.grade))
-        out.write(facts_path(grade_path), facts_csv(result.facts))
-
-
 def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
     """Grade and slice the (single) submission; with `output_dir`, write grade.json,
     grade.facts.csv and slices.csv there."""
-    from .slices import write_slices_csv
+    from microctx.grading.slices import write_slices_csv
 
     if len(inputs.submissions) != 1:
         raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
@@ -175,7 +132,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     """
     import pandas as pd
 
-    from . import slices
+    from microctx.grading import slices
 
     if len(inputs.submissions) < 2:
         raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
@@ -231,7 +188,8 @@ def aggregate_errors(answers: dict, submission: dict) -> "object":
     for count maps the keys that differ; for id lists the first position that differs."""
     import pandas as pd
 
-    from .grading import AGGREGATE_FIELDS, same_json
+    from microctx.contract.schemas import AGGREGATE_FIELDS
+    from microctx.grading.score import same_json
 
     gold = answers["aggregates"]
     given = submission.get("aggregates") or {}
@@ -307,7 +265,7 @@ def manifest_path(submission_path: str | os.PathLike) -> Path:
 
 def run_manifest(submission_path: str | os.PathLike) -> dict | None:
     """The run manifest of a submission, or None when there is none."""
-    from .files import read_json
+    from microctx.files import read_json
 
     path = manifest_path(submission_path)
     if not path.is_file():
@@ -364,165 +322,3 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
     return summary
 
 
-# ================================================================ how a report is made
-
-def check_kernel() -> str:
-    """The `python3` kernel must run this interpreter (so the notebook imports this microctx).
-
-    jupyter_client replaces an argv[0] of `python`/`python3`/`pythonX.Y` by sys.executable;
-    any other interpreter is refused with the command that fixes it.
-    """
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
-    except NoSuchKernel:
-        raise ReportError(f"no Jupyter kernel {KERNEL_NAME!r}; run `{sys.executable} -m ipykernel install --sys-prefix`") from None
-    argv0 = spec.argv[0]
-    aliases = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
-    if argv0 in aliases or os.path.realpath(argv0) == os.path.realpath(sys.executable):
-        return sys.executable
-    raise ReportError(f"kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {argv0}, not {sys.executable}; "
-                      f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec")
-
-
-@contextlib.contextmanager
-def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST) -> Iterator[Path]:
-    """Build a folder beside `destination` and rename it into place on success.
-
-    An existing destination is replaced only if it is empty or holds `marker` (a previous
-    report); anything else is refused, so a typo cannot wipe an unrelated folder. On failure
-    the staging folder is removed and the destination is untouched.
-    """
-    dest = Path(destination)
-    if dest.exists() and not dest.is_dir():
-        raise InputError(dest, "exists and is not a folder")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / marker).is_file():
-        raise InputError(dest, f"exists and is not a microctx output folder (no {marker}); choose another --out or empty it")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    try:
-        yield staging
-        old = None
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
-            os.replace(dest, old / "previous")
-        os.replace(staging, dest)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def html_export(notebook_path: Path) -> bytes:
-    """The executed notebook as self-contained HTML: lab template, code cells hidden, and no
-    RequireJS, MathJax or Mermaid script from a CDN (the charts are inlined PNGs)."""
-    import nbformat
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
-
-    offline = ("{%- extends 'index.html.j2' -%}\n"
-               "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
-               "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
-               "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n")
-    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"microctx_offline.html.j2": offline})],
-                            template_file="microctx_offline.html.j2", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook_path, as_version=4))
-    data = body.encode()
-    if _REMOTE_SCRIPT.search(data):
-        raise ReportError(f"{notebook_path.name}: the HTML export loads a script from the network")
-    return data
-
-
-def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True) -> Path:
-    """Execute the `kind` notebook with papermill into `staging`; returns the executed notebook.
-
-    `output_dir` is added to the parameters (the notebook writes its tables and charts there).
-    A cell error raises ReportError naming the cell and the exception.
-    """
-    import papermill as pm
-
-    check_kernel()
-    source = NOTEBOOKS_DIR / NOTEBOOKS[kind]
-    if not source.is_file():
-        raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
-    executed = staging / NOTEBOOKS[kind]
-    try:
-        pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
-                            kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False)
-        # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
-        # parallel threads (demo); the notebooks use only the absolute paths they are given
-    except pm.PapermillExecutionError as exc:
-        raise ReportError(f"{NOTEBOOKS[kind]}: cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}") from None
-    return executed
-
-
-def _file_entry(path: Path, root: Path) -> dict:
-    return {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size,
-            "sha256": file_sha256(path)}
-
-
-def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True) -> dict:
-    """Execute, export and publish one report; returns its manifest (also written as report.json)."""
-    start = time.perf_counter()
-    with staged_folder(destination) as staging:
-        executed = execute(kind, parameters, staging, progress=progress)
-        html_path = executed.with_suffix(".html")
-        html_path.write_bytes(html_export(executed))
-        charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
-        missing_svg = [p.name for p in charts if not p.with_suffix(".svg").is_file()]
-        if missing_svg:
-            raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
-        files = sorted(p for p in staging.rglob("*") if p.is_file())
-        manifest = {
-            "schema": MANIFEST_SCHEMA,
-            "kind": kind,
-            "notebook": NOTEBOOKS[kind],
-            "parameters": parameters,
-            "charts": [p.stem for p in charts],
-            "seconds": round(time.perf_counter() - start, 3),
-            "files": [_file_entry(p, staging) for p in files],
-        }
-        (staging / MANIFEST).write_bytes(dumps(manifest))
-    return manifest
-
-
-def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] = ()) -> None:
-    """Load every input once before starting a kernel, so bad input fails fast as an InputError."""
-    from .corpus import load_corpus
-    from .loading import load_answers, load_submission
-
-    load_corpus(public)
-    if answers:
-        load_answers(answers)
-    for path in submissions:
-        load_submission(path)
-
-
-def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
-    """corpus_overview.ipynb on `public` into `out`."""
-    _checked_inputs(public)
-    return make_report("corpus", {"public": str(public)}, out, **kw)
-
-
-def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike, **kw) -> dict:
-    """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts)."""
-    _checked_inputs(public, answers, [submission])
-    params = {"public": str(public), "answers": str(answers), "submission": str(submission)}
-    return make_report("grade", params, out, **kw)
-
-
-def compare_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
-                   names: Sequence[str] = (), **kw) -> dict:
-    """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
-    if len(submissions) < 2:
-        raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = list(names) or candidate_names(submissions)
-    if len(names) != len(submissions) or len(set(names)) != len(names):
-        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
-    _checked_inputs(public, answers, submissions)
-    params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
-              "names": names}
-    return make_report("compare", params, out, **kw)

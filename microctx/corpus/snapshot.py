@@ -16,14 +16,14 @@ pooch and refused.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from microctx.contract.digests import file_sha256
+from microctx.errors import InputError
 
 DATA_DIR_ENV = "MICROCTX_DATA_DIR"
 CACHE_DIR_ENV = "MICROCTX_CACHE_DIR"
@@ -62,14 +62,6 @@ class S8fPaths:
     public: Path
     answers: Path
     report: Path
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_digest(path: Path, expected: str) -> Path:

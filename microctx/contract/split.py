@@ -10,7 +10,7 @@ straddle splits, and the assignment does not depend on source order.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 SPLITS = ("train", "tune", "test")
 

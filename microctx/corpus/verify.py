@@ -10,17 +10,23 @@ the first.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
-from .canonical import sha256_hex
-from .corpus import check_corpus_document, corpus_to_issues
-from .errors import InputError
-from .files import IrregularJSON, gc_paused, parse_json, read_bytes, read_object_streaming
-from .freezing import REPORT_SCHEMA, build
-from .grading import check_answers_document, grade_counts
-from .redact import MARKER
+from microctx.contract.digests import file_sha256, sha256_hex
+from microctx.contract.schemas import REPORT_SCHEMA, check_answers_document
+from microctx.corpus.freeze import build
+from microctx.corpus.public import check_corpus_document, corpus_to_issues
+from microctx.corpus.redact import MARKER
+from microctx.errors import InputError
+from microctx.files import (
+    IrregularJSON,
+    gc_paused,
+    parse_json,
+    read_bytes,
+    read_object_streaming,
+)
+from microctx.grading.score import grade_counts
 
 _REPORT_COUNTS = ("records", "train_records", "tune_records", "test_records", "open_records", "closed_records",
                   "reference_edges", "duplicate_edges", "scope_contradictions")
@@ -49,9 +55,7 @@ def _load_public(path) -> tuple[str, object]:
     try:
         if os.path.getsize(path) < STREAM_PUBLIC_FROM_BYTES:
             return _load(path)
-        with open(path, "rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
-        return digest, read_object_streaming(path, "records")
+        return file_sha256(path), read_object_streaming(path, "records")
     except (IrregularJSON, OSError):
         return _load(path)  # whose errors name the problem
 
@@ -67,8 +71,8 @@ def _verify_files(public_path, answers_path, report_path) -> Verification:
     public_sha, public = _load_public(public_path)
     answers_sha, answers = _load(answers_path)
     report_sha, report = _load(report_path)
-    check_corpus_document(public, public_path)
-    check_answers_document(answers, answers_path)
+    public = check_corpus_document(public, public_path)
+    answers = check_answers_document(answers, answers_path)
     if not isinstance(report, dict):
         raise InputError(report_path, "expected a JSON object")
     if report.get("schema") != REPORT_SCHEMA:

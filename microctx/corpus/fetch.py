@@ -24,16 +24,16 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, Mapping
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
-from .errors import InputError
-from .files import atomic_write
+from microctx.errors import InputError
+from microctx.files import atomic_write
 
 DEFAULT_API_URL = "https://api.github.com"
 TOKEN_ENV_VARS = ("GITHUB_TOKEN", "GH_TOKEN")  # first one set wins
@@ -232,7 +232,7 @@ def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy:
             if wait > policy.max_rate_limit_wait_seconds:
                 raise InputError(_where(url), f"rate limited for another {wait:.0f} s, longer than the "
                                  f"{policy.max_rate_limit_wait_seconds:.0f} s this command waits; try again later")
-            until = datetime.fromtimestamp(clock() + wait, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            until = datetime.fromtimestamp(clock() + wait, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             say(f"microctx fetch: rate limited ({response.status_code}); waiting {wait:.0f} s until {until} "
                 f"(wait {rate_waits} of {policy.rate_limit_waits})")
             result.waits.append(wait)

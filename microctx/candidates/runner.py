@@ -17,7 +17,7 @@ is not blocked; a candidate that uses it must count it as tool calls.
 Beside the submission S the runner writes `<S without .json>.run.json` (schema microctx-run/1):
 candidate, kind, entry, version, parameters, corpus and devkit digests, start and end (UTC RFC
 3339), wall and CPU seconds and peak memory of the candidate's process (os.wait4's rusage),
-exit status, the counters the candidate reported (see microctx.candidates), `ok`, `error` and
+exit status, the counters the candidate reported (see microctx.candidates.registry), `ok`, `error` and
 the last 4,000 characters of its output (stdout and stderr together).
 A crash, a timeout, a missing or invalid submission (not JSON, wrong shape, another corpus's
 digest) is a failed run: the manifest says why, the submission is not written, and an earlier
@@ -36,12 +36,12 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .candidates import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
-from .data import file_sha256
-from .errors import InputError
+from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
+from microctx.contract.digests import file_sha256
+from microctx.errors import InputError
 
 RUN_SCHEMA = "microctx-run/1"
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
@@ -55,7 +55,7 @@ def manifest_path(submission: str | os.PathLike) -> Path:
 
 
 def _utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _check_public(path: Path) -> str:
@@ -76,7 +76,7 @@ def _check_public(path: Path) -> str:
 
 def _check_devkit(path: Path, corpus_sha256: str) -> str:
     """Refuse a devkit that holds test answers or is bound to another corpus; return its digest."""
-    from .loading import load_answers
+    from microctx.contract.schemas import load_answers
 
     devkit = load_answers(path)
     if devkit["corpus_sha256"] != corpus_sha256:
@@ -116,7 +116,7 @@ def _command(candidate: Candidate, has_devkit: bool) -> list[str]:
 
     params = orjson.dumps(candidate.params).decode()
     if candidate.kind != "command":
-        argv = [sys.executable, "-m", "microctx.candidates", candidate.entry,
+        argv = [sys.executable, "-m", "microctx.candidates.registry", candidate.entry,
                 "--public", "public.json", "--output", "submission.json", "--params", params]
         if has_devkit:
             argv += ["--devkit", "devkit.json"]
@@ -182,7 +182,7 @@ def _wait(process: subprocess.Popen, timeout: float | None) -> tuple[int, object
 
 def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
     """Counters the candidate wrote (all keys present, null when not reported), its version, a problem."""
-    from .files import read_json
+    from microctx.files import read_json
 
     counters = {key: None for key in COUNTER_KEYS}
     path = workdir / COUNTERS_FILE
@@ -207,8 +207,8 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
 
 def _check_submission(path: Path, corpus_sha256: str) -> str:
     """'' when the candidate's output is a usable submission for this corpus, else why not."""
-    from .files import parse_json
-    from .grading import check_submission_document
+    from microctx.contract.schemas import check_submission_document
+    from microctx.files import parse_json
 
     if not path.is_file():
         return "the candidate wrote no submission"
@@ -237,9 +237,9 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
     Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
     unknown candidate, a devkit with test answers) raises InputError before anything runs.
     """
-    from . import __version__
-    from .canonical import dumps
-    from .files import atomic_write
+    from microctx._version import __version__
+    from microctx.contract.canonical import dumps
+    from microctx.files import atomic_write
 
     spec = resolve(candidate, params, cmd)
     public, submission = Path(public), Path(submission)

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .errors import InputError
-from .freezing import ANSWERS_SCHEMA, top_ten_ids
+from microctx.contract.schemas import ANSWERS_SCHEMA
+from microctx.corpus.freeze import top_ten_ids
+from microctx.errors import InputError
 
 ALLOWED_SPLITS = ("train", "tune")
 
 
 def top_ids(records: list[dict], key: str) -> list[str]:
     """Ten ids by instant of `key`, latest first, ties by the higher issue number."""
-    from .timestamps import parse_timestamp
+    from microctx.contract.timestamps import parse_timestamp
 
     return top_ten_ids((parse_timestamp(r[key]).instant_ns, r["number"]) for r in records)
 

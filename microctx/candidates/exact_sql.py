@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .data import file_sha256
-from .facts import CUE_WORDS
-from .grading import SUBMISSION_SCHEMA
+from microctx.contract.digests import file_sha256
+from microctx.contract.patterns import CUE_WORDS
+from microctx.contract.schemas import SUBMISSION_SCHEMA
 
 REFERENCE_RE2 = r"(?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b"
 DUPLICATE_RE2 = r"(?i)\b(?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#([0-9]{1,7})\b"
@@ -99,9 +99,9 @@ def answer_corpus(public_path: str, *, threads: int = 1) -> tuple[dict, int]:
 
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
-    """Candidate entry point (see microctx.candidates): write the submission, return the counters."""
-    from .canonical import dumps
-    from .files import atomic_write
+    """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx.contract.canonical import dumps
+    from microctx.files import atomic_write
 
     submission, statements = answer_corpus(public_path, **(params or {}))
     atomic_write(output_path, dumps(submission))

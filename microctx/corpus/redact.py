@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import InputError
+from microctx.errors import InputError
 
 MARKER = "[redacted:public-corpus]"
 
@@ -61,14 +62,19 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
     return rules
 
 
-def scrub(title: str, body: str, rules: list[Rule]) -> Scrubbed:
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A replacement function, so the replacement text is literal (no group references)."""
+    return lambda _match: text
+
+
+def scrub(title: str, body: str, rules: Sequence[Rule]) -> Scrubbed:
     """Apply every rule to the title, then every rule to the body."""
     matches = body_matches = 0
     for rule in rules:
-        title, n = rule.pattern.subn(lambda _m, r=rule.replacement: r, title)
+        title, n = rule.pattern.subn(_literal(rule.replacement), title)
         matches += n
     for rule in rules:
-        body, n = rule.pattern.subn(lambda _m, r=rule.replacement: r, body)
+        body, n = rule.pattern.subn(_literal(rule.replacement), body)
         body_matches += n
     touched = body_matches > 0 or MARKER in title or MARKER in body
     return Scrubbed(title, body, matches + body_matches, touched)

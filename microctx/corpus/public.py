@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .canonical import sha256_hex
-from .errors import InputError
-from .export import RawIssue
-from .files import parse_json, read_bytes
-from .split import SPLITS
-from .timestamps import parse_timestamp
+from microctx.contract.digests import sha256_hex
+from microctx.contract.schemas import CORPUS_SCHEMA
+from microctx.contract.split import SPLITS
+from microctx.contract.timestamps import parse_timestamp
+from microctx.corpus.export import RawIssue
+from microctx.errors import InputError
+from microctx.files import parse_json, read_bytes
 
-CORPUS_SCHEMA = "fak-microcontext-corpus/1"
 _STRING_FIELDS = ("id", "title", "body", "created_at", "updated_at", "url", "state", "title_sha256", "body_sha256")
 
 

@@ -1,0 +1,3 @@
+"""Candidates and how they run: the registry, the isolated runner and its manifests, the devkit of
+tuning answers, and the built-in candidates (exact-sql, text-only).
+"""

@@ -1,0 +1,130 @@
+"""The artifacts' schema ids, the validators of answer bundles and submissions, and their loaders.
+
+One home for what a document must look like: `check_*` take a parsed document and the path it
+came from (for messages) and return it, or raise an InputError naming file, record and field.
+"""
+
+from __future__ import annotations
+
+import os
+
+from microctx.errors import InputError, json_type_name
+from microctx.files import parse_json, read_bytes
+
+CORPUS_SCHEMA = "fak-microcontext-corpus/1"
+
+ANSWERS_SCHEMA = "fak-microcontext-answers/1"
+
+
+REPORT_SCHEMA = "fak-microcontext-corpus-report/1"
+
+GRADE_SCHEMA = "fak-microcontext-grade/1"
+
+
+SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
+
+
+AGGREGATE_FIELDS = ("state_counts", "label_counts", "newest_issue_ids", "most_recently_updated_issue_ids")
+
+
+# answer key -> (fact kind, element type, is a list)
+ANSWER_FIELDS = {
+    "state": ("state", str, False),
+    "labels": ("label", str, True),
+    "references": ("ref", int, True),
+    "duplicate_targets": ("dup", int, True),
+    "scope_contradictions": ("contradiction", str, True),
+}
+
+
+def _is(value: object, kind: type) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
+    """Validate the `answers` array of an answer bundle (gold) or a submission."""
+    if not isinstance(answers, list):
+        raise InputError(path, f"expected an array, got {json_type_name(answers)}", field="answers")
+    for index, answer in enumerate(answers):
+        if not isinstance(answer, dict):
+            raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
+        if not _is(answer.get("id"), str):
+            raise InputError(path, f"expected a string id, got {json_type_name(answer.get('id'))}",
+                             record=f"answers[{index}]", field="id")
+        where = f"answers[{index}] ({answer['id']})"
+        required = ("split",) + tuple(ANSWER_FIELDS) if gold else ()
+        for key in required:
+            if key not in answer:
+                raise InputError(path, "missing", record=where, field=key)
+        if gold and not _is(answer["split"], str):
+            raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
+        for key, (_, element, is_list) in ANSWER_FIELDS.items():
+            value = answer.get(key)
+            if value is None and not (gold and key == "state"):
+                continue
+            if not is_list:
+                if not _is(value, element):
+                    raise InputError(path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key)
+                continue
+            if not isinstance(value, list) or not all(_is(v, element) for v in value):
+                raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
+    return answers
+
+
+def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
+    """Validate an `aggregates` object: count maps of integers, id lists of strings."""
+    if aggregates is None and not gold:
+        return None
+    if not isinstance(aggregates, dict):
+        raise InputError(path, f"expected an object, got {json_type_name(aggregates)}", field="aggregates")
+    for key in AGGREGATE_FIELDS:
+        value = aggregates.get(key)
+        if value is None:
+            if gold:
+                raise InputError(path, "missing", record="aggregates", field=key)
+            continue
+        if key.endswith("_counts"):
+            ok = isinstance(value, dict) and all(_is(v, int) for v in value.values())
+            expected = "an object of integer counts"
+        else:
+            ok = isinstance(value, list) and all(_is(v, str) for v in value)
+            expected = "an array of id strings"
+        if not ok:
+            raise InputError(path, f"expected {expected} or null", record="aggregates", field=key)
+    return aggregates
+
+
+def check_answers_document(document: object, path) -> dict:
+    """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
+    if not isinstance(document, dict):
+        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
+    if document.get("schema") != ANSWERS_SCHEMA:
+        raise InputError(path, f"expected schema {ANSWERS_SCHEMA!r}, got {document.get('schema')!r}", field="schema")
+    if not _is(document.get("corpus_sha256"), str):
+        raise InputError(path, "expected a string", field="corpus_sha256")
+    check_answer_list(document.get("answers"), path, gold=True)
+    check_aggregates(document.get("aggregates"), path, gold=True)
+    return document
+
+
+def check_submission_document(document: object, path) -> dict:
+    """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
+    if not isinstance(document, dict):
+        raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
+    if not _is(document.get("corpus_sha256"), str):
+        raise InputError(path, f"expected a string, got {json_type_name(document.get('corpus_sha256'))}", field="corpus_sha256")
+    if document.get("answers") is not None:
+        check_answer_list(document["answers"], path, gold=False)
+    check_aggregates(document.get("aggregates"), path, gold=False)
+    return document
+
+
+
+def load_answers(path: str | os.PathLike) -> dict:
+    """Read and validate an answer bundle (schema fak-microcontext-answers/1)."""
+    return check_answers_document(parse_json(read_bytes(path), path), path)
+
+
+def load_submission(path: str | os.PathLike) -> dict:
+    """Read and validate a submission (schema fak-microcontext-submission/1)."""
+    return check_submission_document(parse_json(read_bytes(path), path), path)

@@ -1,0 +1,2 @@
+"""Scoring a submission against the answers, the per-fact outcome table, and slice statistics.
+"""

@@ -1,0 +1,55 @@
+"""The grader's fact table: one row per scored fact (tp, fp, fn) and per aggregate or citation error.
+
+Written beside a grade as `<grade>.facts.csv`; slice reports read it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from microctx.contract.canonical import dumps
+from microctx.files import AtomicOutputs
+
+FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
+
+
+FACT_COLUMNS = ("record_id", "split", "kind", "value", "outcome", "detail")
+
+
+@dataclass(frozen=True, slots=True)
+class FactRow:
+    record_id: str
+    split: str
+    kind: str
+    value: str
+    outcome: str  # tp, fp, fn for facts; error for aggregate and citation rows
+    detail: str = ""
+
+
+def facts_csv(rows: list[FactRow]) -> bytes:
+    """The per-fact outcome table as CSV bytes (header included)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(FACT_COLUMNS)
+    writer.writerows((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows)
+    return buffer.getvalue().encode()
+
+
+def facts_path(grade_path: str | os.PathLike) -> str:
+    """Where the fact table goes beside a grade file: `<G without .json>.facts.csv`."""
+    text = os.fspath(grade_path)
+    return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"
+
+
+
+def write_grade(result, grade_path: str | os.PathLike) -> None:
+    """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table beside
+    it (`<grade>.facts.csv`), together: both or neither."""
+    Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
+    with AtomicOutputs() as out:
+        out.write(grade_path, dumps(result.grade))
+        out.write(facts_path(grade_path), facts_csv(result.facts))

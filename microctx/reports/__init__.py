@@ -1,0 +1,2 @@
+"""Reports: papermill-executed notebooks exported to HTML, their charts, and example submissions.
+"""

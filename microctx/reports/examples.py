@@ -1,0 +1,51 @@
+"""Example submissions for reports run without a candidate: the oracle (the answers themselves) and a
+planted one with known faults, so every part of a report has something to show.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from microctx.contract.schemas import SUBMISSION_SCHEMA
+
+# The planted submission's faults, each aimed at a slice the report must expose:
+PLANTED_DROPPED_LABEL = "enhancement"  # removed everywhere: label/enhancement recall 0 (a weak slice)
+PLANTED_REFS_EVERY = 3  # references removed from every 3rd test record that has some
+PLANTED_FALSE_LABEL = "bug"  # added to every 7th test record without it (false positives)
+PLANTED_UNKNOWN_ID = "issue-999999"  # a citation of an id not in the corpus
+def oracle_submission(answers: dict) -> dict:
+    """The published answers submitted as they are (every record, every aggregate)."""
+    return {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"],
+            "answers": copy.deepcopy(answers["answers"]), "aggregates": copy.deepcopy(answers["aggregates"])}
+
+
+def planted_submission(answers: dict) -> dict:
+    """The answers with known faults, deterministic: label `enhancement` dropped everywhere,
+    references dropped on every 3rd test record that has some, label `bug` added to every 7th
+    test record lacking it, the newest-issues list reversed and the most-recently-updated list
+    missing (aggregate errors), and an unknown id cited (a citation error)."""
+    sub = oracle_submission(answers)
+    with_refs = without_bug = 0
+    for answer in sub["answers"]:
+        answer["labels"] = [label for label in answer["labels"] if label != PLANTED_DROPPED_LABEL]
+        if answer["split"] != "test":
+            continue
+        if answer["references"]:
+            with_refs += 1
+            if with_refs % PLANTED_REFS_EVERY == 0:
+                answer["references"] = []
+        if PLANTED_FALSE_LABEL not in answer["labels"]:
+            without_bug += 1
+            if without_bug % 7 == 0:
+                answer["labels"] = sorted(answer["labels"] + [PLANTED_FALSE_LABEL])
+    sub["aggregates"]["newest_issue_ids"] = list(reversed(sub["aggregates"]["newest_issue_ids"]))
+    del sub["aggregates"]["most_recently_updated_issue_ids"]
+    sub["answers"].append({"id": PLANTED_UNKNOWN_ID, "split": "test", "state": "OPEN", "labels": [],
+                           "references": [], "duplicate_targets": [], "scope_contradictions": []})
+    return sub
+
+
+def demo_submissions(answers: dict) -> dict:
+    """{"oracle": ..., "planted": ...}: the planted pair, in memory."""
+    return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
+

@@ -1,0 +1,23 @@
+"""Ship the top-level notebooks/ inside the wheel as microctx/reports/notebooks/ (pyproject has the rest)."""
+
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+
+
+class BuildWithNotebooks(build_py):
+    def run(self):
+        super().run()
+        if self.editable_mode:  # an editable install reads notebooks/ in the checkout
+            return
+        target = Path(self.build_lib) / "microctx" / "reports" / "notebooks"
+        target.mkdir(parents=True, exist_ok=True)
+        for notebook in sorted((HERE / "notebooks").glob("*.ipynb")):
+            shutil.copyfile(notebook, target / notebook.name)
+
+
+setup(cmdclass={"build_py": BuildWithNotebooks})
