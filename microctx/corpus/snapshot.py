@@ -42,7 +42,7 @@ class Published:
                 f"/experiments/microcontext/{self.name}")
 
 
-# Pinned from the s8f README (../shared/s8f/README.md); a test checks they still agree.
+# Pinned: the commit and SHA-256 of each published file; a test checks they still agree.
 S8F = {
     "public": Published("s8f-github-issues-public-2026-08-09.json",
                         "0740c911815eba7e44c63a14e021f418b66e8a42556d40f14b8b4cd58f173827",
