@@ -122,35 +122,56 @@ def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -
         return _build(issues, source, rules)
 
 
-def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Frozen:
-    issues = sorted(issues, key=_NUMBER)
+@dataclass
+class _Derived:
+    """What one pass over the sorted issues yields: the scrubbed issues, their answers' text
+    facts, their text digests and the scrub counts."""
+
+    issues: list[RawIssue]
+    refs: list[list[int]]
+    dups: list[list[int]]
+    cues: list[list[str]]
+    title_digests: list[str]
+    body_digests: list[str]
+    scrubbed_records: int = 0
+    scrubbed_matches: int = 0
+
+
+def _scrub_and_derive(issues: Sequence[RawIssue], rules: Sequence[Rule]) -> _Derived:
+    """Sort by number, apply the redaction rules, and derive each issue's text facts and digests."""
+    out = _Derived(sorted(issues, key=_NUMBER), [], [], [], [], [])
     marker = MARKER.encode()
-    scrubbed_records = scrubbed_matches = 0
-    refs, dups, cues, title_digests, body_digests = [], [], [], [], []
-    for index, issue in enumerate(issues):
+    for index, issue in enumerate(out.issues):
         if rules:
             result = scrub(issue.title, issue.body, rules)
-            scrubbed_matches += result.matches
-            scrubbed_records += result.touched
+            out.scrubbed_matches += result.matches
+            out.scrubbed_records += result.touched
             if result.title is not issue.title or result.body is not issue.body:
-                issue = issues[index] = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
-                                                 issue.created_at, issue.updated_at, issue.closed_at, issue.url)
+                issue = out.issues[index] = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
+                                                     issue.created_at, issue.updated_at, issue.closed_at, issue.url)
         # str.encode keeps no copy inside the str (unlike orjson, see canonical._uncached)
         title, body = issue.title.encode(), issue.body.encode()
         if not rules:  # what scrub reports without rules: the text already carries the marker
-            scrubbed_records += marker in title or marker in body
+            out.scrubbed_records += marker in title or marker in body
         ref, dup, cue = derive_utf8(title, body)
-        refs.append(ref)
-        dups.append(dup)
-        cues.append(cue)
-        title_digests.append(sha256_hex(title))
-        body_digests.append(sha256_hex(body))
-    numbers = [i.number for i in issues]
+        out.refs.append(ref)
+        out.dups.append(dup)
+        out.cues.append(cue)
+        out.title_digests.append(sha256_hex(title))
+        out.body_digests.append(sha256_hex(body))
+    return out
+
+
+def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Frozen:
+    derived = _scrub_and_derive(issues, rules)
+    issues = derived.issues
     # Identical texts have identical digests: grouping by digest is grouping by text, without
     # hashing every title and body again.
-    splits = assign_splits(numbers, title_digests, body_digests, refs)
-    records = [public_record(i, splits[i.number], t, b) for i, t, b in zip(issues, title_digests, body_digests)]
-    del splits, title_digests, body_digests
+    splits = assign_splits([i.number for i in issues], derived.title_digests, derived.body_digests, derived.refs)
+    records = [public_record(i, splits[i.number], t, b)
+               for i, t, b in zip(issues, derived.title_digests, derived.body_digests)]
+    del splits
+    derived.title_digests = derived.body_digests = []
 
     public = {
         "schema": CORPUS_SCHEMA,
@@ -160,18 +181,22 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
     }
     public_sha, found = digest_chunks(iter_dumps(public, "records", copy_keys=_TEXT_KEYS), PRESERVED_KEYS + DERIVED_KEYS)
 
-    answers = {
-        "schema": ANSWERS_SCHEMA,
-        "corpus_sha256": public_sha,
-        "answers": [answer_record(*item) for item in zip(records, refs, dups, cues)],
-        "aggregates": aggregates(issues, records),
-    }
-    del refs, dups, cues
+    answer_list = [answer_record(*item) for item in zip(records, derived.refs, derived.dups, derived.cues)]
+    answers = {"schema": ANSWERS_SCHEMA, "corpus_sha256": public_sha, "answers": answer_list,
+               "aggregates": aggregates(issues, records)}
+    derived.refs = derived.dups = []
+    derived.cues = []
     answers_sha, _ = digest_chunks(iter_dumps(answers, "answers"))
 
     oracle = grade_counts(answers, answers)
     checks = leak_checks(records, found, _text_contains(public, answers_sha), oracle)
+    report = _report(public_sha, answers_sha, records, answer_list, derived, checks, oracle, source, len(rules))
+    return Frozen(public, answers, report, public_sha, answers_sha)
 
+
+def _report(public_sha: str, answers_sha: str, records: list[dict], answer_list: list[dict], derived: _Derived,
+            checks: dict, oracle: dict, source: str, n_rules: int) -> dict:
+    """The corpus report: digests, counts, leak checks, the blind oracle grade, provenance."""
     counts = {s: 0 for s in ("train", "tune", "test")}
     states = {"OPEN": 0, "CLOSED": 0}
     for r in records:
@@ -179,11 +204,11 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
         if r["state"] in states:
             states[r["state"]] += 1
     edges = {"references": 0, "duplicate_targets": 0, "scope_contradictions": 0}
-    for a in answers["answers"]:
+    for a in answer_list:
         edges["references"] += len(a["references"])
         edges["duplicate_targets"] += len(a["duplicate_targets"])
         edges["scope_contradictions"] += len(a["scope_contradictions"])
-    report = {
+    return {
         "schema": REPORT_SCHEMA,
         "corpus_sha256": public_sha,
         "answers_sha256": answers_sha,
@@ -196,19 +221,18 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
         "reference_edges": edges["references"],
         "duplicate_edges": edges["duplicate_targets"],
         "scope_contradictions": edges["scope_contradictions"],
-        "scrubbed_records": scrubbed_records,
-        "scrubbed_matches": scrubbed_matches,
+        "scrubbed_records": derived.scrubbed_records,
+        "scrubbed_matches": derived.scrubbed_matches,
         "leak_checks": checks,
         "blind_oracle_grade": oracle,
         "question_slices": QUESTION_SLICES,
         "provenance": [
             f"source: {source}",
-            f"frozen by microctx {__version__} with {len(rules)} redaction rules",
+            f"frozen by microctx {__version__} with {n_rules} redaction rules",
             "candidate input keeps source state, labels and closure time; derived relation, cue and aggregate answers live only in the answer bundle",
             "splits group identical titles, identical bodies and in-corpus reference components before hashing the smallest issue number",
         ],
     }
-    return Frozen(public, answers, report, public_sha, answers_sha)
 
 
 _NUMBER = attrgetter("number")

@@ -90,59 +90,81 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
         return GradeResult(grade_doc, [row])
 
     gold_by_id = {a["id"]: a for a in answers["answers"]}
+    submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id)
+    records = _score_records(answers["answers"], submitted, with_rows)
+    aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {})
+    aggregate_errors = 1 if aggregate_rows else 0
+    citation_errors = len(citation_rows)
+    passed = (records.test > 0 and records.exact == records.test and records.fp == 0 and records.fn == 0
+              and aggregate_errors == 0 and citation_errors == 0)
+    grade_doc = _grade_doc(digest, records.test, records.exact, records.fp, records.fn, aggregate_errors,
+                           citation_errors, passed)
+    return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
+
+
+def _citations(submitted_answers: list[dict], gold_by_id: dict[str, dict]) -> tuple[dict[str, dict], list[FactRow]]:
+    """The submitted answers by id (the last one of a repeated id counts), and a row per
+    citation error: an unknown id, or a repeated one."""
     submitted: dict[str, dict] = {}
     rows: list[FactRow] = []
-    citation_errors = 0
-    for answer in submission.get("answers") or []:
+    for answer in submitted_answers:
         rid = answer["id"]
         if rid not in gold_by_id:
-            citation_errors += 1
             rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
             continue
         if rid in submitted:
-            citation_errors += 1
             rows.append(FactRow(rid, gold_by_id[rid]["split"], "citation", rid, "error", "repeated id; the last one counts"))
         submitted[rid] = answer
+    return submitted, rows
 
-    test_records = exact_records = fp_total = fn_total = 0
-    fact_rows: list[FactRow] = []
-    for gold in answers["answers"]:
+
+@dataclass
+class _RecordScore:
+    test: int = 0
+    exact: int = 0
+    fp: int = 0
+    fn: int = 0
+    rows: list[FactRow] = field(default_factory=list)
+
+
+def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool) -> _RecordScore:
+    """Compare the fact sets of every test record; with `with_rows`, one fact-table row per fact."""
+    out = _RecordScore()
+    for gold in gold_answers:
         if gold["split"] != "test":
             continue
-        test_records += 1
+        out.test += 1
         rid = gold["id"]
         gold_facts = record_facts(gold)
         got = submitted.get(rid)
         sub_facts = record_facts(got) if got is not None else set()
         if not with_rows:
             if sub_facts == gold_facts:
-                exact_records += 1
+                out.exact += 1
             else:
-                fp_total += len(sub_facts - gold_facts)
-                fn_total += len(gold_facts - sub_facts)
+                out.fp += len(sub_facts - gold_facts)
+                out.fn += len(gold_facts - sub_facts)
             continue
         missing = "record not submitted" if got is None else ""
         fp = sub_facts - gold_facts
         fn = gold_facts - sub_facts
-        fp_total += len(fp)
-        fn_total += len(fn)
-        exact_records += not fp and not fn
+        out.fp += len(fp)
+        out.fn += len(fn)
+        out.exact += not fp and not fn
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            fact_rows.append(FactRow(rid, "test", fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            out.rows.append(FactRow(rid, "test", fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+    return out
 
-    sub_aggregates = submission.get("aggregates") or {}
-    aggregate_rows = []
+
+def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
+    """A row per aggregate field that differs from gold (together they count as one error)."""
+    rows = []
     for key in AGGREGATE_FIELDS:
-        expected, given = answers["aggregates"].get(key), sub_aggregates.get(key)
+        expected, given = gold.get(key), submitted.get(key)
         if not same_json(expected, given):
-            aggregate_rows.append(FactRow("", "", "aggregate", key, "error",
-                                          "missing" if given is None else "differs from gold"))
-    aggregate_errors = 1 if aggregate_rows else 0
-    passed = (test_records > 0 and exact_records == test_records and fp_total == 0 and fn_total == 0
-              and aggregate_errors == 0 and citation_errors == 0)
-    grade_doc = _grade_doc(digest, test_records, exact_records, fp_total, fn_total, aggregate_errors, citation_errors, passed)
-    return GradeResult(grade_doc, fact_rows + aggregate_rows + rows if with_rows else [])
+            rows.append(FactRow("", "", "aggregate", key, "error", "missing" if given is None else "differs from gold"))
+    return rows
 
 
 def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed) -> dict:
