@@ -28,13 +28,7 @@ _ASCII_WORD = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqr
 _LONG_S, _KELVIN = "\u017f".encode(), "\u212a".encode()  # (?i) folds them into the class
 
 # D: (?i)\b(?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#([0-9]{1,7})\b
-_S = rb"(?:[sS]|\xc5\xbf)"  # s, S, and U+017F in UTF-8
 _WS = rb"[\t\n\f\r ]"
-DUPLICATE = re.compile(
-    rb"\b(?:duplicate(?:" + _S + rb"|d)?(?:" + _WS + rb"+of)?|" + _S + rb"uper" + _S + rb"ede(?:" + _S
-    + rb"|d)?" + _WS + rb"+by)" + _WS + rb"+#([0-9]{1,7})\b",
-    re.IGNORECASE,
-)
 
 CUE_WORDS = ("conflict", "contradict", "disagree", "inconsistent", "mismatch")  # sorted
 _CUE_BYTES = tuple((word, word.encode()) for word in CUE_WORDS)
