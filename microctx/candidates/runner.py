@@ -229,6 +229,26 @@ def _failure_reason(exit_status: int, timed_out: bool, timeout: float | None, ou
     return f"the candidate {how}" + (f": {last.strip()}" if last else "")
 
 
+def remove_stale_submission(submission: Path, candidate: str) -> str:
+    """After a failed run, remove the file at `submission` only when it provably is an earlier
+    submission of the same candidate: the run manifest beside it names this candidate, a good
+    run, and the file's SHA-256. Anything else (an answer bundle, a corpus, another candidate's
+    file) is left in place. Returns what was done, for the manifest's `error`."""
+    from microctx.files import read_json
+
+    try:
+        earlier = read_json(manifest_path(submission))
+        digest = file_sha256(submission) if submission.is_file() else None
+    except (InputError, OSError):
+        earlier = digest = None
+    if (isinstance(earlier, dict) and earlier.get("schema") == RUN_SCHEMA and earlier.get("candidate") == candidate
+            and earlier.get("ok") is True and digest is not None and earlier.get("submission_sha256") == digest):
+        submission.unlink()  # an earlier run's file must not pass for this run's result
+        return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
+    return (f"; left the existing {submission.name} in place: nothing proves it is an earlier submission of "
+            f"{candidate}, and it is not this run's result")
+
+
 def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
                   timeout: float | None = None, cmd: str | None = None) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
@@ -311,8 +331,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
             manifest["submission_sha256"] = hashlib.sha256(data).hexdigest()
             atomic_write(submission, data)
         elif submission.exists():
-            submission.unlink()  # an earlier run's file must not pass for this run's result
-            manifest["error"] += f"; removed the earlier {submission.name} so it cannot be graded as this run's"
+            manifest["error"] += remove_stale_submission(submission, spec.name)
         atomic_write(manifest_path(submission), dumps(manifest))
         return manifest
     finally:

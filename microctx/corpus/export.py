@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from microctx.contract.schemas import STATES
 from microctx.contract.timestamps import Timestamp, parse_timestamp
 from microctx.errors import InputError, json_type_name
 from microctx.files import IrregularJSON, gc_paused, iter_json_array, read_json
@@ -94,7 +95,7 @@ def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
     elif type(body) is not str:
         return None
     state = state.upper()
-    if not state:
+    if state not in STATES:
         return None
     names: list[str] = []
     if labels is not None:
@@ -144,6 +145,8 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
     state = need("state", (str,)).upper()
     if not state:
         fail("state", "empty state")
+    if state not in STATES:
+        fail("state", f"expected {' or '.join(STATES)} (any case), got {state!r}")
     labels: list[str] = []
     for i, label in enumerate(need("labels", (list,), nullable=True) or []):
         if isinstance(label, dict):

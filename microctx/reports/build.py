@@ -162,11 +162,18 @@ def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] =
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.corpus.public import load_corpus
 
-    load_corpus(public)
-    if answers:
-        load_answers(answers)
+    corpus = load_corpus(public)
+    if not answers:
+        return
+    digest = load_answers(answers)["corpus_sha256"]
+    if corpus.sha256 != digest:
+        raise InputError(answers, f"the answers belong to corpus {digest}, not to {public} (SHA-256 {corpus.sha256}): "
+                                  "the digests differ", field="corpus_sha256")
     for path in submissions:
-        load_submission(path)
+        bound = load_submission(path)["corpus_sha256"]
+        if bound != digest:
+            raise InputError(path, f"the submission is bound to corpus {bound}, the answers to {digest}: "
+                                   "the digests differ; nothing to report", field="corpus_sha256")
 
 
 def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
