@@ -65,6 +65,8 @@ def check_corpus_document(document: object, path) -> dict:
     records = document.get("records")
     if not isinstance(records, list):
         raise InputError(path, "expected an array", field="records")
+    if not records:
+        raise InputError(path, "no records: a public corpus holds at least one", field="records")
     for index, record in enumerate(records):
         where = f"records[{index}]"
         if not isinstance(record, dict):

@@ -194,7 +194,7 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = list(names) or candidate_names(submissions)
+    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     _checked_inputs(public, answers, submissions)

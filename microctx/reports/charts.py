@@ -14,6 +14,7 @@ self-contained interactive `<name>.html` (the vega bundle inlined) and embeds it
 from __future__ import annotations
 
 import html
+import json
 import os
 from pathlib import Path
 
@@ -78,13 +79,24 @@ def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | No
     return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
 
 
+class _ScriptSafeJSON(json.JSONEncoder):
+    """JSON that is safe inside an HTML <script>: `<`, `>`, `&` only ever occur inside strings,
+    where their \\u escapes mean the same characters."""
+
+    def encode(self, o) -> str:
+        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None,
                      height: int = 700):
     """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
     vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network)."""
     from IPython.display import HTML
 
-    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
+    # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
+    # value can close the page's <script> and open its own
+    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False},
+                         json_kwds={"cls": _ScriptSafeJSON})
     if charts_dir:
         Path(charts_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
