@@ -377,8 +377,9 @@ def _bounded_get(client: httpx.Client, url: str, policy: RetryPolicy, deadline: 
     worker.join(seconds)
     if worker.is_alive():
         cancel.set()
-        what = "its deadline" if seconds < policy.request_deadline_seconds else "the request deadline"
-        raise InputError(_where(url), f"no complete response within {seconds:g} s ({what}; the server is too slow); giving up")
+        what = (f"the fetch's deadline of {policy.deadline_seconds:g} s" if seconds < policy.request_deadline_seconds
+                else f"the response deadline of {policy.request_deadline_seconds:g} s")
+        raise InputError(_where(url), f"no complete response in time ({what}; the server is too slow); giving up")
     if "error" in outcome:
         if isinstance(outcome["error"], _TooLarge):
             raise InputError(_where(url), f"the response is larger than {policy.max_response_bytes} bytes "

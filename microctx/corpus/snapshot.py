@@ -163,6 +163,9 @@ def fetch_published(item: Published, cache: Path) -> Path:
     import requests
 
     url = download_url(item)
+    logger = pooch.get_logger()  # its INFO line shows the URL unscrubbed (a mirror's credentials)
+    level = logger.level
+    logger.setLevel("WARNING")
     try:
         path = pooch.retrieve(url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache,
                               downloader=_bounded_downloader(item, url))
@@ -179,6 +182,8 @@ def fetch_published(item: Published, cache: Path) -> Path:
         raise InputError(scrub_url(url), f"cannot download {item.name}: {scrub_urls(str(exc))}") from None
     except OSError as exc:
         raise InputError(cache, f"cannot write the cache: {exc.strerror or exc}") from None
+    finally:
+        logger.setLevel(level)
     # pooch checked it; check again with our own reader so the guarantee does not rest on one library
     return check_digest(Path(path), item.sha256)
 
