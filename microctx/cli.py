@@ -227,6 +227,7 @@ def cmd_fetch(args) -> int:
     from microctx.corpus.fetch import (
         RetryPolicy,
         check_output_folder,
+        check_request,
         fetch_issues,
         source_string,
         token_from_env,
@@ -234,6 +235,7 @@ def cmd_fetch(args) -> int:
     )
 
     check_output_folder(args.output)
+    check_request(args.repo, args.state, args.limit, args.api_url)  # before saying anything else
     token = token_from_env()
     if token is None:
         _say("microctx fetch: no GITHUB_TOKEN or GH_TOKEN set; unauthenticated requests are limited to 60 an hour")

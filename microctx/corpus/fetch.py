@@ -165,11 +165,7 @@ def fetch_issues(repo: str, *, state: str = "all", limit: int | None = None, api
     Raises InputError (one line, token-free) on a 401/403/404, on a network failure, and when a
     retry or wait bound is exceeded.
     """
-    if state not in STATES:
-        raise InputError(repo, f"state must be one of {', '.join(STATES)}, got {state!r}")
-    if limit is not None and limit < 1:
-        raise InputError(repo, f"limit must be at least 1, got {limit}")
-    check_api_url(api_url)
+    check_request(repo, state, limit, api_url)
     url = issues_url(api_url, repo, state)
     origin = _origin(url)
     say = say or _say_stderr
@@ -223,6 +219,16 @@ def _read_pages(client: httpx.Client, url: str | None, origin: tuple, repo: str,
         url = _next_url(response, origin, token)
         if url and idle >= policy.idle_pages:
             raise InputError(_where(url), f"{idle} pages in a row brought no new issue (empty or repeated pages); giving up")
+
+
+def check_request(repo: str, state: str, limit: int | None, api_url: str) -> None:
+    """Everything about a fetch that can be wrong before the first request, refused at once."""
+    check_repo(repo)
+    if state not in STATES:
+        raise InputError(repo, f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if limit is not None and limit < 1:
+        raise InputError(repo, f"limit must be at least 1, got {limit}")
+    check_api_url(api_url)
 
 
 def check_api_url(api_url: str) -> None:
