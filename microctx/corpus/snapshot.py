@@ -177,7 +177,7 @@ def fetch_published(item: Published, cache: Path) -> Path:
     except requests.exceptions.ConnectionError as exc:
         reason = _root_cause(exc)
         raise InputError(scrub_url(url), f"cannot download {item.name}: network failure "
-                              f"({type(reason).__name__}: {str(reason).split(': ')[-1][:160]})") from None
+                              f"({type(reason).__name__}: {scrub_urls(str(reason).split(': ')[-1][:160])})") from None
     except requests.exceptions.RequestException as exc:
         raise InputError(scrub_url(url), f"cannot download {item.name}: {scrub_urls(str(exc))}") from None
     except OSError as exc:
