@@ -245,6 +245,25 @@ def test_a_full_disk_mid_write_replaces_nothing(tmp_path):
     assert snapshot(tmp_path) == {"a": b"old a"}
 
 
+def test_a_read_only_folder_replaces_nothing(work, monkeypatch):
+    """A planted fault (the tests run as root, whom no folder refuses): the third file's folder
+    refuses a new file, as a read-only folder would; the first two are not published either."""
+    real_mkstemp = files.tempfile.mkstemp
+
+    def refusing(*args, **kw):
+        if Path(kw["dir"]).name == "ro":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real_mkstemp(*args, **kw)
+
+    (work / "ro").mkdir()
+    (work / "ro" / "report.json").write_bytes(b"old report")
+    monkeypatch.setattr(files.tempfile, "mkstemp", refusing)
+    before = snapshot(work)
+    code, _, err = run_cli(*freeze_argv(work, report=work / "ro" / "report.json"))
+    assert code == 2 and "ro/report.json: cannot write: Permission denied; nothing was replaced" in one_line(err)
+    assert snapshot(work) == before and leftovers(work) == []
+
+
 def test_a_rename_failing_half_way_puts_the_set_back(tmp_path, monkeypatch):
     """A planted fault: the second rename fails after the first succeeded; the first is restored."""
     for name in ("a", "b", "c"):
