@@ -8,16 +8,48 @@ scikit-learn) are imported only by the commands that need them.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 
 from microctx._version import __version__
 from microctx.errors import ContractError, InputError
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+EXIT_INTERNAL = 70  # a bug in microctx (EX_SOFTWARE): one line, the traceback with MICROCTX_DEBUG=1
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr)
+    """One line on stderr, whatever the message holds (a file name or a parser's message with a
+    newline in it would otherwise break the one-line promise)."""
+    print(" ".join(str(message).split()), file=sys.stderr)
+
+
+# --- the one-line promise: argument errors, paths, numbers (hardening issue) -----------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong and where to look), exit 2."""
+
+    def error(self, message: str):
+        _say(f"{self.prog}: {message} (see `{self.prog} -h`)")
+        sys.exit(EXIT_INPUT)
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (`inf`, `nan`, 0 and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    return value
+
+
+def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None = None) -> None:
+    from microctx.files import check_paths
+
+    check_paths(inputs, outputs or {}, folders)
 
 
 # --- core: freeze, verify, grade, data -------------------------------------------------------
@@ -27,6 +59,8 @@ def cmd_freeze(args) -> int:
     from microctx.corpus.freeze import freeze, write_frozen
     from microctx.corpus.redact import load_rules
 
+    _check_paths({"RAW": args.raw, "--redactions": args.redactions},
+                 {"--public": args.public, "--answers": args.answers, "--report": args.report})
     rules = load_rules(args.redactions) if args.redactions else []
     frozen = freeze(read_export(args.raw), args.source, rules)
     write_frozen(frozen, args.public, args.answers, args.report)
@@ -51,9 +85,11 @@ def cmd_verify(args) -> int:
 
 def cmd_grade(args) -> int:
     from microctx.contract.schemas import load_answers, load_submission
-    from microctx.grading.facts import write_grade
+    from microctx.grading.facts import facts_path, write_grade
     from microctx.grading.score import grade
 
+    _check_paths({"--answers": args.answers, "--submission": args.submission},
+                 {"--output": args.output, "the fact table": facts_path(args.output)})
     result = grade(load_answers(args.answers), load_submission(args.submission))
     write_grade(result, args.output)
     print(result.summary())
@@ -118,6 +154,15 @@ def _parse_params(pairs: list[str]) -> dict:
 def cmd_run(args) -> int:
     from microctx.candidates.runner import manifest_path, run_candidate
 
+    _check_paths({"--public": args.public, "--devkit": args.devkit},
+                 {"--submission": args.submission, "the run manifest": manifest_path(args.submission)})
+    if args.cmd is not None:
+        import shlex
+
+        try:
+            shlex.split(args.cmd)
+        except ValueError as exc:
+            raise InputError("--cmd", f"cannot split the command into words: {exc}") from None
     manifest = run_candidate(args.candidate, args.public, args.submission, devkit=args.devkit,
                              params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd)
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
@@ -137,6 +182,7 @@ def cmd_devkit(args) -> int:
     from microctx.contract.schemas import load_answers
     from microctx.files import atomic_write
 
+    _check_paths({"--answers": args.answers, "--public": args.public}, {"--output": args.output})
     corpus = None
     if args.public:
         from microctx.corpus.public import load_corpus
@@ -162,7 +208,7 @@ def _candidate_parsers(sub) -> None:
     p.add_argument("--submission", required=True, help="submission to write; the run manifest goes beside it")
     p.add_argument("--devkit", help="train/tune answers for tuning (from `microctx devkit`); test answers are refused")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="candidate parameter (repeatable; JSON values)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="kill the candidate after this many seconds")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this many seconds")
     p.add_argument("--cmd", metavar="TEMPLATE",
                    help="run a command instead: placeholders {public} {submission} {devkit} {params} {python}")
     p.set_defaults(func=cmd_run)
@@ -179,7 +225,9 @@ def _candidate_parsers(sub) -> None:
 
 def cmd_fetch(args) -> int:
     from microctx.corpus.fetch import (
+        RetryPolicy,
         check_output_folder,
+        check_request,
         fetch_issues,
         source_string,
         token_from_env,
@@ -187,15 +235,20 @@ def cmd_fetch(args) -> int:
     )
 
     check_output_folder(args.output)
+    check_request(args.repo, args.state, args.limit, args.api_url)  # before saying anything else
     token = token_from_env()
     if token is None:
         _say("microctx fetch: no GITHUB_TOKEN or GH_TOKEN set; unauthenticated requests are limited to 60 an hour")
-    result = fetch_issues(args.repo, state=args.state, limit=args.limit, api_url=args.api_url, token=token)
+    result = fetch_issues(args.repo, state=args.state, limit=args.limit, api_url=args.api_url, token=token,
+                          policy=RetryPolicy(deadline_seconds=args.deadline))
     write_export(result.rows, args.output)
     print(f"fetched {len(result.rows)} issues from {result.pages} pages ({result.pull_requests_skipped} pull "
           f"requests skipped) -> {args.output}")
     print(f"source string for freeze: {source_string(args.repo, args.state, args.limit, args.api_url)}")
     return EXIT_OK
+
+
+DEFAULT_FETCH_DEADLINE = 4 * 3600.0  # GitHub's rate limit resets within the hour; three waits and the pages
 
 
 def _fetch_parsers(sub) -> None:
@@ -208,6 +261,9 @@ def _fetch_parsers(sub) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="at most N issues (pull requests do not count)")
     p.add_argument("--api-url", default="https://api.github.com",
                    help="API root (GitHub Enterprise: https://HOST/api/v3); default %(default)s")
+    p.add_argument("--deadline", type=_seconds, default=DEFAULT_FETCH_DEADLINE, metavar="SECONDS",
+                   help="give up (exit 2) when the whole fetch, rate-limit waits included, takes longer; "
+                        "default %(default)g")
     p.set_defaults(func=cmd_fetch)
 
 
@@ -234,6 +290,10 @@ def cmd_report(args) -> int:
     from microctx.reports import build as reports
 
     _s8f_default(args)
+    given = getattr(args, "submission", None)
+    submissions = given if isinstance(given, list) else [given]
+    _check_paths({"--public": args.public, "--answers": getattr(args, "answers", None),
+                  **{f"--submission {s}": s for s in submissions if s}}, {}, {"--out": args.out})
     try:
         if args.report_kind == "corpus":
             manifest = reports.corpus_report(args.public, args.out)
@@ -299,12 +359,12 @@ def _report_parsers(sub) -> None:
     p.add_argument("--submissions", choices=["auto", "candidates", "planted"], default="auto",
                    help="candidates: run exact-sql and text-only; planted: oracle + planted faults; "
                         "auto (default): candidates")
-    p.add_argument("--timeout", type=float, help="seconds allowed per candidate run")
+    p.add_argument("--timeout", type=_seconds, help="seconds allowed per candidate run")
     p.set_defaults(func=cmd_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="microctx", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="microctx", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"microctx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _core_parsers(sub)
@@ -327,6 +387,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say(f"microctx {args.command}: interrupted; no output was written")
         return 130
+    except OSError as exc:  # an input or output path the system refused: one line, like any bad input
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"microctx {args.command}: {where}{exc.strerror or exc}")
+        return EXIT_INPUT
+    except Exception as exc:  # a bug: still one line; the traceback only when asked for
+        if os.environ.get("MICROCTX_DEBUG"):
+            raise
+        _say(f"microctx {args.command}: internal error ({type(exc).__name__}: {exc}); "
+             "this is a bug in microctx: rerun with MICROCTX_DEBUG=1 for the traceback")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class InputError(Exception):
     """Unusable input. The CLI prints it as one line and exits 2.
@@ -34,3 +36,35 @@ def json_type_name(value: object) -> str:
 
 class ContractError(Exception):
     """The artifacts would break the contract (for example a leak check fails); nothing is written."""
+
+
+# --- URLs in messages: never with a secret in them ----------------------------------------------
+
+_SECRET_PARAM = re.compile(r"(?i)(token|secret|password|passwd|signature|sig|key|auth|code|credential|session)")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def scrub_url(url: str) -> str:
+    """`url` fit to be shown: user and password (`https://user:pass@host`) and the values of query
+    parameters that look like secrets (`access_token=`, `sig=`, `client_secret=`, ...) hidden."""
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[a URL that cannot be parsed]"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "[hidden]@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = "&".join(f"{k}=[hidden]" if _SECRET_PARAM.search(k) else (f"{k}={v}" if v or "=" in query else k)
+                         for k, v in pairs)
+    fragment = "[hidden]" if parts.fragment and _SECRET_PARAM.search(parts.fragment) else parts.fragment
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def scrub_urls(text: str) -> str:
+    """`text` with every URL in it passed through `scrub_url`."""
+    return _URL.sub(lambda m: scrub_url(m.group(0)), text)

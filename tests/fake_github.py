@@ -183,3 +183,105 @@ class FileServer(_Server):
         if name not in self.files:
             return Reply(404, b"not found", {"Content-Type": "text/plain"})
         return Reply(200, self.files[name], {"Content-Type": "application/octet-stream"})
+
+
+class HostileServer:
+    """A server that misbehaves on purpose, one way per `mode` (127.0.0.1, a free port, bounded):
+
+    - "loop": every page links to itself as the next page (a `Link` loop);
+    - "cycle": page 1 links to page 2, page 2 back to page 1;
+    - "empty": empty pages, each linking to the next, forever (ends after `max_requests`);
+    - "drip": a 200 whose body comes one byte every `drip_seconds` (at most `drip_bytes` bytes);
+    - "bomb": a 200 whose gzip body inflates to `bomb_bytes` of spaces (about 1,000 times its size);
+    - "secret_link": page 1 links to a next page carrying `access_token=` in its query, which 404s.
+    Every loop is bounded in count and time; `requests` counts what was asked.
+    """
+
+    def __init__(self, mode: str, *, drip_seconds: float = 1.0, drip_bytes: int = 60, bomb_bytes: int = 100 << 20,
+                 max_requests: int = 200, secret: str = "SECRETtoken123") -> None:
+        import zlib
+
+        self.mode, self.drip_seconds, self.drip_bytes, self.max_requests = mode, drip_seconds, drip_bytes, max_requests
+        self.secret = secret
+        self.requests = 0
+        self.first = "/"
+        self.bomb = b""
+        if mode == "bomb":
+            packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            chunk = b" " * (1 << 20)
+            self.bomb = b"".join(packer.compress(chunk) for _ in range(bomb_bytes >> 20)) + packer.flush()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                owner.requests += 1
+                if owner.requests > owner.max_requests:
+                    self.send_response(500)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                owner.handle(self)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def _json(self, handler, body: bytes, links: list[str] = (), status: int = 200, extra: dict | None = None) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        if links:
+            handler.send_header("Link", ", ".join(links))
+        for key, value in (extra or {}).items():
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def handle(self, handler) -> None:
+        parts = urlsplit(handler.path)
+        query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        page = int(query.get("page", "1"))
+        base = f"{self.url}{parts.path}?state=all&per_page=100"
+        if self.mode == "loop":
+            self._json(handler, b"[]", [f'<{base}&page={page}>; rel="next"'])
+        elif self.mode == "cycle":  # page 2 links back to the very first URL asked for
+            if "page" not in query:
+                self.first = handler.path
+            nxt = f"{base}&page=2" if "page" not in query else f"{self.url}{self.first}"
+            self._json(handler, b"[]", [f'<{nxt}>; rel="next"'])
+        elif self.mode == "empty":
+            self._json(handler, b"[]", [f'<{base}&page={page + 1}>; rel="next"'])
+        elif self.mode == "secret_link":
+            if page == 1:
+                self._json(handler, b"[]", [f'<{base}&page=2&access_token={self.secret}>; rel="next"'])
+            else:
+                self._json(handler, b'{"message": "Not Found"}', status=404)
+        elif self.mode == "drip":
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(self.drip_bytes))
+            handler.end_headers()
+            try:
+                for _ in range(self.drip_bytes):
+                    handler.wfile.write(b" ")
+                    handler.wfile.flush()
+                    time.sleep(self.drip_seconds)
+            except OSError:  # the client gave up
+                pass
+        elif self.mode == "bomb":
+            self._json(handler, self.bomb, extra={"Content-Encoding": "gzip"})
+        else:  # pragma: no cover
+            raise ValueError(self.mode)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from microctx.contract.schemas import ANSWERS_SCHEMA
+from microctx.contract.schemas import ANSWER_FIELDS, ANSWERS_SCHEMA
 from microctx.corpus.freeze import top_ten_ids
 from microctx.errors import InputError
 
 ALLOWED_SPLITS = ("train", "tune")
+_LIST_FIELDS = tuple(key for key, (_, _, is_list) in ANSWER_FIELDS.items() if is_list)
 
 
 def top_ids(records: list[dict], key: str) -> list[str]:
@@ -41,7 +42,9 @@ def make_devkit(answers: dict, splits=ALLOWED_SPLITS, *, corpus=None) -> dict:
             raise InputError("--splits", "test answers never go into a devkit: they are what the grade holds out")
         if split not in ALLOWED_SPLITS:
             raise InputError("--splits", f"unknown split {split!r}; expected some of {', '.join(ALLOWED_SPLITS)}")
-    kept = [a for a in answers["answers"] if a["split"] in splits]
+    # a null list (the schema allows it in gold answers) means none: written as [] for the tuner
+    kept = [{key: ([] if value is None and key in _LIST_FIELDS else value) for key, value in a.items()}
+            for a in answers["answers"] if a["split"] in splits]
     states = Counter(a["state"] for a in kept)
     labels = Counter(label for a in kept for label in a["labels"])
     aggregates = {

@@ -21,7 +21,8 @@ exit status, the counters the candidate reported (see microctx.candidates.regist
 the last 4,000 characters of its output (stdout and stderr together).
 A crash, a timeout, a missing or invalid submission (not JSON, wrong shape, another corpus's
 digest) is a failed run: the manifest says why, the submission is not written, and an earlier
-file at S is removed so that it cannot be graded as this run's result.
+file at S is removed so that it cannot be graded as this run's result, but only when it provably
+is an earlier submission (`remove_stale_submission`); anything else is left and the manifest says so.
 """
 
 from __future__ import annotations
@@ -229,6 +230,43 @@ def _failure_reason(exit_status: int, timed_out: bool, timeout: float | None, ou
     return f"the candidate {how}" + (f": {last.strip()}" if last else "")
 
 
+def remove_stale_submission(submission: Path, candidate: str) -> str:
+    """After a failed run, remove the file at `submission` only when it provably is an earlier
+    submission: the run manifest beside it names this candidate, a good run and the file's
+    SHA-256, or the file itself is a submission document (schema absent or
+    fak-microcontext-submission/1, valid as a submission). Anything else (an answer bundle, a
+    public corpus, a report, a file that is not JSON) is left in place. Returns what was done,
+    for the manifest's `error`."""
+    if _provably_submission(submission, candidate):
+        submission.unlink()  # an earlier run's file must not pass for this run's result
+        return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
+    return (f"; left the existing {submission.name} in place: it is not provably an earlier submission "
+            f"(it is not this run's result)")
+
+
+def _provably_submission(path: Path, candidate: str) -> bool:
+    from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
+    from microctx.files import parse_json, read_bytes, read_json
+
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        earlier = read_json(manifest_path(path))
+        if (isinstance(earlier, dict) and earlier.get("schema") == RUN_SCHEMA and earlier.get("candidate") == candidate
+                and earlier.get("ok") is True and earlier.get("submission_sha256") == file_sha256(path)):
+            return True
+    except (InputError, OSError):
+        pass
+    try:
+        document = parse_json(read_bytes(path), path)
+        if not isinstance(document, dict) or document.get("schema", SUBMISSION_SCHEMA) != SUBMISSION_SCHEMA:
+            return False
+        check_submission_document(document, path)
+    except InputError:
+        return False
+    return True
+
+
 def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
                   timeout: float | None = None, cmd: str | None = None) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
@@ -311,8 +349,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
             manifest["submission_sha256"] = hashlib.sha256(data).hexdigest()
             atomic_write(submission, data)
         elif submission.exists():
-            submission.unlink()  # an earlier run's file must not pass for this run's result
-            manifest["error"] += f"; removed the earlier {submission.name} so it cannot be graded as this run's"
+            manifest["error"] += remove_stale_submission(submission, spec.name)
         atomic_write(manifest_path(submission), dumps(manifest))
         return manifest
     finally:

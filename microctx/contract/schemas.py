@@ -24,6 +24,11 @@ GRADE_SCHEMA = "fak-microcontext-grade/1"
 SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
 
 
+# The only issue states (the contract's `OPEN`/`CLOSED`; an export may write them in any case).
+# Anything else is refused where it enters (export, public corpus, answers): a third state would
+# break every sum over states.
+STATES = ("OPEN", "CLOSED")
+
 AGGREGATE_FIELDS = ("state_counts", "label_counts", "newest_issue_ids", "most_recently_updated_issue_ids")
 
 
@@ -58,6 +63,8 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
                 raise InputError(path, "missing", record=where, field=key)
         if gold and not _is(answer["split"], str):
             raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
+        if gold and answer["state"] not in STATES:
+            raise InputError(path, f"expected {' or '.join(STATES)}, got {answer['state']!r}", record=where, field="state")
         for key, (_, element, is_list) in ANSWER_FIELDS.items():
             value = answer.get(key)
             if value is None and not (gold and key == "state"):

@@ -15,6 +15,10 @@ _RFC3339 = re.compile(
     re.ASCII,
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Every instant must be a UTC date Python can write (`utc_second`): years 1 to 9999 in UTC, whatever
+# the local offset says (9999-12-31T23:59:59-23:59 is in the year 10000 in UTC and is refused).
+_MIN_NS = int((datetime(1, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds()) * 1_000_000_000
+_MAX_NS = int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - _EPOCH).total_seconds()) * 1_000_000_000 + 999_999_999
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,8 @@ def parse_timestamp(text: str) -> Timestamp:
     delta = local - _EPOCH
     nanos = int(fraction.ljust(9, "0")) if fraction else 0
     instant = (delta.days * 86400 + delta.seconds) * 1_000_000_000 + nanos
+    if not _MIN_NS <= instant <= _MAX_NS:
+        raise ValueError(f"instant out of range (UTC years 1 to 9999): {text!r}")
     canonical = f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
     fraction = fraction.rstrip("0")
     if fraction:

@@ -9,8 +9,11 @@ REST objects carrying a `pull_request` key are pull requests and are skipped.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
+from microctx.contract.schemas import STATES
 from microctx.contract.timestamps import Timestamp, parse_timestamp
 from microctx.errors import InputError, json_type_name
 from microctx.files import IrregularJSON, gc_paused, iter_json_array, read_json
@@ -48,9 +51,10 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
     """Turn a parsed export (a JSON array, or any iterable of its items) into RawIssues."""
     if isinstance(document, (dict, str, int, float, bool)) or document is None:
         raise InputError(path, f"expected a JSON array of issues, got {json_type_name(document)}")
+    items: Iterable[object] = document  # type: ignore[assignment]  # an iterable by the check above
     issues: list[RawIssue] = []
     seen: dict[int, int] = {}
-    for index, item in enumerate(document):
+    for index, item in enumerate(items):
         where = f"#{index}"
         if not isinstance(item, dict):
             raise InputError(path, f"expected an object, got {json_type_name(item)}", record=where)
@@ -94,7 +98,7 @@ def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
     elif type(body) is not str:
         return None
     state = state.upper()
-    if not state:
+    if state not in STATES:
         return None
     names: list[str] = []
     if labels is not None:
@@ -115,60 +119,74 @@ def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
     return RawIssue(number, title, body, state, names, created_at, updated_at, closed_at, url)
 
 
-def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue:
-    def fail(field: str, message: str):
-        raise InputError(path, message, record=where, field=keys[field])
+class _Checked:
+    """One export item's fields, checked one by one; a failure names the file, record and field."""
 
-    def need(field: str, kinds: tuple, *, nullable: bool = False, missing_ok: bool = False):
-        key = keys[field]
-        if key not in item:
+    def __init__(self, item: dict, keys: dict[str, str], path, where: str) -> None:
+        self.item, self.keys, self.path, self.where = item, keys, path, where
+
+    def fail(self, field: str, message: str) -> NoReturn:
+        raise InputError(self.path, message, record=self.where, field=self.keys[field])
+
+    def value(self, field: str, kinds: tuple[type, ...], *, nullable: bool = False, missing_ok: bool = False) -> Any:
+        """The field's value when it has one of `kinds` (None when null and `nullable`, or missing
+        and `missing_ok`)."""
+        key = self.keys[field]
+        if key not in self.item:
             if missing_ok:
                 return None
-            fail(field, "missing")
-        value = item[key]
+            self.fail(field, "missing")
+        value = self.item[key]
         if value is None and nullable:
             return None
         if not isinstance(value, kinds) or isinstance(value, bool):
             expected = " or ".join(json_type_name(k()) for k in kinds) + (" or null" if nullable else "")
-            fail(field, f"expected {expected}, got {json_type_name(value)}")
+            self.fail(field, f"expected {expected}, got {json_type_name(value)}")
         return value
 
-    number = need("number", (int,))
-    where = f"{where} (number {number})"
-    if number <= 0:
-        fail("number", f"issue number must be positive, got {number}")
-    title = need("title", (str,))
-    if not title:
-        fail("title", "empty title")
-    body = need("body", (str,), nullable=True) or ""
-    state = need("state", (str,)).upper()
-    if not state:
-        fail("state", "empty state")
-    labels: list[str] = []
-    for i, label in enumerate(need("labels", (list,), nullable=True) or []):
-        if isinstance(label, dict):
-            name = label.get("name")
-        else:
-            name = label
-        if not isinstance(name, str):
-            fail("labels", f"label {i}: expected an object with a string \"name\", got {json_type_name(label)}")
-        labels.append(name)
+    def text(self, field: str, empty: str) -> str:
+        """A string that must not be empty (`empty` says what it is)."""
+        value: str = self.value(field, (str,))
+        if not value:
+            self.fail(field, empty)
+        return value
 
-    def stamp(field: str, nullable: bool = False) -> Timestamp | None:
-        text = need(field, (str,), nullable=nullable, missing_ok=nullable)
-        if text is None:
-            return None
+    def labels(self) -> list[str]:
+        names: list[str] = []
+        for i, label in enumerate(self.value("labels", (list,), nullable=True) or []):
+            name = label.get("name") if isinstance(label, dict) else label
+            if not isinstance(name, str):
+                self.fail("labels", f"label {i}: expected an object with a string \"name\", got {json_type_name(label)}")
+            names.append(name)
+        return names
+
+    def stamp(self, field: str) -> Timestamp:
         try:
-            return parse_timestamp(text)
+            return parse_timestamp(self.value(field, (str,)))
         except ValueError as exc:
-            fail(field, str(exc))
+            self.fail(field, str(exc))
 
-    created_at = stamp("created_at")
-    updated_at = stamp("updated_at")
-    closed_at = stamp("closed_at", nullable=True)
-    url = need("url", (str,))
-    if not url:
-        fail("url", "empty URL")
+    def optional_stamp(self, field: str) -> Timestamp | None:
+        text = self.value(field, (str,), nullable=True, missing_ok=True)
+        return None if text is None else self.stamp(field)
+
+
+def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue:
+    """The issue, or an InputError naming the first field that is not as the export's shape says."""
+    checked = _Checked(item, keys, path, where)
+    number: int = checked.value("number", (int,))
+    checked.where = f"{where} (number {number})"
+    if number <= 0:
+        checked.fail("number", f"issue number must be positive, got {number}")
+    title = checked.text("title", "empty title")
+    body = checked.value("body", (str,), nullable=True) or ""
+    state = checked.text("state", "empty state").upper()
+    if state not in STATES:
+        checked.fail("state", f"expected {' or '.join(STATES)} (any case), got {state!r}")
+    labels = checked.labels()
+    created_at, updated_at = checked.stamp("created_at"), checked.stamp("updated_at")
+    closed_at = checked.optional_stamp("closed_at")
+    url = checked.text("url", "empty URL")
     return RawIssue(number, title, body, state, labels, created_at, updated_at, closed_at, url)
 
 

@@ -20,10 +20,13 @@ hides it from repr/str and every message built from a response is scrubbed of it
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
+import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +35,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from microctx.errors import InputError
+from microctx.errors import InputError, scrub_url, scrub_urls
 from microctx.files import atomic_write
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -53,7 +56,12 @@ class RetryPolicy:
     rate_limit_waits: int = 3
     max_rate_limit_wait_seconds: float = 3900.0  # GitHub's primary limit resets within the hour
     secondary_limit_wait_seconds: float = 60.0  # a 429 without headers: GitHub asks for at least a minute
-    timeout_seconds: float = 30.0
+    timeout_seconds: float = 30.0  # connecting, and each read
+    deadline_seconds: float = 4 * 3600.0  # the whole fetch, waits included: then exit 2
+    request_deadline_seconds: float = 120.0  # one response, first byte to last (a server that drips)
+    max_response_bytes: int = 64 << 20  # one page, after decompression (a gzip bomb stops here)
+    max_pages: int = 20_000  # 2,000,000 issues and pull requests
+    idle_pages: int = 3  # pages in a row with no new issue or pull request (empty, or repeats)
 
 
 class Token:
@@ -157,40 +165,137 @@ def fetch_issues(repo: str, *, state: str = "all", limit: int | None = None, api
     Raises InputError (one line, token-free) on a 401/403/404, on a network failure, and when a
     retry or wait bound is exceeded.
     """
-    if state not in STATES:
-        raise InputError(repo, f"state must be one of {', '.join(STATES)}, got {state!r}")
-    if limit is not None and limit < 1:
-        raise InputError(repo, f"limit must be at least 1, got {limit}")
+    check_request(repo, state, limit, api_url)
     url = issues_url(api_url, repo, state)
     origin = _origin(url)
     say = say or _say_stderr
     result = FetchResult(rows=[])
-    seen: set = set()
+    clock_ = _Deadline(policy.deadline_seconds, sleep)
     bar = _progress_bar(repo, limit, progress)
     try:
         with httpx.Client(headers=_headers(token), timeout=policy.timeout_seconds,
                           follow_redirects=True, transport=transport) as client:
-            while url and (limit is None or len(result.rows) < limit):
-                response = _get(client, url, repo, token, policy, sleep, clock, say, result)
-                page = _page_items(response, url, token)
-                result.pages += 1
-                for item in page:
-                    if "pull_request" in item:
-                        result.pull_requests_skipped += 1
-                        continue
-                    number = item.get("number")
-                    if number in seen:
-                        result.duplicates_skipped += 1
-                        continue
-                    seen.add(number)
-                    result.rows.append(export_row(item))
-                    bar.update(1)
-                    if limit is not None and len(result.rows) >= limit:
-                        break
-                url = _next_url(response, origin, token)
+            _read_pages(client, url, origin, repo, limit, token, policy, clock_, clock, say, result, bar)
     finally:
         bar.close()
     return result
+
+
+def _read_pages(client: httpx.Client, url: str | None, origin: tuple, repo: str, limit: int | None,
+                token: Token | None, policy: RetryPolicy, deadline: _Deadline, clock, say,
+                result: FetchResult, bar) -> None:
+    """Follow the pages from `url` until the last one or `limit` issues, within the policy's bounds:
+    the deadline, the page cap, no page read twice (a `Link` loop), and no run of pages that bring
+    nothing new."""
+    seen: set[int] = set()
+    visited: set[str] = set()
+    idle = 0
+    while url and (limit is None or len(result.rows) < limit):
+        if url in visited:
+            raise InputError(_where(url), "the next-page link points back to a page already read (a Link loop); giving up")
+        if result.pages >= policy.max_pages:
+            raise InputError(_where(url), f"more than {policy.max_pages} pages; giving up")
+        visited.add(url)
+        response = _get(client, url, repo, token, policy, deadline.sleep, clock, say, result, deadline)
+        page = _page_items(response, url, token)
+        result.pages += 1
+        new = 0
+        for index, item in enumerate(page):
+            number = _item_number(item, url, index)
+            if number in seen:
+                result.duplicates_skipped += 1
+                continue
+            seen.add(number)
+            new += 1
+            if "pull_request" in item:
+                result.pull_requests_skipped += 1
+                continue
+            _check_item(item, url, index)
+            result.rows.append(export_row(item))
+            bar.update(1)
+            if limit is not None and len(result.rows) >= limit:
+                break
+        idle = 0 if new else idle + 1
+        url = _next_url(response, origin, token)
+        if url and idle >= policy.idle_pages:
+            raise InputError(_where(url), f"{idle} pages in a row brought no new issue (empty or repeated pages); giving up")
+
+
+def check_request(repo: str, state: str, limit: int | None, api_url: str) -> None:
+    """Everything about a fetch that can be wrong before the first request, refused at once."""
+    check_repo(repo)
+    if state not in STATES:
+        raise InputError(repo, f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if limit is not None and limit < 1:
+        raise InputError(repo, f"limit must be at least 1, got {limit}")
+    check_api_url(api_url)
+
+
+def check_api_url(api_url: str) -> None:
+    """Refuse at once an API root that cannot work (not http(s), no host, a bad port, a query):
+    a configuration error, not something to retry."""
+    try:
+        parts = urlsplit(api_url)
+        port = parts.port
+        httpx.URL(api_url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise InputError("--api-url", f"not a valid URL: {scrub_url(api_url)} ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise InputError("--api-url", f"expected an http:// or https:// URL, got {scrub_url(api_url)}")
+    if not parts.hostname:
+        raise InputError("--api-url", f"no host in {scrub_url(api_url)}")
+    if parts.username or parts.password:
+        raise InputError("--api-url", "a user or password in the URL is refused; put the token in GITHUB_TOKEN")
+    if parts.query or parts.fragment:
+        raise InputError("--api-url", f"expected an API root without a query or fragment, got {scrub_url(api_url)}")
+    del port
+
+
+def _item_number(item: dict, url: str, index: int) -> int:
+    number = item.get("number")
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise InputError(_where(url), f"expected a positive integer, got {_shown(number)}", record=f"item {index}",
+                         field="number")
+    return number
+
+
+def _check_item(item: dict, url: str, index: int) -> None:
+    """The fields `export_row` reshapes must have their API types (the rest is checked by freeze)."""
+    where = f"item {index} (number {item['number']})"
+    labels = item.get("labels")
+    if labels is not None and not (isinstance(labels, list)
+                                   and all(isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("name"), str))
+                                           for x in labels)):
+        raise InputError(_where(url), f"expected an array of label objects with a string name, got {_shown(labels)}",
+                         record=where, field="labels")
+    for key in ("title", "state", "created_at", "updated_at", "html_url"):
+        if not isinstance(item.get(key), str):
+            raise InputError(_where(url), f"expected a string, got {_shown(item.get(key))}", record=where, field=key)
+    for key in ("body", "closed_at"):
+        if item.get(key) is not None and not isinstance(item.get(key), str):
+            raise InputError(_where(url), f"expected a string or null, got {_shown(item.get(key))}", record=where, field=key)
+
+
+def _shown(value: object) -> str:
+    return " ".join(orjson.dumps(value, default=str).decode()[:80].split())
+
+
+class _Deadline:
+    """The fetch's total deadline. Time counts as the larger of the wall clock and the waits
+    slept (tests inject a `sleep` that returns at once)."""
+
+    def __init__(self, seconds: float, sleep: Callable[[float], None]) -> None:
+        self.seconds = seconds
+        self.start = time.monotonic()
+        self.slept = 0.0
+        self._sleep = sleep
+
+    def remaining(self) -> float:
+        return self.seconds - max(time.monotonic() - self.start, self.slept)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        self._sleep(seconds)
 
 
 def write_export(rows: list[dict], path: str | os.PathLike) -> None:
@@ -208,18 +313,22 @@ def check_output_folder(path: str | os.PathLike) -> None:
 # --- one request, with its waits and retries --------------------------------------------------
 
 def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy: RetryPolicy,
-         sleep, clock, say, result: FetchResult) -> httpx.Response:
+         sleep, clock, say, result: FetchResult, deadline: _Deadline | None = None) -> httpx.Response:
     """GET `url`, waiting out rate limits and retrying 5xx / dropped connections, within bounds."""
+    deadline = deadline or _Deadline(policy.deadline_seconds, sleep)
+    sleep = deadline.sleep
     server_failures = rate_waits = 0
     while True:
         result.requests += 1
         try:
-            response = client.get(url)
+            response = _bounded_get(client, url, policy, deadline)
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration: retrying cannot help
+            raise InputError(_where(url), f"cannot request this URL: {_scrub(str(exc), token)}") from None
         except httpx.ConnectError as exc:
             raise InputError(_where(url), f"cannot connect: {_scrub(str(exc), token)}") from None
         except httpx.TransportError as exc:
             problem = f"network error ({type(exc).__name__}: {_scrub(str(exc), token) or 'no detail'})"
-            server_failures = _backoff(server_failures, problem, url, policy, sleep, say, result)
+            server_failures = _backoff(server_failures, problem, url, policy, sleep, say, result, deadline)
             continue
         if response.status_code < 300:
             return response
@@ -232,6 +341,9 @@ def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy:
             if wait > policy.max_rate_limit_wait_seconds:
                 raise InputError(_where(url), f"rate limited for another {wait:.0f} s, longer than the "
                                  f"{policy.max_rate_limit_wait_seconds:.0f} s this command waits; try again later")
+            if wait >= deadline.remaining():
+                raise InputError(_where(url), f"rate limited for another {wait:.0f} s, past the fetch's deadline "
+                                 f"({policy.deadline_seconds:g} s); try again later")
             until = datetime.fromtimestamp(clock() + wait, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             say(f"microctx fetch: rate limited ({response.status_code}); waiting {wait:.0f} s until {until} "
                 f"(wait {rate_waits} of {policy.rate_limit_waits})")
@@ -240,16 +352,88 @@ def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy:
             continue
         if response.status_code >= 500:
             problem = f"server error {response.status_code} {response.reason_phrase}"
-            server_failures = _backoff(server_failures, problem, url, policy, sleep, say, result)
+            server_failures = _backoff(server_failures, problem, url, policy, sleep, say, result, deadline)
             continue
         raise InputError(_where(url), _refusal(response, repo, token))
 
 
-def _backoff(failures: int, problem: str, url: str, policy: RetryPolicy, sleep, say, result: FetchResult) -> int:
-    """Wait before retry number `failures + 1`, or give up when the retries are spent."""
+class _TooLarge(Exception):
+    pass
+
+
+def _bounded_get(client: httpx.Client, url: str, policy: RetryPolicy, deadline: _Deadline) -> httpx.Response:
+    """GET `url` within the request deadline (and what is left of the whole fetch's): the response
+    is read in a worker thread and abandoned when time is up, so a server that drips a byte every
+    few seconds cannot hold the fetch; its body is capped at `max_response_bytes` after
+    decompression (read and inflated piece by piece, so a gzip bomb never fills memory)."""
+    seconds = min(policy.request_deadline_seconds, deadline.remaining())
+    if seconds <= 0:
+        raise InputError(_where(url), f"the fetch's deadline ({policy.deadline_seconds:g} s) has passed; giving up")
+    outcome: dict = {}
+    cancel = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["response"] = _read_response(client, url, policy, seconds, cancel)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="microctx-fetch", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        cancel.set()
+        what = (f"the fetch's deadline of {policy.deadline_seconds:g} s" if seconds < policy.request_deadline_seconds
+                else f"the response deadline of {policy.request_deadline_seconds:g} s")
+        raise InputError(_where(url), f"no complete response in time ({what}; the server is too slow); giving up")
+    if "error" in outcome:
+        if isinstance(outcome["error"], _TooLarge):
+            raise InputError(_where(url), f"the response is larger than {policy.max_response_bytes} bytes "
+                                          "(after decompression); refusing it")
+        raise outcome["error"]
+    return outcome["response"]
+
+
+_DECODERS = {"gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+             "deflate": lambda: zlib.decompressobj(), "identity": None, "": None}
+
+
+def _read_response(client: httpx.Client, url: str, policy: RetryPolicy, seconds: float,
+                   cancel: threading.Event) -> httpx.Response:
+    cap = policy.max_response_bytes
+    timeout = httpx.Timeout(min(policy.timeout_seconds, seconds))
+    with client.stream("GET", url, timeout=timeout) as streamed:
+        encoding = streamed.headers.get("content-encoding", "").strip().lower()
+        if encoding not in _DECODERS:
+            raise httpx.DecodingError(f"unsupported content encoding {encoding!r}")
+        make = _DECODERS[encoding]
+        decoder = make() if make is not None else None
+        body = bytearray()
+        for chunk in streamed.iter_raw():
+            if cancel.is_set():
+                raise _TooLarge  # abandoned: whatever we raise is never looked at
+            if decoder is None:
+                body += chunk
+            else:
+                data = decoder.decompress(chunk, cap + 1 - len(body))
+                body += data
+                while decoder.unconsumed_tail and len(body) <= cap:
+                    body += decoder.decompress(decoder.unconsumed_tail, cap + 1 - len(body))
+            if len(body) > cap:
+                raise _TooLarge
+        headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
+        return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
+
+
+def _backoff(failures: int, problem: str, url: str, policy: RetryPolicy, sleep, say, result: FetchResult,
+             deadline: _Deadline | None = None) -> int:
+    """Wait before retry number `failures + 1`, or give up when the retries (or the time) are spent."""
     if failures >= policy.server_retries:
         raise InputError(_where(url), f"{problem} after {failures + 1} attempts; giving up")
     wait = min(policy.backoff_seconds * 2 ** failures, policy.max_backoff_seconds)
+    if deadline is not None and wait >= deadline.remaining():
+        raise InputError(_where(url), f"{problem}; no time left for a retry before the deadline "
+                         f"({policy.deadline_seconds:g} s); giving up")
     say(f"microctx fetch: {problem}; retrying in {wait:g} s (retry {failures + 1} of {policy.server_retries})")
     result.waits.append(wait)
     sleep(wait)
@@ -267,14 +451,22 @@ def rate_limit_wait(response: httpx.Response, now: float, policy: RetryPolicy = 
     if response.status_code not in (403, 429):
         return None
     headers = response.headers
-    try:
-        if "retry-after" in headers:
-            return max(float(headers["retry-after"]), 0.0)
-        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
-            return max(float(headers["x-ratelimit-reset"]) - now, 0.0) + 1.0
-    except ValueError:
-        pass
+    retry_after = _finite(headers.get("retry-after"))
+    if retry_after is not None:
+        return max(retry_after, 0.0)
+    reset = _finite(headers.get("x-ratelimit-reset"))
+    if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
+        return max(reset - now, 0.0) + 1.0
     return policy.secondary_limit_wait_seconds if response.status_code == 429 else None
+
+
+def _finite(text: str | None) -> float | None:
+    """A header's number when it is one and finite (`nan`, `inf` and words are ignored)."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _refusal(response: httpx.Response, repo: str, token: Token | None) -> str:
@@ -319,8 +511,9 @@ def _next_url(response: httpx.Response, origin: tuple, token: Token | None) -> s
         return None
     url = str(response.url.join(link["url"]))
     if _origin(url) != origin:
+        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
         raise InputError(_where(str(response.url)), f"the next-page link leaves the API host "
-                         f"({_scrub(urlsplit(url).netloc, token)}); refusing to follow it")
+                         f"({_scrub(host, token)}); refusing to follow it")
     return url
 
 
@@ -331,6 +524,7 @@ def _headers(token: Token | None) -> dict[str, str]:
                "User-Agent": "microctx-fetch"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token.reveal()}"
+    headers["Accept-Encoding"] = "gzip, deflate"  # the encodings `_read_response` inflates within its cap
     return headers
 
 
@@ -340,10 +534,11 @@ def _origin(url: str) -> tuple:
 
 
 def _where(url: str) -> str:
-    return f"GET {url}"
+    return f"GET {scrub_url(url)}"
 
 
 def _scrub(text: str, token: Token | None) -> str:
+    text = scrub_urls(text)
     return token.scrub(text) if token is not None else text
 
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 from microctx.contract.digests import sha256_hex
-from microctx.contract.schemas import CORPUS_SCHEMA
+from microctx.contract.schemas import CORPUS_SCHEMA, STATES
 from microctx.contract.split import SPLITS
 from microctx.contract.timestamps import parse_timestamp
 from microctx.corpus.export import RawIssue
@@ -65,6 +65,8 @@ def check_corpus_document(document: object, path) -> dict:
     records = document.get("records")
     if not isinstance(records, list):
         raise InputError(path, "expected an array", field="records")
+    if not records:
+        raise InputError(path, "no records: a public corpus holds at least one", field="records")
     for index, record in enumerate(records):
         where = f"records[{index}]"
         if not isinstance(record, dict):
@@ -77,6 +79,8 @@ def check_corpus_document(document: object, path) -> dict:
         number = record.get("number")
         if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
             raise InputError(path, "expected a positive integer", record=where, field="number")
+        if record.get("state") not in STATES:
+            raise InputError(path, f"expected {' or '.join(STATES)}", record=where, field="state")
         if record.get("split") not in SPLITS:
             raise InputError(path, f"expected one of {', '.join(SPLITS)}", record=where, field="split")
         labels = record.get("labels")

@@ -49,8 +49,17 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
     extra = set(document) - {"rule"}
     if extra:
         raise InputError(path, f"unknown top-level keys {sorted(extra)}; expected [[rule]] tables")
+    tables = document.get("rule", [])
+    if not isinstance(tables, list):
+        raise InputError(path, f"expected [[rule]] tables, got {_toml_type(tables)}", field="rule")
     rules = []
-    for i, table in enumerate(document.get("rule", [])):
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            raise InputError(path, f"expected a table with pattern and replacement, got {_toml_type(table)}",
+                             record=f"rule {i}")
+        extra = set(table) - {"pattern", "replacement"}
+        if extra:
+            raise InputError(path, f"unknown keys {sorted(extra)}; a rule has pattern and replacement", record=f"rule {i}")
         for key in ("pattern", "replacement"):
             if not isinstance(table.get(key), str):
                 raise InputError(path, "expected a string", record=f"rule {i}", field=key)
@@ -60,6 +69,11 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
             raise InputError(path, f"invalid regular expression: {exc}", record=f"rule {i}", field="pattern") from None
         rules.append(Rule(compiled, table["replacement"]))
     return rules
+
+
+def _toml_type(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a float"}.get(type(value), type(value).__name__)
 
 
 def _literal(text: str) -> Callable[[re.Match[str]], str]:

@@ -16,18 +16,24 @@ pooch and refused.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from microctx.contract.digests import file_sha256
-from microctx.errors import InputError
+from microctx.errors import InputError, scrub_url, scrub_urls
 
 DATA_DIR_ENV = "MICROCTX_DATA_DIR"
 CACHE_DIR_ENV = "MICROCTX_CACHE_DIR"
 BASE_URL_ENV = "MICROCTX_S8F_BASE_URL"
+DEADLINE_ENV = "MICROCTX_DOWNLOAD_DEADLINE"  # seconds for one file's download (default below)
+DOWNLOAD_DEADLINE_SECONDS = 600.0
+READ_TIMEOUT_SECONDS = 30.0
+MAX_DOWNLOAD_BYTES = 256 << 20  # the published files are a few MiB; anything far larger is refused
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,22 @@ def s8f(*, download: bool = True) -> S8fPaths:
     cache, or is downloaded into it (`download=False` refuses instead).
     """
     folder = data_dir()
+    if folder is not None:
+        check_data_dir(folder)
     if folder is not None and all((folder / item.name).is_file() for item in S8F.values()):
         return S8fPaths(**{key: check_digest(folder / item.name, item.sha256) for key, item in S8F.items()})
     return S8fPaths(**{key: locate(item, folder, download) for key, item in S8F.items()})
+
+
+def check_data_dir(folder: Path) -> None:
+    """MICROCTX_DATA_DIR set to a folder that is not there, or holds none of the published files, is
+    a mistake to report, not a reason to download silently."""
+    where = f"{DATA_DIR_ENV}={folder}"
+    if not folder.is_dir():
+        raise InputError(where, "is not a folder; point it at the folder holding the s8f files, or unset it")
+    if not any((folder / item.name).is_file() for item in S8F.values()):
+        raise InputError(where, f"holds none of the s8f files ({', '.join(i.name for i in S8F.values())}); "
+                                "point it at the folder holding them, or unset it to use the cache")
 
 
 def locate(item: Published, folder: Path | None, download: bool) -> Path:
@@ -144,24 +163,91 @@ def fetch_published(item: Published, cache: Path) -> Path:
     import requests
 
     url = download_url(item)
+    logger = pooch.get_logger()  # its INFO line shows the URL unscrubbed (a mirror's credentials)
+    level = logger.level
+    logger.setLevel("WARNING")
     try:
         path = pooch.retrieve(url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache,
-                              progressbar=sys.stderr.isatty())
+                              downloader=_bounded_downloader(item, url))
     except ValueError as exc:  # pooch's digest mismatch
         got = _POOCH_GOT.search(str(exc))
         actual = got.group(1).lower() if got else f"unknown ({exc})"
-        raise InputError(url, f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; "
+        raise InputError(scrub_url(url), f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; "
                               "refused and deleted") from None
     except requests.exceptions.ConnectionError as exc:
         reason = _root_cause(exc)
-        raise InputError(url, f"cannot download {item.name}: network failure "
-                              f"({type(reason).__name__}: {str(reason).split(': ')[-1][:160]})") from None
+        raise InputError(scrub_url(url), f"cannot download {item.name}: network failure "
+                              f"({type(reason).__name__}: {scrub_urls(str(reason).split(': ')[-1][:160])})") from None
     except requests.exceptions.RequestException as exc:
-        raise InputError(url, f"cannot download {item.name}: {exc}") from None
+        raise InputError(scrub_url(url), f"cannot download {item.name}: {scrub_urls(str(exc))}") from None
     except OSError as exc:
         raise InputError(cache, f"cannot write the cache: {exc.strerror or exc}") from None
+    finally:
+        logger.setLevel(level)
     # pooch checked it; check again with our own reader so the guarantee does not rest on one library
     return check_digest(Path(path), item.sha256)
+
+
+def download_deadline() -> float:
+    """Seconds allowed for one file's download: MICROCTX_DOWNLOAD_DEADLINE, else the default."""
+    text = os.environ.get(DEADLINE_ENV, "")
+    try:
+        value = float(text) if text else DOWNLOAD_DEADLINE_SECONDS
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(DEADLINE_ENV, f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+class _Capped:
+    """A file that refuses to grow past `limit` bytes (a download that never ends, or inflates)."""
+
+    def __init__(self, handle, limit: int, name: str) -> None:
+        self.handle, self.limit, self.name, self.size = handle, limit, name, 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise InputError(self.name, f"the download is larger than {self.limit} bytes; refused")
+        return self.handle.write(data)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _bounded_downloader(item: Published, url: str):
+    """pooch's HTTP downloader within a total deadline and a size cap: the download runs in a
+    worker thread, abandoned (and refused) when the deadline passes, so a slow mirror that drips
+    bytes cannot hang `microctx data`; each read also times out on its own."""
+    import pooch
+
+    seconds = download_deadline()
+    inner = pooch.HTTPDownloader(progressbar=sys.stderr.isatty(), timeout=min(READ_TIMEOUT_SECONDS, seconds))
+
+    def download(source: str, output_file, pooch_obj, check_only: bool = False):
+        if check_only:
+            return inner(source, output_file, pooch_obj, check_only=True)
+        outcome: dict = {}
+
+        def work() -> None:
+            try:
+                with open(output_file, "w+b") as handle:
+                    inner(source, _Capped(handle, MAX_DOWNLOAD_BYTES, item.name), pooch_obj)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="microctx-download", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            raise InputError(scrub_url(url), f"cannot download {item.name}: not complete within {seconds:g} s "
+                                             f"(the deadline, {DEADLINE_ENV}); giving up")
+        if "error" in outcome:
+            raise outcome["error"]
+        return None
+
+    return download
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -29,8 +29,15 @@ class GradeResult:
     def passed(self) -> bool:
         return bool(self.grade["quality_pass"])
 
+    @property
+    def corpus_mismatch(self) -> str:
+        """Why nothing was scored when the submission is bound to another corpus, else ""."""
+        return next((row.detail for row in self.facts if row.kind == "corpus"), "")
+
     def summary(self) -> str:
         g = self.grade
+        if self.corpus_mismatch:
+            return f"FAIL: the corpus digests differ: {self.corpus_mismatch}"
         verdict = "PASS" if g["quality_pass"] else "FAIL"
         return (f"{verdict}: {g['exact_records']}/{g['test_records']} test records exact, "
                 f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "

@@ -14,16 +14,14 @@ and compare reports `slices.csv` (grade: also `grade.json` and `grade.facts.csv`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
+from microctx import files
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
@@ -74,33 +72,15 @@ def check_kernel() -> str:
                       f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec")
 
 
-@contextlib.contextmanager
-def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST) -> Iterator[Path]:
+def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
     """Build a folder beside `destination` and rename it into place on success.
 
     An existing destination is replaced only if it is empty or holds `marker` (a previous
     report); anything else is refused, so a typo cannot wipe an unrelated folder. On failure
-    the staging folder is removed and the destination is untouched.
+    the staging folder is removed and the destination is untouched (see `files.staged_folder`:
+    the swap is locked against concurrent reports, and every OSError is one line).
     """
-    dest = Path(destination)
-    if dest.exists() and not dest.is_dir():
-        raise InputError(dest, "exists and is not a folder")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / marker).is_file():
-        raise InputError(dest, f"exists and is not a microctx output folder (no {marker}); choose another --out or empty it")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    try:
-        yield staging
-        old = None
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
-            os.replace(dest, old / "previous")
-        os.replace(staging, dest)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    return files.staged_folder(destination, marker)
 
 
 def html_export(notebook_path: Path) -> bytes:
@@ -182,11 +162,18 @@ def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] =
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.corpus.public import load_corpus
 
-    load_corpus(public)
-    if answers:
-        load_answers(answers)
+    corpus = load_corpus(public)
+    if not answers:
+        return
+    digest = load_answers(answers)["corpus_sha256"]
+    if corpus.sha256 != digest:
+        raise InputError(answers, f"the answers belong to corpus {digest}, not to {public} (SHA-256 {corpus.sha256}): "
+                                  "the digests differ", field="corpus_sha256")
     for path in submissions:
-        load_submission(path)
+        bound = load_submission(path)["corpus_sha256"]
+        if bound != digest:
+            raise InputError(path, f"the submission is bound to corpus {bound}, the answers to {digest}: "
+                                   "the digests differ; nothing to report", field="corpus_sha256")
 
 
 def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
@@ -207,7 +194,7 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = list(names) or candidate_names(submissions)
+    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     _checked_inputs(public, answers, submissions)

@@ -14,6 +14,7 @@ self-contained interactive `<name>.html` (the vega bundle inlined) and embeds it
 from __future__ import annotations
 
 import html
+import json
 import os
 from pathlib import Path
 
@@ -78,13 +79,24 @@ def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | No
     return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
 
 
+class _ScriptSafeJSON(json.JSONEncoder):
+    """JSON that is safe inside an HTML <script>: `<`, `>`, `&` only ever occur inside strings,
+    where their \\u escapes mean the same characters."""
+
+    def encode(self, o) -> str:
+        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None,
                      height: int = 700):
     """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
     vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network)."""
     from IPython.display import HTML
 
-    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
+    # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
+    # value can close the page's <script> and open its own
+    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False},
+                         json_kwds={"cls": _ScriptSafeJSON})
     if charts_dir:
         Path(charts_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
@@ -247,7 +259,7 @@ def _slice_rows(table: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def slice_f1(table: pd.DataFrame) -> alt.LayerChart:
+def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
     """F1 per slice (in table order: worst first within a kind) with its 95% bootstrap interval,
     the overall F1 as a rule; weak slices red, too-small ones grey."""
     rows = _slice_rows(table).dropna(subset=["f1"])
@@ -302,7 +314,7 @@ def outcomes_by_kind(table: pd.DataFrame) -> alt.Chart:
 
 # ---------------------------------------------------------------- comparison charts
 
-def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.Chart:
+def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelMixin:
     """F1 with its interval per slice, one mark per candidate on the same row."""
     rows = _slice_rows(compare)
     if judged_only:
@@ -323,7 +335,7 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.Chart:
         width=420, height=ROW_HEIGHT * max(1, len(candidates)) * len(order) / 1.5)
 
 
-def paired_f1_diff(paired: pd.DataFrame) -> alt.Chart:
+def paired_f1_diff(paired: pd.DataFrame) -> alt.TopLevelMixin:
     """F1(a) - F1(b) per slice with its paired-bootstrap interval; intervals that exclude 0 in red."""
     rows = paired[~paired["too_small"].astype(bool)].dropna(subset=["f1_diff"]).copy()
     rows["row"] = rows["slice_kind"] + ": " + rows["slice"].astype(str)

@@ -12,10 +12,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
+from microctx.files import inside, safe_name, safe_name_from
 from microctx.grading.facts import write_grade
 
 
@@ -65,13 +66,14 @@ def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] 
 
 def candidate_names(paths: Sequence[str]) -> list[str]:
     """A name per submission: the file name without `.json` (and without `.submission`), made
-    unique with a numeric suffix when two files share a name."""
+    unique with a numeric suffix when two files share a name, and safe as a file name (characters
+    other than letters, digits, `.`, `_`, `-` become `_`)."""
     names = []
     for path in paths:
         name = Path(path).name
         for suffix in (".json", ".submission"):
             name = name.removesuffix(suffix)
-        names.append(name or "submission")
+        names.append(safe_name_from(name))  # a name becomes a file name (grades/<name>.json)
     seen: dict[str, int] = {}
     unique = []
     for name in names:
@@ -85,9 +87,9 @@ class GradeOutputs:
     """One submission graded and sliced."""
 
     name: str
-    result: object  # grading.GradeResult
-    facts: object  # DataFrame of the fact table
-    slices: object  # DataFrame, slices.slice_table
+    result: Any  # grading.GradeResult
+    facts: Any  # DataFrame of the fact table
+    slices: Any  # DataFrame, slices.slice_table
 
 
 def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
@@ -137,7 +139,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     if len(inputs.submissions) < 2:
         raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
     records = slices.record_table(inputs.corpus)
-    kw = dict(n_boot=n_boot, seed=seed, min_support=min_support)
+    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     table = pd.concat([g.slices.assign(candidate=name)[["candidate", *g.slices.columns]] for name, g in grades.items()],
                       ignore_index=True)
@@ -151,7 +153,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     paired_table = pd.concat(pairs, ignore_index=True)
     if output_dir:
         for name, g in grades.items():
-            write_grade(g.result, Path(output_dir) / "grades" / f"{name}.json")
+            write_grade(g.result, inside(output_dir, "grades", f"{safe_name(name, 'candidate name')}.json"))
         slices.write_slices_csv(table, Path(output_dir) / "slices.csv")
         slices.write_slices_csv(paired_table, Path(output_dir) / "paired.csv")
     return CompareOutputs(grades, table, paired_table)
@@ -251,10 +253,33 @@ def linked(table, column: str = "url", text: str = "record_id"):
 
     shown = table.copy()
     if not shown.empty:
-        shown[text] = [f'<a href="{html_lib.escape(u, quote=True)}">{html_lib.escape(str(t))}</a>'
-                       for u, t in zip(shown[column], shown[text])]
+        links = [f'<a href="{html_lib.escape(safe_url(u), quote=True)}">{html_lib.escape(str(t))}</a>'
+                 for u, t in zip(shown[column], shown[text])]
         shown = shown.drop(columns=[column])
+        # every other cell comes from data (titles, values, details): escaped here, since the
+        # table is rendered with escape=False for the links' sake
+        for name in shown.columns:
+            shown[name] = [html_lib.escape(str(v)) if v is not None and v == v else "" for v in shown[name]]
+        shown[text] = links
+    shown.columns = [html_lib.escape(str(c)) for c in shown.columns]
     return HTML(shown.to_html(escape=False, index=False, na_rep=""))
+
+
+def safe_url(url: object) -> str:
+    """`url` when it is an http(s) link, else "#" (a `javascript:` or `data:` link from data never goes live)."""
+    text = str(url)
+    return text if re.match(r"(?i)https?://", text) else "#"
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+
+
+def md(value: object) -> str:
+    """Text from data or the command line, safe inside a Markdown cell output: Markdown's
+    punctuation is backslash-escaped and `<`, `>`, `&` become entities, so `<img onerror>` or
+    `[x](javascript:...)` shows as text; line breaks become spaces."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def manifest_path(submission_path: str | os.PathLike) -> Path:
