@@ -138,6 +138,8 @@ def cmd_run(args) -> int:
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
     cost = (f"{manifest['isolation']}; {manifest['wall_seconds']:.2f} s wall, {manifest['cpu_seconds']:.2f} s CPU, "
             f"{manifest['peak_memory_bytes'] / 2**20:.0f} MiB peak; {counters}")
+    if manifest["network"]["mode"] == "record":
+        cost += f"; {len(manifest['network']['requests'])} network requests, {len(manifest['network']['denied'])} denied"
     if not manifest["ok"]:
         _say(f"microctx run: FAILED run of {manifest['candidate']}: {manifest['error']} "
              f"(manifest {manifest_path(args.submission)}; no submission written)")

@@ -53,7 +53,8 @@ def _processes_with(marker: str) -> list[int]:
 
 
 def _tree_state(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")
+            if "__pycache__" not in p.parts}  # the test process itself may compile modules it imports
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def server():
     s.close()
 
 
-def test_the_sandbox_starts_here_and_runs_as_nobody_special():
+def test_the_sandbox_starts_here():
     assert sb.check_available().endswith("bwrap")
 
 
@@ -131,7 +132,7 @@ def test_named_host_paths_cannot_be_read_even_when_guessed(s8f, tmp_path, monkey
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)  # the caller's working directory holds the cache too
     paths = [str(s8f.answers), str(s8f.answers.parent), str(cache), str(cache.parent.parent), str(tmp_path),
-             str(HERE), str(HERE.parent / "pyproject.toml"), "/root/.cache/microctx", "/etc/shadow", "/sys/kernel"]
+             str(HERE), str(HERE.parent / "pyproject.toml"), "/root/.cache/microctx", "/etc/shadow", "/etc/ssl/private", "/sys/kernel"]
     code, manifest, report = _run(s8f, tmp_path, "read_paths", {"paths": paths})
     assert code == 0 and manifest["isolation"] == "sandbox"
     assert report["read"] == {}
@@ -189,7 +190,11 @@ def test_record_mode_reaches_only_allowed_hosts_and_logs_every_request(s8f, tmp_
         assert request["bytes_in"] > len("hello from /") and request["bytes_out"] > 20 and request["seconds"] >= 0
     assert sorted((d["host"], d["port"]) for d in network["denied"]) == [("127.0.0.1", other.port), ("example.invalid", 80)]
     assert all(d["reason"].startswith("host not allowed") for d in network["denied"])
-    assert manifest["counters"]["tool_calls"] == 0  # what it claimed; the report counts the requests
+    assert manifest["counters"]["tool_calls"] == 0  # what it claimed; the compare report counts the requests
+    from microctx.reports.tables import cost_table
+
+    costs = cost_table([str(tmp_path / "out.json")], ["hostile"]).iloc[0]
+    assert (costs["network.requests"], costs["network.denied"], costs["tool_calls_with_network"]) == (3, 2, 3)
 
 
 def test_the_venv_and_the_host_cannot_be_written(s8f, tmp_path):

@@ -304,7 +304,7 @@ class RecordingProxy:
         server.proxy = self
         os.chmod(self.socket_path, 0o666)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 

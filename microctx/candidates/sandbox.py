@@ -8,7 +8,7 @@ applies them.
 
 The sandbox (`bwrap_argv`) is a bubblewrap (`bwrap`) container with new user, pid, ipc, uts,
 network and cgroup namespaces, a new session, `--die-with-parent`, no further user namespaces,
-and inside it a non-root user without capabilities. Its file system is built from nothing:
+and inside it a user (uid 1000) without capabilities. Its file system is built from nothing:
 - read-only: `/usr` (and `/bin`, `/lib`, `/lib64`, `/sbin` as on the host), a short list of
   `/etc` entries programs need (certificates, time zone, loader cache, `passwd`, `hosts`, ...),
   the Python installation (the interpreter's prefix and the virtual environment's), the
@@ -58,7 +58,7 @@ HOME_DIR = "/home/candidate"
 IMPORT_DIR = "/candidate-import"  # a module:function candidate's own module, read-only
 PROXY_DIR = "/run/microctx"
 SANDBOX_UID = 1000
-_ETC = ("ssl", "ca-certificates", "ca-certificates.conf", "pki", "alternatives", "localtime", "timezone", "ld.so.cache",
+_ETC = ("ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust", "alternatives", "localtime", "timezone", "ld.so.cache",
         "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "hosts", "host.conf", "passwd", "group", "mime.types",
         "fonts", "locale.alias", "gai.conf")
 _SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$")
