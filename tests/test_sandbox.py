@@ -117,8 +117,8 @@ def test_proc_shows_only_the_sandbox_and_no_secret(s8f, tmp_path):
     processes = json.loads(out.read_text())["hostile"]["processes"]
     assert len(processes) <= 3  # the sandbox's init, the candidate, nothing of the host
     seen = json.dumps(processes)
-    for secret in (secret, "GITHUB_TOKEN", "MICROCTX_DATA_DIR", str(s8f.answers.parent), str(tmp_path)):
-        assert secret not in seen
+    for private in (secret, "GITHUB_TOKEN", "MICROCTX_DATA_DIR", str(s8f.answers.parent), str(tmp_path)):
+        assert private not in seen
     parent = processes["1"]
     assert parent["cwd"] == sb.RUN_DIR and parent["root"] == "/"  # its parent is the sandbox's own init
     assert all(p["cwd"] in (sb.RUN_DIR, "/") for p in processes.values())
@@ -247,6 +247,7 @@ def test_symlinks_out_of_the_run_folder_are_refused(s8f, tmp_path):
 def test_memory_past_the_limit_is_a_failed_run(s8f, tmp_path):
     code, manifest, _ = _run(s8f, tmp_path, "allocate", None, "--memory", "256M")
     assert code == 1 and not (tmp_path / "out.json").exists()
+    assert manifest["exit_status"] == -9  # the kernel's OOM killer
     assert manifest["limits"]["memory_bytes"] == 256 << 20
     assert "memory limit" in manifest["error"] and "256 MiB" in manifest["error"]
     if manifest["limits"]["enforced_by"]["memory"] == "cgroup":
@@ -262,6 +263,14 @@ def test_a_fork_bomb_meets_the_process_limit(s8f, tmp_path):
     assert manifest["limits"]["max_processes"] == 24
     if manifest["limits"]["enforced_by"]["processes"] == "cgroup":
         assert manifest["processes_refused"] >= 1 and "--max-processes" in manifest["error"]
+
+
+def test_cpu_time_past_the_limit_is_a_failed_run(s8f, tmp_path):
+    code, manifest, _ = _run(s8f, tmp_path, "spin", None, "--cpu-seconds", "1", "--timeout", "60")
+    assert code == 1 and manifest["timed_out"] is False
+    assert manifest["exit_status"] == -24  # SIGXCPU at the soft limit
+    assert "was killed by signal 24 (SIGXCPU)" in manifest["error"] and "CPU-time limit of 1 seconds" in manifest["error"]
+    assert 0.9 <= manifest["cpu_seconds"] < 10  # the kernel stopped it at about 1 s
 
 
 def test_builtins_pass_in_the_sandbox(s8f, tmp_path):

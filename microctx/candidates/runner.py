@@ -281,6 +281,8 @@ def _launch(run: _Run, argv: list[str], env: dict, workdir: Path, output_path: P
             exit_status, usage, timed_out = _wait(process, timeout, limits)
         finally:
             limits.kill_all()
+    if run.settings.isolation == "sandbox" and 128 < exit_status < 128 + 65:
+        exit_status = -(exit_status - 128)  # bwrap reports a candidate killed by signal N as 128 + N
     return _Outcome(exit_status, timed_out, time.monotonic() - start_clock, usage, started, _utc_now())
 
 
@@ -412,12 +414,10 @@ def _failure_reason(run: _Run, outcome: _Outcome, output_tail: str, limits: sb.L
     if outcome.timed_out:
         return f"timed out after {s.timeout_seconds:g} seconds; the candidate was killed"
     status = outcome.exit_status
-    if s.isolation == "sandbox" and 128 < status < 128 + 65:
-        status = -(status - 128)  # bwrap reports a child killed by signal N as 128 + N
     if limits.memory_exceeded():
         return f"exceeded the memory limit ({s.memory_bytes / 2**20:.0f} MiB, --memory); the kernel killed it"
     last = next((line for line in reversed(output_tail.splitlines()) if line.strip()), "")
-    how = f"killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
+    how = f"was killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
     reason = f"the candidate {how}" + (f": {last.strip()}" if last else "")
     if status == -signal.SIGXCPU or (status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime
                                       + outcome.usage.ru_stime >= s.cpu_seconds):

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
@@ -87,7 +87,7 @@ class GradeOutputs:
     name: str
     result: object  # grading.GradeResult
     facts: object  # DataFrame of the fact table
-    slices: object  # DataFrame, slices.slice_table
+    slices: Any  # DataFrame, slices.slice_table
 
 
 def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
@@ -137,7 +137,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     if len(inputs.submissions) < 2:
         raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
     records = slices.record_table(inputs.corpus)
-    kw = dict(n_boot=n_boot, seed=seed, min_support=min_support)
+    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     table = pd.concat([g.slices.assign(candidate=name)[["candidate", *g.slices.columns]] for name, g in grades.items()],
                       ignore_index=True)

@@ -221,3 +221,10 @@ def fork_bomb(public_path, output_path, *, devkit_path=None, params=None):
             os._exit(0)
         children += 1
     _submit(public_path, output_path, {"children": children})
+
+
+def spin(public_path, output_path, *, devkit_path=None, params=None):
+    """Burn CPU forever."""
+    _submit(public_path, output_path, {})
+    while True:
+        pass
