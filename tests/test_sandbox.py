@@ -309,3 +309,24 @@ def test_settings_are_checked(s8f, tmp_path):
         assert main(base + extra) == 2, extra
     assert sb.parse_size("2G") == 2 << 30 and sb.parse_size("512M") == 512 << 20 and sb.parse_size("1.5GiB") == 3 << 29
     assert not list(tmp_path.iterdir())
+
+
+def test_proxy_refuses_what_is_not_a_proxy_request(tmp_path):
+    from microctx.candidates.network import RecordingProxy, parse_allowed_host
+
+    assert str(parse_allowed_host("API.example.com")) == "api.example.com"
+    assert parse_allowed_host("[::1]:8080").port == 8080 and parse_allowed_host("h:443").admits("H", 443)
+    assert not parse_allowed_host("h").admits("h", 8080) and parse_allowed_host("h").admits("h", 80)
+    import socket
+
+    with RecordingProxy(tmp_path / "p.sock", ["127.0.0.1:1"]) as proxy:
+        replies = []
+        for request in (b"GET /relative HTTP/1.1\r\n\r\n", b"GET https://127.0.0.1:1/ HTTP/1.1\r\n\r\n", b"nonsense\r\n\r\n"):
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(tmp_path / "p.sock"))
+                client.sendall(request)
+                replies.append(client.recv(4096).split(b"\r\n")[0])
+    assert replies == [b"HTTP/1.1 400 Bad Request"] * 3
+    record = proxy.record()
+    assert record["requests"] == [] and len(record["denied"]) == 3
+    assert [d["reason"].split(" ")[0] for d in record["denied"]] == ["only", "only", "not"]

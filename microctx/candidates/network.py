@@ -140,6 +140,16 @@ class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
     def handle(self) -> None:
+        proxy = self.server.proxy
+        proxy._begin()
+        try:
+            self._handle()
+        except OSError:
+            pass  # the candidate or the host went away mid-request; what was logged stays
+        finally:
+            proxy._end()
+
+    def _handle(self) -> None:
         client: socket.socket = self.request
         client.settimeout(30)
         try:
@@ -276,8 +286,19 @@ class RecordingProxy:
         self.denied: list[dict] = []
         self.dropped = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._active = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def _begin(self) -> None:
+        with self._lock:
+            self._active += 1
+
+    def _end(self) -> None:
+        with self._lock:
+            self._active -= 1
+            self._idle.notify_all()
 
     def allows(self, host: str, port: int) -> bool:
         return any(a.admits(host, port) for a in self.allowed)
@@ -308,11 +329,14 @@ class RecordingProxy:
         self._thread.start()
         return self
 
-    def close(self) -> None:
+    def close(self, wait: float = 5.0) -> None:
+        """Stop accepting, then wait up to `wait` seconds for open requests to end and be logged."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout=wait)
 
     def __enter__(self) -> RecordingProxy:
         return self.start()

@@ -174,11 +174,9 @@ def _covered(path: Path, binds: list[Path]) -> bool:
 
 def python_paths() -> list[Path]:
     """Folders the interpreter and microctx need, read-only: the installations and the package folder."""
-    import microctx
-
+    package = Path(__file__).resolve().parents[1]  # microctx/, this file being microctx/candidates/sandbox.py
     found: list[Path] = []
-    for text in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                 os.path.dirname(os.path.abspath(microctx.__file__))):
+    for text in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), str(package)):
         path = Path(text).resolve()
         if path != Path("/") and not _covered(path, [Path("/usr")]):
             found.append(path)
