@@ -330,3 +330,15 @@ def test_proxy_refuses_what_is_not_a_proxy_request(tmp_path):
     record = proxy.record()
     assert record["requests"] == [] and len(record["denied"]) == 3
     assert [d["reason"].split(" ")[0] for d in record["denied"]] == ["only", "only", "not"]
+
+
+def test_a_command_file_under_tmp_stays_visible_beside_the_private_tmp(s8f, tmp_path):
+    script = tmp_path / "snoop.py"  # tmp_path is under /tmp, which the sandbox replaces with its own
+    script.write_bytes((HERE / "candidates" / "snoop.py").read_bytes())
+    (tmp_path / "neighbour.txt").write_text("not named by the command, so not visible")
+    out = tmp_path / "snoop.json"
+    assert main(["run", "snoop", "--public", str(s8f.public), "--submission", str(out),
+                 "--cmd", f"python {script} {{public}} {{submission}}"]) == 0
+    assert json.loads(out.read_text())["snoop"]["findings"] == []
+    code, _, report = _run(s8f, tmp_path, "read_paths", {"paths": [str(tmp_path / "neighbour.txt"), str(script)]})
+    assert code == 0 and report["read"] == {}  # a function candidate is not given the command's files

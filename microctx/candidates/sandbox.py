@@ -211,15 +211,14 @@ def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tup
 
     `extra` are (host path, sandbox path) pairs bound read-only (a candidate's own module or
     files); `proxy_dir` (record mode) is bound read-only at PROXY_DIR."""
-    argv = [bwrap, *namespace_flags(), *_system_binds()]
+    # order matters: the private /tmp comes before the binds, so that an installation under /tmp stays visible
+    argv = [bwrap, *namespace_flags(), *_system_binds(), "--proc", "/proc", "--dev", "/dev",
+            "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes), "--tmpfs", HOME_DIR]
     for path in python_paths():
         argv += ["--ro-bind", str(path), str(path)]
     for host, inside in extra:
         argv += ["--ro-bind", str(host), inside]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--size", str(tmp_bytes), "--tmpfs", HOME_DIR,
-             "--bind", str(run_dir), RUN_DIR]
+    argv += ["--bind", str(run_dir), RUN_DIR]
     if proxy_dir is not None:
         argv += ["--ro-bind", str(proxy_dir), PROXY_DIR]
     argv += ["--chdir", RUN_DIR, "--", *command]
