@@ -342,3 +342,16 @@ def test_a_command_file_under_tmp_stays_visible_beside_the_private_tmp(s8f, tmp_
     assert json.loads(out.read_text())["snoop"]["findings"] == []
     code, _, report = _run(s8f, tmp_path, "read_paths", {"paths": [str(tmp_path / "neighbour.txt"), str(script)]})
     assert code == 0 and report["read"] == {}  # a function candidate is not given the command's files
+
+
+def test_without_cgroups_rlimits_hold_and_root_is_refused_a_sandbox(s8f, tmp_path, monkeypatch, capsys):
+    # as on a machine where no cgroup can be made: the limits fall back to setrlimit, really applied
+    monkeypatch.setattr(sb, "_cgroup_mounts", lambda: {})
+    code, manifest, _ = _run(s8f, tmp_path, "allocate", None, "--memory", "256M", "--isolation", "process")
+    assert code == 1 and manifest["limits"]["enforced_by"]["memory"] == "rlimit RLIMIT_AS (per process)"
+    assert "MemoryError" in manifest["error"] and "(memory limit 256 MiB, --memory)" in manifest["error"]
+    assert manifest["peak_memory_bytes"] < 300 << 20 and manifest["cost_source"]["cpu_seconds"].startswith("os.wait4")
+    if os.geteuid() == 0:  # RLIMIT_NPROC does not bind root: no sandboxed run without a pids cgroup
+        assert manifest["limits"]["enforced_by"]["processes"].startswith("none")
+        assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(tmp_path / "x.json")]) == 2
+        assert "the process limit cannot be enforced" in capsys.readouterr().err

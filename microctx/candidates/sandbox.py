@@ -22,7 +22,8 @@ tests, its data), the caller's working directory, the rest of `/etc`, every othe
 
 Limits (`Limits`): memory and processes by a cgroup made for the run (v1 or v2, the kernel
 counts and enforces them for the whole process tree) where one can be created, else by
-`setrlimit` (RLIMIT_AS per process; RLIMIT_NPROC, which does not bind root: a run as root
+`setrlimit` (RLIMIT_AS per process; RLIMIT_NPROC, which counts every process of the user
+and does not bind root: a sandboxed run as root
 without a usable pids cgroup is refused rather than left unlimited); CPU time by RLIMIT_CPU per
 process; the wall timeout by the runner, which kills bwrap, whose pid 1 takes the whole pid
 namespace with it, and then every process left in the run's cgroup. Cost comes from the kernel:
@@ -288,12 +289,17 @@ class Limits:
         self._make_cgroups(name)
         self.enforced_by = {
             "memory": "cgroup" if self._has("memory") else "rlimit RLIMIT_AS (per process)",
-            "processes": "cgroup" if self._has("pids") else "rlimit RLIMIT_NPROC",
+            "processes": "cgroup" if self._has("pids") else "rlimit RLIMIT_NPROC (counts every process of the user)",
             "cpu": "rlimit RLIMIT_CPU (per process)" if settings.cpu_seconds else "none",
-            "timeout": "runner (kills the pid namespace)" if settings.timeout_seconds else "none",
+            "timeout": ("none" if not settings.timeout_seconds else "runner (kills the pid namespace)"
+                        if settings.isolation == "sandbox" else "runner (kills the process group and the run's cgroups)"),
             "file_size": "rlimit RLIMIT_FSIZE",
         }
         if not self._has("pids") and os.geteuid() == 0:
+            if settings.isolation == "process":  # chosen knowingly: say what is not enforced
+                self.enforced_by["processes"] = "none (no pids cgroup, and RLIMIT_NPROC does not bind root)"
+                self._procs_files = [self._procs_file(c) for c in self.groups]
+                return
             self.close()
             raise SandboxUnavailable("running as root without a writable pids cgroup, the process limit cannot be enforced "
                                      "(RLIMIT_NPROC does not bind root); run as a normal user or allow cgroups")
