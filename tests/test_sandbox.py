@@ -350,7 +350,8 @@ def test_without_cgroups_rlimits_hold_and_root_is_refused_a_sandbox(s8f, tmp_pat
     code, manifest, _ = _run(s8f, tmp_path, "allocate", None, "--memory", "256M", "--isolation", "process")
     assert code == 1 and manifest["limits"]["enforced_by"]["memory"] == "rlimit RLIMIT_AS (per process)"
     assert "MemoryError" in manifest["error"] and "(memory limit 256 MiB, --memory)" in manifest["error"]
-    assert manifest["peak_memory_bytes"] < 300 << 20 and manifest["cost_source"]["cpu_seconds"].startswith("os.wait4")
+    assert manifest["cost_source"]["cpu_seconds"].startswith("os.wait4")
+    assert manifest["cost_source"]["peak_memory_bytes"].startswith("os.wait4")  # Linux counts the runner's size at fork in it
     if os.geteuid() == 0:  # RLIMIT_NPROC does not bind root: no sandboxed run without a pids cgroup
         assert manifest["limits"]["enforced_by"]["processes"].startswith("none")
         assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(tmp_path / "x.json")]) == 2

@@ -480,7 +480,7 @@ def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, lim
         "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
         "cost_source": {"wall_seconds": "runner clock",
                         "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
-                        "peak_memory_bytes": "cgroup (whole process tree)" if peak is not None else "os.wait4 (largest process)"},
+                        "peak_memory_bytes": "cgroup (whole process tree)" if peak is not None else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)"},
         "exit_status": outcome.exit_status,
         "timed_out": outcome.timed_out,
         "timeout_seconds": run.settings.timeout_seconds,
