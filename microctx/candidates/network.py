@@ -3,9 +3,9 @@
 A sandboxed candidate has its own network namespace holding only a loopback interface: it can
 reach nothing. In record mode the runner starts a `RecordingProxy` listening on a Unix socket in
 the run's folder; the socket is bound read-only into the sandbox, and a small forwarder inside
-(`python -m microctx.candidates.network forward SOCKET PORT -- ARGV...`) listens on
-`127.0.0.1:PORT` in the sandbox and pipes every connection to the socket, then runs the
-candidate's ARGV. The candidate gets `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case names)
+(`forwarder_argv`: `python -I -S -c FORWARDER SOCKET PORT -- ARGV...`, standard library only)
+listens on `127.0.0.1:PORT` in the sandbox and pipes every connection to the socket, then runs
+the candidate's ARGV. The candidate gets `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case names)
 pointing at `http://127.0.0.1:PORT`.
 
 The proxy speaks the two forms every HTTP client uses through a proxy:
@@ -38,7 +38,6 @@ import os
 import selectors
 import socket
 import socketserver
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -353,41 +352,67 @@ class RecordingProxy:
 
 # --- inside the sandbox: the forwarder --------------------------------------------------------
 
-def _serve_forward(listener: socket.socket, socket_path: str) -> None:
-    def one(conn: socket.socket) -> None:
-        with conn:
-            try:
-                upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                upstream.connect(socket_path)
-            except OSError:
+# Run as `python -I -S -c FORWARDER SOCKET PORT -- ARGV...`: standard library only, so that it starts
+# in a few milliseconds. It listens on 127.0.0.1:PORT, forks a child that pipes every connection to
+# SOCKET (the child lives until the sandbox ends: bwrap's init kills it with the run), and execs ARGV.
+FORWARDER = r"""
+import os, selectors, socket, sys, threading
+
+def relay(a, b):
+    peer, open_ = {a: b, b: a}, {a, b}
+    with selectors.DefaultSelector() as selector:
+        for s in open_:
+            selector.register(s, selectors.EVENT_READ)
+        while open_:
+            ready = selector.select(120)
+            if not ready:
                 return
-            with upstream:
-                relay(conn, upstream)
+            for key, _ in ready:
+                source = key.fileobj
+                try:
+                    data = source.recv(65536)
+                except OSError:
+                    data = b""
+                if data:
+                    try:
+                        peer[source].sendall(data)
+                    except OSError:
+                        return
+                    continue
+                selector.unregister(source)
+                open_.discard(source)
+                try:
+                    peer[source].shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
 
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=one, args=(conn,), daemon=True).start()
-
-
-def forward_main(argv: list[str]) -> int:
-    """`forward SOCKET PORT -- ARGV...`: listen on 127.0.0.1:PORT, pipe to SOCKET, then exec ARGV."""
-    if len(argv) < 5 or argv[0] != "forward" or argv[3] != "--":
-        print("usage: python -m microctx.candidates.network forward SOCKET PORT -- ARGV...", file=sys.stderr)
-        return 2
-    socket_path, port, command = argv[1], int(argv[2]), argv[4:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-    if os.fork() == 0:  # the forwarder lives until the sandbox ends (bwrap's init kills it with the run)
+def one(conn, path):
+    with conn:
         try:
-            _serve_forward(listener, socket_path)
-        finally:
-            os._exit(0)
-    listener.close()
-    os.execvp(command[0], command)
-    return 127  # not reached
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(path)
+        except OSError:
+            return
+        with upstream:
+            relay(conn, upstream)
+
+path, port, command = sys.argv[1], int(sys.argv[2]), sys.argv[4:]
+listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", port))
+listener.listen(64)
+if os.fork() == 0:
+    try:
+        while True:
+            conn, _ = listener.accept()
+            threading.Thread(target=one, args=(conn, path), daemon=True).start()
+    finally:
+        os._exit(0)
+listener.close()
+os.execvp(command[0], command)
+"""
 
 
-if __name__ == "__main__":
-    sys.exit(forward_main(sys.argv[1:]))
+def forwarder_argv(python: str, socket_path: str, port: int, command: list[str]) -> list[str]:
+    """The command that starts the forwarder inside the sandbox and then runs `command`."""
+    return [python, "-I", "-S", "-c", FORWARDER, socket_path, str(port), "--", *command]

@@ -258,12 +258,11 @@ def _launch_plan(run: _Run, root: Path, proxy_dir: Path | None) -> tuple[list[st
     env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None)
     env["TMPDIR"] = "/tmp"
     if proxy_dir is not None:
-        from microctx.candidates.network import DEFAULT_PORT
+        from microctx.candidates.network import DEFAULT_PORT, forwarder_argv
 
         url = f"http://127.0.0.1:{DEFAULT_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
-        argv = [sys.executable, "-m", "microctx.candidates.network", "forward", f"{sb.PROXY_DIR}/proxy.sock",
-                str(DEFAULT_PORT), "--", *argv]
+        argv = forwarder_argv(sys.executable, f"{sb.PROXY_DIR}/proxy.sock", DEFAULT_PORT, argv)
     return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir), env
 
 
