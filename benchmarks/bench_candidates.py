@@ -1,6 +1,6 @@
 """Wall time, CPU time and peak memory of each built-in candidate, on s8f and on a scale corpus.
 
-Each candidate runs through the isolated runner (its own process, as `microctx run` runs it),
+Each candidate runs through the runner in its sandbox (as `microctx run` runs it),
 so the figures are the run manifest's: wall seconds, CPU seconds and peak resident memory of
 the candidate's process (os.wait4). The grade of each submission is shown beside them.
 

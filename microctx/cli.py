@@ -151,6 +151,20 @@ def _parse_params(pairs: list[str]) -> dict:
     return params
 
 
+def _sandbox_settings(args):
+    """The run's SandboxSettings from `microctx run`'s options (sandboxed candidates issue)."""
+    from microctx.candidates.sandbox import SandboxSettings, parse_size
+
+    options: dict = {"isolation": args.isolation, "network": args.network, "allow_hosts": tuple(args.allow_host or ())}
+    if args.memory is not None:
+        options["memory_bytes"] = parse_size(args.memory)
+    if args.max_processes is not None:
+        options["max_processes"] = args.max_processes
+    if args.cpu_seconds is not None:
+        options["cpu_seconds"] = args.cpu_seconds
+    return SandboxSettings(**options)
+
+
 def cmd_run(args) -> int:
     from microctx.candidates.runner import manifest_path, run_candidate
 
@@ -164,10 +178,13 @@ def cmd_run(args) -> int:
         except ValueError as exc:
             raise InputError("--cmd", f"cannot split the command into words: {exc}") from None
     manifest = run_candidate(args.candidate, args.public, args.submission, devkit=args.devkit,
-                             params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd)
+                             params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd,
+                             sandbox=_sandbox_settings(args))
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
-    cost = (f"{manifest['wall_seconds']:.2f} s wall, {manifest['cpu_seconds']:.2f} s CPU, "
+    cost = (f"{manifest['isolation']}; {manifest['wall_seconds']:.2f} s wall, {manifest['cpu_seconds']:.2f} s CPU, "
             f"{manifest['peak_memory_bytes'] / 2**20:.0f} MiB peak; {counters}")
+    if manifest["network"]["mode"] == "record":
+        cost += f"; {len(manifest['network']['requests'])} network requests, {len(manifest['network']['denied'])} denied"
     if not manifest["ok"]:
         _say(f"microctx run: FAILED run of {manifest['candidate']}: {manifest['error']} "
              f"(manifest {manifest_path(args.submission)}; no submission written)")
@@ -208,9 +225,19 @@ def _candidate_parsers(sub) -> None:
     p.add_argument("--submission", required=True, help="submission to write; the run manifest goes beside it")
     p.add_argument("--devkit", help="train/tune answers for tuning (from `microctx devkit`); test answers are refused")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="candidate parameter (repeatable; JSON values)")
-    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this many seconds")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this many seconds (default 3600)")
     p.add_argument("--cmd", metavar="TEMPLATE",
                    help="run a command instead: placeholders {public} {submission} {devkit} {params} {python}")
+    # sandboxed candidates issue: isolation, network and limits
+    p.add_argument("--isolation", choices=["sandbox", "process"], default="sandbox",
+                   help="sandbox (default; bubblewrap namespaces, see README) or process (no sandbox: choose it knowingly)")
+    p.add_argument("--network", choices=["none", "record"], default="none",
+                   help="none (default): no network; record: only --allow-host targets, through the runner's logging proxy")
+    p.add_argument("--allow-host", action="append", metavar="HOST[:PORT]",
+                   help="with --network record: a host the candidate may reach (HOST alone: ports 80 and 443; repeatable)")
+    p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
+    p.add_argument("--max-processes", type=int, metavar="N", help="processes and threads at once (default 512)")
+    p.add_argument("--cpu-seconds", type=int, metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devkit", help="write an answer file for tuning: the train/tune answers only, never test")

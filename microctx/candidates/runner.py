@@ -1,50 +1,71 @@
 """Running a candidate in isolation and recording what the run cost (the run manifest).
 
 `run_candidate` gives the candidate only the public corpus (and, if asked, a devkit: train/tune
-answers only) and never the answer bundle:
-- it runs in its own process, in a fresh empty temporary directory into which the public corpus
-  is copied as `public.json` (and the devkit as `devkit.json`), so no argument names a file in
-  the caller's folders: the candidate cannot find the shared data folder from a path;
-- its environment is built from scratch: PATH (the interpreter's folder first), LANG/LC_*/TZ,
-  HOME and TMPDIR inside the run's temporary folder, PYTHONPATH only when a `module:function`
-  candidate needs its own folder; any value mentioning the data folder (MICROCTX_DATA_DIR) or
-  an answer bundle is dropped, and so is every other variable of the caller;
-- a devkit that holds any `test` answer, or is bound to another corpus, is refused.
-This is process isolation, not a sandbox: the child runs as the same user and could read any
-file it can name; the point is that nothing hands it the answers' whereabouts. Network access
-is not blocked; a candidate that uses it must count it as tool calls.
+answers only) and never the answer bundle. By default the candidate runs in the sandbox of
+`microctx.candidates.sandbox` (bubblewrap: its own user, pid, ipc, uts and network namespaces;
+the system read-only; only its run folder writable; no home, caches, data folders, checkout or
+host `/proc`; memory, process, CPU-time, file-size and wall-time limits; every process of the
+run gone when it ends). With `SandboxSettings(network="record", allow_hosts=...)` it reaches
+only the allowed hosts through the runner's proxy (`microctx.candidates.network`), and every
+request is logged in the manifest. Where the sandbox cannot start, `SandboxUnavailable` (an
+InputError) says why; only an explicit `isolation="process"` runs without it.
 
-Beside the submission S the runner writes `<S without .json>.run.json` (schema microctx-run/1):
+Either way:
+- the candidate works in a fresh folder into which the public corpus is copied as `public.json`
+  (and the devkit as `devkit.json`), so no argument names a file in the caller's folders;
+- its environment is built from scratch: PATH (the interpreter's folder first), LANG/LC_*/TZ,
+  HOME and TMPDIR private to the run, PYTHONPATH only when a `module:function` candidate needs
+  its own folder; any value mentioning the data folder (MICROCTX_DATA_DIR) or an answer bundle
+  is dropped, and so is every other variable of the caller (GITHUB_TOKEN among them);
+- a devkit that holds any `test` answer, or is bound to another corpus, is refused;
+- what the candidate leaves (`submission.json`, `counters.json`) is read without following a
+  symbolic link, only when it is a regular file, and only up to a size limit: a FIFO, a link out
+  of the folder or a huge file never blocks the runner nor reaches outside.
+`isolation="process"` is process isolation only: the child runs as the same user and could read
+any file it can name and reach the network; nothing hands it the answers' whereabouts.
+
+Beside the submission S the runner writes `<S without .json>.run.json` (schema microctx-run/2):
 candidate, kind, entry, version, parameters, corpus and devkit digests, start and end (UTC RFC
-3339), wall and CPU seconds and peak memory of the candidate's process (os.wait4's rusage),
-exit status, the counters the candidate reported (see microctx.candidates.registry), `ok`, `error` and
-the last 4,000 characters of its output (stdout and stderr together).
-A crash, a timeout, a missing or invalid submission (not JSON, wrong shape, another corpus's
-digest) is a failed run: the manifest says why, the submission is not written, and an earlier
-file at S is removed so that it cannot be graded as this run's result, but only when it provably
-is an earlier submission (`remove_stale_submission`); anything else is left and the manifest says so.
+3339), `isolation`, `network` (`mode`: "none", "record", or "unrestricted" for a process run;
+in record mode `requests` and `denied`), `limits` (what was applied and how it was enforced),
+the cost from the kernel (wall seconds; CPU seconds and peak memory of the whole process tree,
+`cost_source` saying where each figure comes from), exit status, the counters the candidate
+reported (self-reported: listed under `self_reported`; see microctx.candidates.registry), `ok`,
+`error` and the last 4,000 characters of its output (stdout and stderr together).
+A crash, a timeout, a limit hit, a missing or invalid submission (not JSON, wrong shape, another
+corpus's digest) is a failed run: the manifest says why, the submission is not written, and an
+earlier file at S is removed so that it cannot be graded as this run's result, but only when it
+provably is an earlier submission (`remove_stale_submission`); anything else is left and the
+manifest says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import hashlib
 import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from microctx.candidates import sandbox as sb
 from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 
-RUN_SCHEMA = "microctx-run/1"
+RUN_SCHEMA = "microctx-run/2"
+_COUNTERS_LIMIT = 1 << 20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 _OUTPUT_TAIL = 4000
 
@@ -111,8 +132,11 @@ def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
     return env
 
 
-def _command(candidate: Candidate, has_devkit: bool) -> list[str]:
-    """The child's argv; paths are relative to its working directory."""
+def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None) -> list[str]:
+    """The child's argv; paths are relative to its working directory.
+
+    For a command, every word naming an existing file is made absolute and added to
+    `named_files` (the sandbox makes those files visible, read-only)."""
     import orjson
 
     params = orjson.dumps(candidate.params).decode()
@@ -137,6 +161,8 @@ def _command(candidate: Candidate, has_devkit: bool) -> list[str]:
             if _looks_like_answers(Path(word)):
                 raise InputError(word, "refusing to pass an answer bundle to a candidate")
             word = os.path.abspath(word)  # the command runs elsewhere
+            if named_files is not None:
+                named_files.append(Path(word))
         argv.append(word)
     return argv
 
@@ -149,48 +175,202 @@ def _looks_like_answers(path: Path) -> bool:
         return False
 
 
-def _wait(process: subprocess.Popen, timeout: float | None) -> tuple[int, object, bool]:
-    """Wait for the child with os.wait4 (its own rusage); kill its process group on timeout."""
+
+
+# --- the steps of a run ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Run:
+    """A run, checked before anything starts."""
+
+    spec: Candidate
+    public: Path
+    submission: Path
+    devkit: Path | None
+    corpus_sha256: str
+    devkit_sha256: str | None
+    settings: sb.SandboxSettings
+
+
+@dataclass
+class _Outcome:
+    """What the kernel says about the finished run."""
+
+    exit_status: int
+    timed_out: bool
+    wall: float
+    usage: Any  # resource.struct_rusage of the whole tree (os.wait4)
+    started: str
+    ended: str
+
+
+def _prepare(candidate: str, public, submission, devkit, params: dict | None, cmd: str | None,
+             settings: sb.SandboxSettings) -> _Run:
+    """Resolve the candidate and check every input; InputError before anything runs."""
+    spec = resolve(candidate, params, cmd)
+    public, submission = Path(public), Path(submission)
+    if not submission.parent.is_dir():
+        raise InputError(submission, "output folder does not exist")
+    corpus_sha256 = _check_public(public)
+    devkit_path = Path(devkit) if devkit is not None else None
+    devkit_sha256 = _check_devkit(devkit_path, corpus_sha256) if devkit_path is not None else None
+    if spec.needs_devkit and devkit_path is None:
+        raise InputError(candidate, "this candidate tunes on the devkit: pass --devkit (make one with `microctx devkit`)")
+    return _Run(spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings)
+
+
+def _module_bind(spec: Candidate) -> tuple[Candidate, list[tuple[Path, str]]]:
+    """For the sandbox: the candidate as seen inside it, and its own code to bind read-only."""
+    import importlib.machinery
+
+    if spec.kind != "function":
+        return spec, []
+    target, function = spec.entry.rsplit(":", 1)
+    if target.endswith(".py"):
+        inside = f"{sb.IMPORT_DIR}/{Path(target).name}"
+        return dataclasses.replace(spec, entry=f"{inside}:{function}"), [(Path(target), inside)]
+    if not spec.import_root:
+        return spec, []  # importable from the installation, which the sandbox sees
+    top = target.split(".")[0]
+    found = importlib.machinery.PathFinder.find_spec(top, [spec.import_root])
+    if found is None:
+        raise InputError(target, "module not found (not installed, not in the current directory)")
+    if found.submodule_search_locations:
+        host = Path(list(found.submodule_search_locations)[0])
+    elif found.origin:
+        host = Path(found.origin)
+    else:
+        raise InputError(target, "cannot tell which file holds this module")
+    return dataclasses.replace(spec, import_root=sb.IMPORT_DIR), [(host, f"{sb.IMPORT_DIR}/{host.name}")]
+
+
+def _launch_plan(run: _Run, root: Path, proxy_dir: Path | None) -> tuple[list[str], dict]:
+    """The argv and environment that start the candidate (inside bwrap unless a process run)."""
+    has_devkit = run.devkit is not None
+    if run.settings.isolation == "process":
+        home = root / "home"
+        home.mkdir()
+        env = clean_environment(home, run.spec.import_root if run.spec.kind == "function" else None)
+        return _command(run.spec, has_devkit), env
+    bwrap = sb.check_available()
+    spec, binds = _module_bind(run.spec)
+    named: list[Path] = []
+    argv = _command(spec, has_devkit, named)
+    binds += [(path, str(path)) for path in named]
+    env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None)
+    env["TMPDIR"] = "/tmp"
+    if proxy_dir is not None:
+        from microctx.candidates.network import DEFAULT_PORT, forwarder_argv
+
+        url = f"http://127.0.0.1:{DEFAULT_PORT}"
+        env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
+        argv = forwarder_argv(sys.executable, f"{sb.PROXY_DIR}/proxy.sock", DEFAULT_PORT, argv)
+    return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir), env
+
+
+def _launch(run: _Run, argv: list[str], env: dict, workdir: Path, output_path: Path, limits: sb.Limits) -> _Outcome:
+    """Start the candidate, wait for it (killing it at the timeout), and clear away every process of the run."""
+    timeout = run.settings.timeout_seconds
+    started, start_clock = _utc_now(), time.monotonic()
+    with open(output_path, "wb") as output:
+        try:
+            process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                       start_new_session=True, preexec_fn=limits.preexec)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise InputError(argv[0], f"cannot start the candidate: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            exit_status, usage, timed_out = _wait(process, timeout, limits)
+        finally:
+            limits.kill_all()
+    if run.settings.isolation == "sandbox" and 128 < exit_status < 128 + 65:
+        exit_status = -(exit_status - 128)  # bwrap reports a candidate killed by signal N as 128 + N
+    return _Outcome(exit_status, timed_out, time.monotonic() - start_clock, usage, started, _utc_now())
+
+
+def _wait(process: subprocess.Popen, timeout: float | None, limits: sb.Limits) -> tuple[int, Any, bool]:
+    """Wait for the child with os.wait4 (the rusage of its whole reaped tree); kill everything on timeout."""
     timed_out = threading.Event()
 
-    def kill_group():
-        timed_out.set()
+    def kill_all() -> None:
         try:
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
+        limits.kill_all()
 
-    timer = threading.Timer(timeout, kill_group) if timeout else None
+    def on_timeout() -> None:
+        timed_out.set()
+        kill_all()
+
+    timer = threading.Timer(timeout, on_timeout) if timeout else None
     if timer:
         timer.daemon = True
         timer.start()
     try:
         _, status, usage = os.wait4(process.pid, 0)
     except BaseException:  # interrupted (Ctrl-C reaches only our group): take the candidate down too
-        kill_group()
+        kill_all()
         os.waitpid(process.pid, 0)
         raise
     finally:
         if timer:
             timer.cancel()
     process.returncode = os.waitstatus_to_exitcode(status)
-    try:  # leftovers of the candidate's own process group (its children) go with it
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_all()  # leftovers: the candidate's process group, and everything in the run's cgroups
     return process.returncode, usage, timed_out.is_set()
+
+
+def _read_regular(folder: Path, name: str, limit: int) -> tuple[bytes | None, str]:
+    """(bytes, "") of a file the candidate controls, or (None, why not); "missing" when absent.
+
+    Never blocks and never leaves the folder: the last component must not be a symbolic link
+    (O_NOFOLLOW), it must be a regular file (a FIFO opened O_NONBLOCK is refused), and no larger
+    than `limit` bytes."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, f"cannot open the run folder: {exc.strerror or exc}"
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None, "missing"
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None, f"{name} is a symbolic link (refused)"
+            return None, f"cannot open {name}: {exc.strerror or exc}"
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None, f"{name} is not a regular file (refused)"
+            if info.st_size > limit:
+                return None, f"{name} is larger than {limit} bytes (refused)"
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > limit:
+                return None, f"{name} is larger than {limit} bytes (refused)"
+            return b"".join(chunks), ""
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
     """Counters the candidate wrote (all keys present, null when not reported), its version, a problem."""
-    from microctx.files import read_json
+    from microctx.files import parse_json
 
-    counters = {key: None for key in COUNTER_KEYS}
-    path = workdir / COUNTERS_FILE
-    if not path.exists():
-        return counters, None, ""
+    counters: dict[str, int | None] = {key: None for key in COUNTER_KEYS}
+    data, why = _read_regular(workdir, COUNTERS_FILE, _COUNTERS_LIMIT)
+    if data is None:
+        return counters, None, "" if why == "missing" else f"ignored {COUNTERS_FILE}: {why}"
     try:
-        reported = read_json(path)
+        reported = parse_json(data, COUNTERS_FILE)
     except InputError as exc:
         return counters, None, f"ignored {COUNTERS_FILE}: {exc.message}"
     if not isinstance(reported, dict):
@@ -203,31 +383,54 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
         elif value is not None:
             problems.append(f"{key} is not a non-negative integer")
     version = reported.get("version")
-    return counters, str(version) if version is not None else None, "; ".join(problems)
+    return counters, str(version)[:200] if version is not None else None, "; ".join(problems)
 
 
-def _check_submission(path: Path, corpus_sha256: str) -> str:
-    """'' when the candidate's output is a usable submission for this corpus, else why not."""
+def _check_submission(workdir: Path, corpus_sha256: str, limit: int) -> tuple[bytes | None, str]:
+    """(bytes, "") when the candidate's output is a usable submission for this corpus, else (None, why not)."""
     from microctx.contract.schemas import check_submission_document
     from microctx.files import parse_json
 
-    if not path.is_file():
-        return "the candidate wrote no submission"
+    data, why = _read_regular(workdir, "submission.json", limit)
+    if data is None:
+        return None, "the candidate wrote no submission" if why == "missing" else f"invalid submission: {why}"
     try:
-        document = check_submission_document(parse_json(path.read_bytes(), "submission"), "submission")
+        document = check_submission_document(parse_json(data, "submission"), "submission")
     except InputError as exc:
-        return f"invalid submission: {exc}"
+        return None, f"invalid submission: {exc}"
     if document["corpus_sha256"] != corpus_sha256:
-        return f"invalid submission: bound to corpus {document['corpus_sha256']}, the public corpus is {corpus_sha256}"
-    return ""
+        return None, f"invalid submission: bound to corpus {document['corpus_sha256']}, the public corpus is {corpus_sha256}"
+    return data, ""
 
 
-def _failure_reason(exit_status: int, timed_out: bool, timeout: float | None, output_tail: str) -> str:
-    if timed_out:
-        return f"timed out after {timeout:g} seconds; the candidate was killed"
+def _output_tail(path: Path) -> str:
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - _OUTPUT_TAIL))
+        return handle.read(_OUTPUT_TAIL).decode("utf-8", "replace")
+
+
+def _failure_reason(run: _Run, outcome: _Outcome, output_tail: str, limits: sb.Limits) -> str:
+    s = run.settings
+    if outcome.timed_out:
+        return f"timed out after {s.timeout_seconds:g} seconds; the candidate was killed"
+    status = outcome.exit_status
+    if limits.memory_exceeded():
+        return f"exceeded the memory limit ({s.memory_bytes / 2**20:.0f} MiB, --memory); the kernel killed it"
     last = next((line for line in reversed(output_tail.splitlines()) if line.strip()), "")
-    how = f"killed by signal {-exit_status}" if exit_status < 0 else f"exited with status {exit_status}"
-    return f"the candidate {how}" + (f": {last.strip()}" if last else "")
+    how = f"was killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
+    reason = f"the candidate {how}" + (f": {last.strip()}" if last else "")
+    if status == -signal.SIGXCPU or (status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime
+                                      + outcome.usage.ru_stime >= s.cpu_seconds):
+        reason += f" (CPU-time limit of {s.cpu_seconds} seconds per process)"
+    elif status == -signal.SIGXFSZ:
+        reason += f" (file-size limit of {s.max_file_bytes} bytes)"
+    elif "MemoryError" in output_tail:
+        reason += f" (memory limit {s.memory_bytes / 2**20:.0f} MiB, --memory)"
+    refused = limits.processes_refused()
+    if refused:
+        reason += f" (the process limit of {s.max_processes} refused {refused} new processes, --max-processes)"
+    return reason
 
 
 def remove_stale_submission(submission: Path, candidate: str) -> str:
@@ -267,90 +470,128 @@ def _provably_submission(path: Path, candidate: str) -> bool:
     return True
 
 
-def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
-                  timeout: float | None = None, cmd: str | None = None) -> dict:
-    """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
 
-    `candidate` is a built-in name, `module:function`, `file.py:function`, or with `cmd` a label.
-    Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
-    unknown candidate, a devkit with test answers) raises InputError before anything runs.
-    """
+
+def _network_record(run: _Run, proxy) -> dict:
+    if proxy is not None:
+        return proxy.record()
+    mode = "unrestricted" if run.settings.isolation == "process" else "none"
+    return {"mode": mode, "allow_hosts": [], "requests": [], "denied": [], "dropped": 0}
+
+
+def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, limits: sb.Limits, network: dict) -> tuple[dict, bytes | None]:
+    """The run manifest, and the submission's bytes when the run succeeded."""
     from microctx._version import __version__
+
+    counters, version, counters_problem = _read_counters(workdir)
+    data = None
+    if outcome.timed_out or outcome.exit_status != 0:
+        error = _failure_reason(run, outcome, output_tail, limits)
+    else:
+        data, error = _check_submission(workdir, run.corpus_sha256, run.settings.max_file_bytes)
+    tree_cpu = limits.cpu_seconds()
+    peak = limits.peak_memory()
+    spec = run.spec
+    manifest = {
+        "schema": RUN_SCHEMA,
+        "candidate": spec.name,
+        "kind": spec.kind,
+        "entry": spec.entry,
+        "version": version,
+        "parameters": spec.params,
+        "corpus_sha256": run.corpus_sha256,
+        "devkit_sha256": run.devkit_sha256,
+        "submission": str(run.submission),
+        "submission_sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
+        "started_at": outcome.started,
+        "ended_at": outcome.ended,
+        "isolation": run.settings.isolation,
+        "network": network,
+        "limits": limits.describe(),
+        "wall_seconds": round(outcome.wall, 3),
+        "cpu_seconds": round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
+        "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
+        "cost_source": {"wall_seconds": "runner clock",
+                        "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
+                        "peak_memory_bytes": "cgroup (whole process tree)" if peak is not None else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)"},
+        "exit_status": outcome.exit_status,
+        "timed_out": outcome.timed_out,
+        "timeout_seconds": run.settings.timeout_seconds,
+        "processes_refused": limits.processes_refused(),
+        "memory_exceeded": limits.memory_exceeded(),
+        "counters": counters,
+        "counters_problem": counters_problem,
+        "self_reported": ["counters", "version"],
+        "runner": {"microctx": __version__, "python": sys.version.split()[0]},
+        "ok": not error,
+        "error": error,
+        "output_tail": output_tail,
+    }
+    return manifest, data
+
+
+def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
+    """Write the submission (only for a good run) and the manifest; a failed run leaves no submission at S."""
     from microctx.contract.canonical import dumps
     from microctx.files import atomic_write
 
-    spec = resolve(candidate, params, cmd)
-    public, submission = Path(public), Path(submission)
-    if not submission.parent.is_dir():
-        raise InputError(submission, "output folder does not exist")
-    corpus_sha256 = _check_public(public)
-    devkit_sha256 = _check_devkit(Path(devkit), corpus_sha256) if devkit is not None else None
-    if spec.needs_devkit and devkit is None:
-        raise InputError(candidate, "this candidate tunes on the devkit: pass --devkit (make one with `microctx devkit`)")
-    if timeout is not None and timeout <= 0:
-        raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
-    argv = _command(spec, devkit is not None)
+    if data is not None:
+        atomic_write(run.submission, data)
+    elif run.submission.exists():
+        manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
+    atomic_write(manifest_path(run.submission), dumps(manifest))
 
+
+def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
+                  timeout: float | None = None, cmd: str | None = None, sandbox: sb.SandboxSettings | None = None) -> dict:
+    """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
+
+    `candidate` is a built-in name, `module:function`, `file.py:function`, or with `cmd` a label.
+    `sandbox` holds the isolation, network and limits (default: `SandboxSettings()`, the sandbox
+    with no network); `timeout`, when given, replaces its wall timeout.
+    Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
+    unknown candidate, a devkit with test answers) and a sandbox that cannot start here raise
+    InputError before anything runs.
+    """
+    settings = sandbox or sb.SandboxSettings()
+    if timeout is not None:
+        if timeout <= 0:
+            raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
+        settings = dataclasses.replace(settings, timeout_seconds=timeout)
+    run = _prepare(candidate, public, submission, devkit, params, cmd, settings)
     root = Path(tempfile.mkdtemp(prefix="microctx-run-"))
+    limits = None
+    proxy = None
     try:
-        workdir, home = root / "work", root / "home"
+        workdir = root / "work"
         workdir.mkdir()
-        home.mkdir()
-        shutil.copyfile(public, workdir / "public.json")
-        if devkit is not None:
-            shutil.copyfile(devkit, workdir / "devkit.json")
-        output_path = root / "output.txt"
-        env = clean_environment(home, spec.import_root if spec.kind == "function" else None)
-        started, start_clock = _utc_now(), time.monotonic()
-        with open(output_path, "wb") as output:
-            try:
-                process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                           stdout=output, stderr=output, start_new_session=True)
-            except OSError as exc:
-                raise InputError(argv[0], f"cannot start the candidate: {exc.strerror or exc}") from None
-            exit_status, usage, timed_out = _wait(process, timeout)
-        wall = time.monotonic() - start_clock
-        ended = _utc_now()
-        output_tail = output_path.read_bytes()[-_OUTPUT_TAIL:].decode("utf-8", "replace")
-        counters, version, counters_problem = _read_counters(workdir)
-        output = workdir / "submission.json"
-        if timed_out or exit_status != 0:
-            error = _failure_reason(exit_status, timed_out, timeout, output_tail)
-        else:
-            error = _check_submission(output, corpus_sha256)
-        manifest = {
-            "schema": RUN_SCHEMA,
-            "candidate": spec.name,
-            "kind": spec.kind,
-            "entry": spec.entry,
-            "version": version,
-            "parameters": spec.params,
-            "corpus_sha256": corpus_sha256,
-            "devkit_sha256": devkit_sha256,
-            "submission": str(submission),
-            "submission_sha256": None,
-            "started_at": started,
-            "ended_at": ended,
-            "wall_seconds": round(wall, 3),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_memory_bytes": usage.ru_maxrss * 1024,  # Linux reports KiB
-            "exit_status": exit_status,
-            "timed_out": timed_out,
-            "timeout_seconds": timeout,
-            "counters": counters,
-            "counters_problem": counters_problem,
-            "runner": {"microctx": __version__, "python": sys.version.split()[0]},
-            "ok": not error,
-            "error": error,
-            "output_tail": output_tail,
-        }
-        if not error:
-            data = output.read_bytes()
-            manifest["submission_sha256"] = hashlib.sha256(data).hexdigest()
-            atomic_write(submission, data)
-        elif submission.exists():
-            manifest["error"] += remove_stale_submission(submission, spec.name)
-        atomic_write(manifest_path(submission), dumps(manifest))
+        shutil.copyfile(run.public, workdir / "public.json")
+        if run.devkit is not None:
+            shutil.copyfile(run.devkit, workdir / "devkit.json")
+        proxy_dir = None
+        if settings.network == "record":
+            from microctx.candidates.network import RecordingProxy
+
+            proxy_dir = root / "net"
+            proxy_dir.mkdir()
+            proxy = RecordingProxy(proxy_dir / "proxy.sock", settings.allow_hosts).start()
+        argv, env = _launch_plan(run, root, proxy_dir)
+        limits = sb.Limits(settings, root.name)
+        outcome = _launch(run, argv, env, workdir, root / "output.txt", limits)
+        if proxy is not None:
+            proxy.close()
+        output_tail = _output_tail(root / "output.txt")
+        manifest, data = _manifest(run, outcome, workdir, output_tail, limits, _network_record(run, proxy))
+        _publish(run, manifest, data)
         return manifest
     finally:
+        if proxy is not None:
+            proxy.close()
+        if limits is not None:
+            limits.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -315,8 +315,25 @@ def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object
         for key, value in _flatten(manifest):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[key] = value
+        row.update(_network_costs(manifest))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _network_costs(manifest: dict) -> dict:
+    """Record-mode network use as tool calls: `network.requests` and `network.denied` (counts from the
+    runner's proxy), and `tool_calls_with_network`, the candidate's self-reported tool calls plus
+    every request the runner logged (a run without a network record adds nothing)."""
+    network = manifest.get("network")
+    if not isinstance(network, dict):
+        return {}
+    requests, denied = network.get("requests"), network.get("denied")
+    n_requests = len(requests) if isinstance(requests, list) else 0
+    costs: dict = {"network.requests": n_requests, "network.denied": len(denied) if isinstance(denied, list) else 0}
+    counters = manifest.get("counters")
+    reported = counters.get("tool_calls") if isinstance(counters, dict) else None
+    costs["tool_calls_with_network"] = (reported if isinstance(reported, int) else 0) + n_requests
+    return costs
 
 
 def _flatten(document: dict, prefix: str = "") -> Iterator[tuple[str, object]]:

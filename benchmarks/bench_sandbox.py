@@ -1,0 +1,83 @@
+"""What the sandbox costs per run: exact-sql on s8f, sandboxed vs `--isolation process`.
+
+Runs are interleaved (process, sandbox, process, sandbox, ...) so that load from elsewhere on the
+machine falls on both alike; the figures are the manifests' wall seconds (the runner's clock from
+start to the end of the whole process tree) and the runner's own wall time around run_candidate
+(which adds copying the corpus, cgroup setup and teardown, reading and checking the submission).
+Also shown: sandboxed runs in network record mode (the forwarder starts inside the sandbox), and
+the same three modes on a trivial candidate (writes an empty submission), where the fixed cost
+per run is not hidden under the candidate's own time. On a loaded machine compare the minimums.
+Goal: the sandbox adds under 0.3 s of wall time per run.
+
+    python benchmarks/bench_sandbox.py            # 7 runs of each
+    python benchmarks/bench_sandbox.py --runs 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from microctx.candidates.runner import run_candidate  # noqa: E402
+from microctx.candidates.sandbox import SandboxSettings, check_available  # noqa: E402
+from microctx.corpus import snapshot as data  # noqa: E402
+
+MODES = {
+    "process": SandboxSettings(isolation="process"),
+    "sandbox": SandboxSettings(),
+    "sandbox+record": SandboxSettings(network="record", allow_hosts=("127.0.0.1:9",)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="runs of each mode (default %(default)s)")
+    args = parser.parse_args(argv)
+    check_available()
+    public = data.s8f().public
+    with tempfile.TemporaryDirectory(prefix="microctx-bench-sandbox-") as folder:
+        trivial = Path(folder) / "trivial.py"
+        trivial.write_text("import hashlib, json\n"
+                           "def run(public_path, output_path, *, devkit_path=None, params=None):\n"
+                           "    digest = hashlib.sha256(open(public_path, 'rb').read()).hexdigest()\n"
+                           "    open(output_path, 'w').write(json.dumps({'corpus_sha256': digest, 'answers': []}))\n")
+        run_candidate("exact-sql", public, Path(folder) / "warm.json")  # warm the page cache and the probe
+        for candidate, label in (("exact-sql", "exact-sql"), (f"{trivial}:run", "trivial candidate")):
+            figures: dict[str, dict[str, list[float]]] = {mode: {"manifest": [], "call": [], "cpu": []} for mode in MODES}
+            for i in range(args.runs):
+                for mode, settings in MODES.items():
+                    started = time.monotonic()
+                    manifest = run_candidate(candidate, public, Path(folder) / f"{mode}-{i}.json", sandbox=settings)
+                    took = time.monotonic() - started
+                    if not manifest["ok"]:
+                        print(f"{mode}: FAILED RUN: {manifest['error']}", file=sys.stderr)
+                        return 1
+                    figures[mode]["manifest"].append(manifest["wall_seconds"])
+                    figures[mode]["call"].append(took)
+                    figures[mode]["cpu"].append(manifest["cpu_seconds"])
+            _print(label, args.runs, figures)
+    return 0
+
+
+def _print(label: str, runs: int, figures: dict[str, dict[str, list[float]]]) -> None:
+    base = {key: (statistics.median(v), min(v)) for key, v in figures["process"].items()}
+    print(f"\n{label} on s8f, {runs} interleaved runs each; median (min-max) seconds")
+    print(f"{'mode':<16} {'manifest wall':>22} {'run_candidate call':>22} {'CPU':>7} {'added: median':>14} {'min':>7}")
+    for mode, values in figures.items():
+        med = {key: statistics.median(v) for key, v in values.items()}
+        print(f"{mode:<16} {med['manifest']:>8.3f} ({min(values['manifest']):.3f}-{max(values['manifest']):.3f}) "
+              f"{med['call']:>8.3f} ({min(values['call']):.3f}-{max(values['call']):.3f}) {med['cpu']:>7.3f} "
+              f"{med['call'] - base['call'][0]:>+14.3f} {min(values['call']) - base['call'][1]:>+7.3f}")
+    added = min(figures["sandbox"]["call"]) - base["call"][1]
+    print(f"sandbox overhead per run (fastest sandboxed call - fastest process call): {added:+.3f} s "
+          f"({'within' if added < 0.3 else 'OVER'} the 0.3 s goal)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
