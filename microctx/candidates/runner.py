@@ -65,6 +65,7 @@ from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 
 RUN_SCHEMA = "microctx-run/2"
+_RUN_SCHEMAS = (RUN_SCHEMA, "microctx-run/1")  # manifests this runner can read (proof of an earlier run)
 _COUNTERS_LIMIT = 1 << 20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 _OUTPUT_TAIL = 4000
@@ -455,7 +456,7 @@ def _provably_submission(path: Path, candidate: str) -> bool:
         return False
     try:
         earlier = read_json(manifest_path(path))
-        if (isinstance(earlier, dict) and earlier.get("schema") == RUN_SCHEMA and earlier.get("candidate") == candidate
+        if (isinstance(earlier, dict) and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
                 and earlier.get("ok") is True and earlier.get("submission_sha256") == file_sha256(path)):
             return True
     except (InputError, OSError):
