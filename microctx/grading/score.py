@@ -1,6 +1,11 @@
 """Grading a submission against the answer bundle (schema fak-microcontext-grade/1).
 
-Only gold answers of split `test` are scored. A record's facts are the set `state:S`,
+Only gold answers of split `test` are scored (the contract's grade). `grade(..., split="tune")`
+scores the `tune` answers of a devkit instead, for tuning (see microctx.candidates.sweep): the
+same counts, `test_records` then counting that split's records, aggregates not scored (the
+gold aggregates span every split, a devkit's only its own), ids the devkit does not hold (the
+test records) not counted as citation errors, and the document says which split
+(`"split"`) it scored; the default `test` grade is the contract's, byte for byte. A record's facts are the set `state:S`,
 `label:L`..., `ref:N`..., `dup:N`..., `contradiction:W`...; facts submitted and not in gold are
 false positives, gold facts not submitted are false negatives, and a record is exact when it has
 neither. Aggregates count as one error when any of the four fields differs. Citation errors are
@@ -32,7 +37,7 @@ class GradeResult:
     def summary(self) -> str:
         g = self.grade
         verdict = "PASS" if g["quality_pass"] else "FAIL"
-        return (f"{verdict}: {g['exact_records']}/{g['test_records']} test records exact, "
+        return (f"{verdict}: {g['exact_records']}/{g['test_records']} {g.get('split', 'test')} records exact, "
                 f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
                 f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
 
@@ -67,10 +72,19 @@ def _fact_sort_key(fact: tuple[str, str]):
     return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
 
 
-def grade(answers: dict, submission: dict) -> GradeResult:
-    """Grade a (validated) submission against a (validated) answer bundle."""
+SCORED_SPLITS = ("test", "tune")
+
+
+def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
+    """Grade a (validated) submission against a (validated) answer bundle.
+
+    `split="tune"` grades the tune answers of a devkit (aggregates not scored; see the module
+    docstring); the default is the contract's test grade.
+    """
+    if split not in SCORED_SPLITS:
+        raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
     with gc_paused():
-        return _score(answers, submission, with_rows=True)
+        return _score(answers, submission, with_rows=True, split=split)
 
 
 def grade_counts(answers: dict, submission: dict) -> dict:
@@ -81,10 +95,10 @@ def grade_counts(answers: dict, submission: dict) -> dict:
     return _score(answers, submission, with_rows=False).grade
 
 
-def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
+def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "test") -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
-        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False)
+        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
         row = FactRow("", "", "corpus", str(submission.get("corpus_sha256")), "error",
                       f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored")
         return GradeResult(grade_doc, [row])
@@ -96,8 +110,9 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
     for answer in submission.get("answers") or []:
         rid = answer["id"]
         if rid not in gold_by_id:
-            citation_errors += 1
-            rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
+            if split == "test":  # a devkit lacks the test ids: on tune they are not citation errors
+                citation_errors += 1
+                rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
             continue
         if rid in submitted:
             citation_errors += 1
@@ -107,7 +122,7 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
     test_records = exact_records = fp_total = fn_total = 0
     fact_rows: list[FactRow] = []
     for gold in answers["answers"]:
-        if gold["split"] != "test":
+        if gold["split"] != split:
             continue
         test_records += 1
         rid = gold["id"]
@@ -129,11 +144,11 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
         exact_records += not fp and not fn
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            fact_rows.append(FactRow(rid, "test", fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            fact_rows.append(FactRow(rid, split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
 
     sub_aggregates = submission.get("aggregates") or {}
     aggregate_rows = []
-    for key in AGGREGATE_FIELDS:
+    for key in AGGREGATE_FIELDS if split == "test" else ():
         expected, given = answers["aggregates"].get(key), sub_aggregates.get(key)
         if not same_json(expected, given):
             aggregate_rows.append(FactRow("", "", "aggregate", key, "error",
@@ -141,12 +156,13 @@ def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
     aggregate_errors = 1 if aggregate_rows else 0
     passed = (test_records > 0 and exact_records == test_records and fp_total == 0 and fn_total == 0
               and aggregate_errors == 0 and citation_errors == 0)
-    grade_doc = _grade_doc(digest, test_records, exact_records, fp_total, fn_total, aggregate_errors, citation_errors, passed)
+    grade_doc = _grade_doc(digest, test_records, exact_records, fp_total, fn_total, aggregate_errors, citation_errors, passed,
+                           split)
     return GradeResult(grade_doc, fact_rows + aggregate_rows + rows if with_rows else [])
 
 
-def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed) -> dict:
-    return {
+def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test") -> dict:
+    doc = {
         "schema": GRADE_SCHEMA,
         "corpus_sha256": digest,
         "test_records": test_records,
@@ -157,5 +173,8 @@ def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, ci
         "citation_errors": citation_errors,
         "quality_pass": passed,
     }
+    if split != "test":
+        doc["split"] = split
+    return doc
 
 
