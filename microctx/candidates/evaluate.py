@@ -45,7 +45,7 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.files import atomic_write
     from microctx.grading.facts import write_grade
-    from microctx.grading.ledger import looks_line, record_grade
+    from microctx.grading.ledger import looks_line, record_look
     from microctx.grading.score import grade
 
     selected_path = Path(selected_path)
@@ -77,7 +77,8 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
                      "grade": None, "ledger": None}
     if manifest["ok"]:
         result = grade(gold, load_submission(submission))
-        look = record_grade(answers, result.grade, via="evaluate", submission_path=submission, config=selected["config_key"])
+        look = record_look(answers_sha256=file_sha256(answers), submission_sha256=manifest["submission_sha256"],
+                           candidate=cand["name"], config_digest=selected["config_key"], via="evaluate", grade=result.grade)
         write_grade(result, out / "grade.json")
         outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
     atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
