@@ -456,7 +456,7 @@ def _dask(tasks: list[Task], inputs: Inputs, scheduler, retries: int, connect_ti
         run_id = uuid.uuid4().hex[:8]
         futures = {client.submit(run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}",
                                  retries=retries, pure=False): t for t in tasks}
-        for future in as_completed(list(futures)):
+        for future in as_completed(list(futures), loop=client.loop):
             try:
                 yield future.result()
             except Exception as exc:  # lost too often (KilledWorker) or a bug on the worker: a failed row

@@ -65,9 +65,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        connection.execute("PRAGMA busy_timeout = 30000")
     except (OSError, sqlite3.Error) as exc:
         raise InputError(path, f"cannot open the held-out ledger: {exc}", field=LEDGER_ENV) from None
-    connection.execute("PRAGMA busy_timeout = 30000")
     return connection
 
 
