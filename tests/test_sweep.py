@@ -344,3 +344,10 @@ def test_sweep_report(planted, tmp_path):
                    for c in book.cells if c.cell_type == "code" for o in c.outputs)
     assert "Chosen: **miss=0, calls=1**" in text and "Pareto front: " in text
     assert main(["report", "sweep", str(tmp_path), "--out", str(tmp_path / "r2")]) == 2  # not a sweep folder
+
+
+def test_the_text_only_sweep_file():
+    spec = load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "text-only.toml")
+    assert spec.kind == "builtin" and spec.entry == "text-only" and spec.devkit_splits == ("train",)
+    assert len(configurations(spec)) == 16 and {"max_features": 50000, "alpha": 1e-4} in configurations(spec)
+    assert (spec.rule, spec.metric, spec.floor, spec.cost) == ("least-cost-meeting-floor", "f1", 0.73, "param:max_features")
