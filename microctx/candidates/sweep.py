@@ -444,29 +444,25 @@ def connect(scheduler: str, timeout: float = 5.0):
         raise InputError(scheduler, f"cannot reach the Dask scheduler within {timeout:g} s: {message}", field="--scheduler") from None
 
 
-def _dask(tasks: list[Task], inputs: Inputs, scheduler, retries: int, connect_timeout: float) -> Iterator[dict]:
+def _dask(tasks: list[Task], inputs: Inputs, client, retries: int) -> Iterator[dict]:
+    """Run tasks on a distributed Client (the caller owns it); yields results as they complete."""
     import uuid
 
     from distributed import as_completed
 
-    client = scheduler if not isinstance(scheduler, str) else connect(scheduler, connect_timeout)
-    try:
-        contents = [inputs.public.read_bytes(), inputs.candidate_devkit.read_bytes(), inputs.devkit.read_bytes()]
-        shipped = client.scatter(contents, broadcast=True, hash=True)  # every worker holds a copy
-        run_id = uuid.uuid4().hex[:8]
-        futures = {client.submit(run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}",
-                                 retries=retries, pure=False): t for t in tasks}
-        for future in as_completed(list(futures), loop=client.loop):
-            try:
-                yield future.result()
-            except Exception as exc:  # lost too often (KilledWorker) or a bug on the worker: a failed row
-                task = futures[future]
-                yield {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
-                       "status": "failed", "error": f"task error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                       "manifest": None, "grade": None, "metrics": None, "files": {}, "transient": True}
-    finally:
-        if isinstance(scheduler, str):
-            client.close()
+    contents = [inputs.public.read_bytes(), inputs.candidate_devkit.read_bytes(), inputs.devkit.read_bytes()]
+    shipped = client.scatter(contents, broadcast=True, hash=True)  # every worker holds a copy
+    run_id = uuid.uuid4().hex[:8]
+    futures = {client.submit(run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}",
+                             retries=retries, pure=False): t for t in tasks}
+    for future in as_completed(list(futures), loop=client.loop):
+        try:
+            yield future.result()
+        except Exception as exc:  # lost too often (KilledWorker) or a bug on the worker: a failed row
+            task = futures[future]
+            yield {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
+                   "status": "failed", "error": f"task error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                   "manifest": None, "grade": None, "metrics": None, "files": {}, "transient": True}
 
 
 # ================================================================ the sweep
@@ -484,15 +480,15 @@ class SweepResult:
         return sum(r["status"] != "ok" for r in self.rows)
 
 
-def _prepare_out(out: Path) -> None:
+def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_MARKER).is_file():
         raise InputError(out, f"exists and is not a sweep folder (no {SWEEP_MARKER}); choose another --out or empty it")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
+    """Check the corpus and the devkit, then create `out` and write the candidate's devkit there."""
     from microctx.candidates.devkit import make_devkit
     from microctx.candidates.runner import _check_devkit, _check_public
     from microctx.contract.schemas import load_answers
@@ -506,6 +502,7 @@ def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
     if not any(a["split"] == "tune" for a in document["answers"]):
         raise InputError(devkit, "the devkit holds no tune answer: a sweep grades on tune", field="answers")
     candidate_devkit = make_devkit(document, spec.devkit_splits, corpus=load_corpus(public))
+    out.mkdir(parents=True, exist_ok=True)
     cpath = out / CANDIDATE_DEVKIT
     data = dumps(candidate_devkit)
     if not cpath.is_file() or cpath.read_bytes() != data:
@@ -550,12 +547,23 @@ def run_sweep(spec: SweepSpec | str | os.PathLike, public, devkit, out, *, worke
     `workers` threads (default: the CPU count). `runner` replaces `run_candidate` in the local
     pool (tests wrap it to see what the candidate is given).
     """
-    from tqdm.auto import tqdm
-
     started = time.monotonic()
     spec = spec if isinstance(spec, SweepSpec) else load_sweep(spec)
     out = Path(out)
-    _prepare_out(out)
+    _check_out(out)
+    own_client = connect(scheduler, connect_timeout) if isinstance(scheduler, str) else None  # fail fast, write nothing
+    try:
+        return _run_sweep(spec, public, devkit, out, workers=workers, client=own_client or scheduler, retries=retries,
+                          progress=progress, runner=runner, started=started)
+    finally:
+        if own_client is not None:
+            own_client.close()
+
+
+def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, retries, progress, runner,
+               started: float) -> SweepResult:
+    from tqdm.auto import tqdm
+
     inputs = _check_inputs(public, devkit, out, spec)
     candidate, cmd = spec.run_args()
     params_list = configurations(spec)
@@ -579,7 +587,7 @@ def run_sweep(spec: SweepSpec | str | os.PathLike, public, devkit, out, *, worke
                disable=None if progress is None else not progress)
     try:
         if todo:
-            stream = (_dask(todo, inputs, scheduler, retries, connect_timeout) if scheduler is not None
+            stream = (_dask(todo, inputs, client, retries) if client is not None
                       else _local(todo, inputs, workers or os.cpu_count() or 1, runner))
             for result in stream:
                 if result["key"] in results:  # written once per key, whatever the cluster did
