@@ -8,7 +8,7 @@ SWEEP.toml:
 
     [candidate]
     name = "text-only"             # optional label (default: the builtin, function or "command")
-    builtin = "text-only"          # or function = "module:function" | "path/file.py:function",
+    builtin = "text-only"          # or function = "module:function" | "file.py:function" (relative to this file),
                                    # or cmd = "python mine.py {public} {submission} {params}"
     version = "2"                  # optional; else microctx's version (builtin), the file's SHA-256, or none
     timeout = 600                  # optional, seconds per run
