@@ -354,13 +354,14 @@ def cost_chart(costs: pd.DataFrame, column: str) -> alt.Chart:
 
 # ---------------------------------------------------------------- sweeps (tuning issue)
 
-def sweep_tradeoff(points: pd.DataFrame, metric: str, cost: str) -> alt.LayerChart | alt.FacetChart:
+def sweep_tradeoff(points: pd.DataFrame, metric: str, cost: str, floor: float | None = None) -> alt.LayerChart | alt.FacetChart:
     """Tune metric (with its interval) against cost, one point per configuration that ran: the
-    Pareto front joined by a line, the chosen configuration ringed. `points` is
-    `tables.sweep_points(...)` (columns cost, metric, low, high, pareto, chosen, label)."""
+    Pareto front joined by a line, the chosen configuration ringed, the rule's floor (if any)
+    dashed. `points` is `tables.sweep_points(...)` (columns cost, metric, low, high, pareto,
+    chosen, label)."""
     shown = points.dropna(subset=["cost", "metric"])
     base = alt.Chart(shown)
-    x = alt.X("cost:Q", title=cost, scale=alt.Scale(zero=False))
+    x = alt.X("cost:Q", title=cost, scale=alt.Scale(zero=False), axis=alt.Axis(labelOverlap=True))
     interval = base.mark_rule(color="#9ecae9").encode(x=x, y=alt.Y("low:Q", title=f"tune {metric}", scale=alt.Scale(zero=False)),
                                                       y2="high:Q")
     dots = base.mark_circle(size=60).encode(
@@ -372,5 +373,8 @@ def sweep_tradeoff(points: pd.DataFrame, metric: str, cost: str) -> alt.LayerCha
                                                                                                      order="cost:Q")
     chosen = alt.Chart(shown[shown["chosen"]]).mark_point(size=300, shape="circle", color="black", strokeWidth=2).encode(
         x=x, y="metric:Q")
-    return alt.layer(interval, front, dots, chosen, title=f"Tune {metric} against {cost} (ringed: chosen)").properties(
-        width=460, height=300)
+    layers = [interval, front, dots, chosen]
+    if floor is not None:
+        layers.append(alt.Chart(pd.DataFrame({"floor": [floor]})).mark_rule(color="black", strokeDash=[4, 3]).encode(y="floor:Q"))
+    return alt.layer(*layers, title=f"Tune {metric} against {cost} (ringed: chosen"
+                     + (f"; dashed: floor {floor:g})" if floor is not None else ")")).properties(width=460, height=300)
