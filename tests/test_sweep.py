@@ -270,6 +270,12 @@ def test_resume_after_an_interruption_runs_only_what_is_missing(tmp_path, s8f, d
     assert again == [{"miss": 6, "calls": 1}] and len(result.ran) == 1 and len(result.rows) == 3 and result.failed == 0
     third = run_sweep(spec, s8f.public, devkit, out, workers=1, progress=False, runner=counting)
     assert len(again) == 1 and third.ran == [] and [r["f1"] for r in third.rows] == [r["f1"] for r in result.rows]
+    # a configuration the cluster lost (a transient failure) is run again on resume; a candidate's failure is not
+    first = out / "runs" / result.rows[0]["key"] / "result.json"
+    document = orjson.loads(first.read_bytes())
+    first.write_bytes(dumps({**document, "status": "failed", "transient": True, "error": "task error: KilledWorker"}))
+    fourth = run_sweep(spec, s8f.public, devkit, out, workers=1, progress=False, runner=counting)
+    assert fourth.ran == [result.rows[0]["key"]] and again[-1] == {"miss": 0, "calls": 1} and fourth.failed == 0
     # another devkit is another configuration key: nothing is reused across it
     spec_doc = load_sweep(spec)
     assert sweep_mod.config_key(spec_doc, {"miss": 0}, "c", "d1", "e") != sweep_mod.config_key(spec_doc, {"miss": 0}, "c", "d2", "e")

@@ -529,8 +529,7 @@ def _save_result(out: Path, result: dict) -> dict:
 
     folder = out / "runs" / result["key"]
     folder.mkdir(parents=True, exist_ok=True)
-    files = result.pop("files", {}) or {}
-    result.pop("transient", None)
+    files = result.pop("files", {}) or {}  # a `transient` failure (a task lost by the cluster) stays marked: resume reruns it
     with AtomicOutputs() as staged:
         for name, data in files.items():
             staged.write(folder / name, data)
