@@ -88,12 +88,31 @@ def cmd_grade(args) -> int:
     from microctx.grading.facts import facts_path, write_grade
     from microctx.grading.score import grade
 
-    _check_paths({"--answers": args.answers, "--submission": args.submission},
+    gold = args.devkit if args.split == "tune" else args.answers
+    _check_paths({"--devkit" if args.split == "tune" else "--answers": gold, "--submission": args.submission},
                  {"--output": args.output, "the fact table": facts_path(args.output)})
+    if args.split == "tune":  # tuning: against a devkit's tune answers, not a look at the held-out test
+        if not args.devkit or args.answers:
+            raise InputError("--devkit", "--split tune grades against a devkit: give --devkit (not --answers)")
+        result = grade(load_answers(args.devkit), load_submission(args.submission), split="tune")
+        write_grade(result, args.output)
+        print(result.summary())
+        return EXIT_OK if result.passed else EXIT_FAIL
+    if not args.answers or args.devkit:
+        raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
     result = grade(load_answers(args.answers), load_submission(args.submission))
+    look = _held_out_look(args.answers, result.grade, "grade", args.submission)
     write_grade(result, args.output)
     print(result.summary())
+    print(look)
     return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
+    """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
+    from microctx.grading.ledger import looks_line, record_grade
+
+    return looks_line(record_grade(answers, grade, via=via, submission_path=submission, config=config))
 
 
 def cmd_data(args) -> int:
@@ -121,8 +140,11 @@ def _core_parsers(sub) -> None:
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("grade", help="grade a submission; writes the grade and <grade>.facts.csv")
-    p.add_argument("--answers", required=True)
+    p.add_argument("--answers", help="answer bundle (the test grade; recorded in the held-out ledger)")
     p.add_argument("--submission", required=True)
+    p.add_argument("--split", choices=["test", "tune"], default="test",
+                   help="test (default): the contract's grade; tune: against --devkit's tune answers, for tuning")
+    p.add_argument("--devkit", help="devkit (from `microctx devkit`) to grade --split tune against")
     p.add_argument("--output", required=True, help="grade JSON to write; the fact table goes beside it")
     p.set_defaults(func=cmd_grade)
 
@@ -390,6 +412,115 @@ def _report_parsers(sub) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# --- tuning: sweep, evaluate, ledger (tuning sweeps issue) ----------------------------------
+
+def cmd_sweep(args) -> int:
+    from microctx.candidates.sweep import run_sweep
+
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers", f"expected a positive number, got {args.workers}")
+    result = run_sweep(args.sweep, args.public, args.devkit, args.out, workers=args.workers, scheduler=args.scheduler,
+                       connect_timeout=args.connect_timeout, progress=None)
+    resumed = len(result.rows) - len(result.ran)
+    print(f"swept {len(result.rows)} configurations ({len(result.ran)} run now, {resumed} resumed, {result.failed} failed) "
+          f"in {result.seconds:.1f} s -> {args.out}/sweep.csv")
+    selected = result.selected or {"row": None, "reason": ""}
+    chosen = selected["row"]
+    if chosen is None:
+        _say(f"microctx sweep: nothing selected: {selected['reason']}")
+        return EXIT_FAIL
+    params = ", ".join(f"{k[6:]}={v}" for k, v in chosen.items() if k.startswith("param."))
+    print(f"selected {params}: {selected['reason']} -> {args.out}/selected.json")
+    return EXIT_OK
+
+
+def cmd_evaluate(args) -> int:
+    from microctx.candidates.evaluate import evaluate_selected
+
+    outcome = evaluate_selected(args.selected, args.public, args.answers, args.out, timeout=args.timeout)
+    if not outcome["run_ok"]:
+        _say(f"microctx evaluate: FAILED run of the frozen configuration: {outcome['error']} (manifest in {args.out})")
+        return EXIT_FAIL
+    print(outcome["summary"])
+    print(outcome["look_line"])
+    return EXIT_OK if outcome["grade"]["quality_pass"] else EXIT_FAIL
+
+
+def cmd_ledger(args) -> int:
+    import orjson
+
+    from microctx.contract.digests import file_sha256
+    from microctx.grading.ledger import entries, ledger_path
+
+    digest = None
+    if args.answers:
+        digest = file_sha256(args.answers) if not _is_digest(args.answers) else args.answers.lower()
+    rows = entries(digest)
+    print("id\tat\tanswers_sha256\tsubmission_sha256\tcandidate\tconfig_digest\tvia\tgrade")
+    for e in rows:
+        summary = orjson.loads(e["summary"])
+        grade = (f"{'PASS' if summary.get('quality_pass') else 'FAIL'} "
+                 f"{summary.get('exact_records')}/{summary.get('test_records')} exact")
+        print("\t".join(str(x) for x in (e["id"], e["at"], e["answers_sha256"], e["submission_sha256"] or "",
+                                          e["candidate"] or "", e["config_digest"] or "", e["via"], grade)))
+    bundles = len({e["answers_sha256"] for e in rows})
+    print(f"{len(rows)} looks at held-out answers ({bundles} answer bundle{'s' if bundles != 1 else ''}) in {ledger_path()}",
+          file=sys.stderr)
+    return EXIT_OK
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def cmd_report_sweep(args) -> int:
+    from microctx.reports import build as reports
+
+    try:
+        manifest = reports.sweep_report(args.sweep_dir, args.out)
+    except reports.ReportError as exc:
+        _say(f"microctx report sweep: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def _tuning_parsers(sub, report_kinds) -> None:
+    p = sub.add_parser("sweep", help="tune a candidate on train/tune: run a parameter grid, grade each on tune, choose",
+                       description="Run every configuration of SWEEP.toml through the isolated runner (the candidate sees "
+                                   "the devkit's train answers), grade it on the devkit's tune answers, and choose by the "
+                                   "[select] rule. Never given the answer bundle. Writes DIR/sweep.csv and "
+                                   "DIR/selected.json; run again to resume. Exit 0 chosen, 1 none qualifies, 2 bad input.")
+    p.add_argument("sweep", metavar="SWEEP.toml")
+    p.add_argument("--public", required=True, help="public corpus")
+    p.add_argument("--devkit", required=True, help="devkit with train and tune answers (from `microctx devkit`)")
+    p.add_argument("--out", required=True, metavar="DIR")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N", help="local parallel runs (default: the CPU count)")
+    where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask distributed cluster")
+    p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="give up on an unreachable scheduler after this long (default %(default)s)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("evaluate", help="run a sweep's frozen configuration once and grade it on test (one held-out look)",
+                       description="Exit codes as `grade`: 0 pass, 1 fail (or the run failed), 2 unusable input.")
+    p.add_argument("selected", metavar="DIR/selected.json")
+    p.add_argument("--public", required=True)
+    p.add_argument("--answers", required=True)
+    p.add_argument("--out", required=True, metavar="DIR2")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("ledger", help="list the held-out ledger: every grading against test answers",
+                       description="The ledger is MICROCTX_LEDGER, else ~/.local/share/microctx/ledger.sqlite.")
+    p.add_argument("--answers", help="only this answer bundle (a file, or its SHA-256)")
+    p.set_defaults(func=cmd_ledger)
+
+    k = report_kinds.add_parser("sweep", help="sweep_report: tune metric against cost, the Pareto front, the chosen point")
+    k.add_argument("sweep_dir", metavar="DIR", help="a sweep folder (holds sweep.csv and selected.json)")
+    k.add_argument("--out", required=True, metavar="R")
+    k.set_defaults(func=cmd_report_sweep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="microctx", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"microctx {__version__}")
@@ -398,6 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     _candidate_parsers(sub)
     _fetch_parsers(sub)
     _report_parsers(sub)
+    report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
+    _tuning_parsers(sub, report_kinds)
     return parser
 
 

@@ -37,3 +37,14 @@ def s8f_answers(s8f):
     from microctx import load_answers
 
     return load_answers(s8f.answers)
+
+
+# The held-out ledger (microctx.grading.ledger): no test writes to the user's real one. The whole
+# session points at a temporary file (module- and session-scoped fixtures grade too), and each
+# test gets its own file.
+os.environ["MICROCTX_LEDGER"] = str(Path(__import__("tempfile").mkdtemp(prefix="microctx-test-ledger-")) / "ledger.sqlite")
+
+
+@pytest.fixture(autouse=True)
+def _own_ledger(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite"))

@@ -443,7 +443,7 @@ def test_timeouts_must_be_positive_and_finite(work, value):
 
 @pytest.mark.parametrize("argv, said", [
     (["run", "mine", "--cmd", "python 'oops {public}"], "--cmd: cannot split the command into words: No closing quotation"),
-    (["grade"], "the following arguments are required: --answers, --submission, --output"),
+    (["grade"], "the following arguments are required: --submission, --output"),
     (["nonsense"], "invalid choice: 'nonsense'"),
     (["fetch", "o/r", "--output", "x.json", "--state", "merged"], "argument --state: invalid choice"),
     (["fetch", "o/r", "--output", "x.json", "--deadline", "inf"], "argument --deadline"),

@@ -1,6 +1,11 @@
 """Grading a submission against the answer bundle (schema fak-microcontext-grade/1).
 
-Only gold answers of split `test` are scored. A record's facts are the set `state:S`,
+Only gold answers of split `test` are scored (the contract's grade). `grade(..., split="tune")`
+scores the `tune` answers of a devkit instead, for tuning (see microctx.candidates.sweep): the
+same counts, `test_records` then counting that split's records, aggregates not scored (the
+gold aggregates span every split, a devkit's only its own), ids the devkit does not hold (the
+test records) not counted as citation errors, and the document says which split
+(`"split"`) it scored; the default `test` grade is the contract's, byte for byte. A record's facts are the set `state:S`,
 `label:L`..., `ref:N`..., `dup:N`..., `contradiction:W`...; facts submitted and not in gold are
 false positives, gold facts not submitted are false negatives, and a record is exact when it has
 neither. Aggregates count as one error when any of the four fields differs. Citation errors are
@@ -39,7 +44,7 @@ class GradeResult:
         if self.corpus_mismatch:
             return f"FAIL: the corpus digests differ: {self.corpus_mismatch}"
         verdict = "PASS" if g["quality_pass"] else "FAIL"
-        return (f"{verdict}: {g['exact_records']}/{g['test_records']} test records exact, "
+        return (f"{verdict}: {g['exact_records']}/{g['test_records']} {g.get('split', 'test')} records exact, "
                 f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
                 f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
 
@@ -74,10 +79,19 @@ def _fact_sort_key(fact: tuple[str, str]):
     return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
 
 
-def grade(answers: dict, submission: dict) -> GradeResult:
-    """Grade a (validated) submission against a (validated) answer bundle."""
+SCORED_SPLITS = ("test", "tune")
+
+
+def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
+    """Grade a (validated) submission against a (validated) answer bundle.
+
+    `split="tune"` grades the tune answers of a devkit (aggregates not scored; see the module
+    docstring); the default is the contract's test grade.
+    """
+    if split not in SCORED_SPLITS:
+        raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
     with gc_paused():
-        return _score(answers, submission, with_rows=True)
+        return _score(answers, submission, with_rows=True, split=split)
 
 
 def grade_counts(answers: dict, submission: dict) -> dict:
@@ -88,36 +102,40 @@ def grade_counts(answers: dict, submission: dict) -> dict:
     return _score(answers, submission, with_rows=False).grade
 
 
-def _score(answers: dict, submission: dict, *, with_rows: bool) -> GradeResult:
+def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "test") -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
-        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False)
+        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
         row = FactRow("", "", "corpus", str(submission.get("corpus_sha256")), "error",
                       f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored")
         return GradeResult(grade_doc, [row])
 
     gold_by_id = {a["id"]: a for a in answers["answers"]}
-    submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id)
-    records = _score_records(answers["answers"], submitted, with_rows)
-    aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {})
+    submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id, unknown_is_error=split == "test")
+    records = _score_records(answers["answers"], submitted, with_rows, split)
+    # a devkit's aggregates span its own splits only: aggregates are scored on test alone
+    aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
     aggregate_errors = 1 if aggregate_rows else 0
     citation_errors = len(citation_rows)
     passed = (records.test > 0 and records.exact == records.test and records.fp == 0 and records.fn == 0
               and aggregate_errors == 0 and citation_errors == 0)
     grade_doc = _grade_doc(digest, records.test, records.exact, records.fp, records.fn, aggregate_errors,
-                           citation_errors, passed)
+                           citation_errors, passed, split)
     return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
 
 
-def _citations(submitted_answers: list[dict], gold_by_id: dict[str, dict]) -> tuple[dict[str, dict], list[FactRow]]:
+def _citations(submitted_answers: list[dict], gold_by_id: dict[str, dict], *,
+               unknown_is_error: bool = True) -> tuple[dict[str, dict], list[FactRow]]:
     """The submitted answers by id (the last one of a repeated id counts), and a row per
-    citation error: an unknown id, or a repeated one."""
+    citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
+    ids), or a repeated one."""
     submitted: dict[str, dict] = {}
     rows: list[FactRow] = []
     for answer in submitted_answers:
         rid = answer["id"]
         if rid not in gold_by_id:
-            rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
+            if unknown_is_error:
+                rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
             continue
         if rid in submitted:
             rows.append(FactRow(rid, gold_by_id[rid]["split"], "citation", rid, "error", "repeated id; the last one counts"))
@@ -134,11 +152,12 @@ class _RecordScore:
     rows: list[FactRow] = field(default_factory=list)
 
 
-def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool) -> _RecordScore:
-    """Compare the fact sets of every test record; with `with_rows`, one fact-table row per fact."""
+def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool,
+                   split: str = "test") -> _RecordScore:
+    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
     out = _RecordScore()
     for gold in gold_answers:
-        if gold["split"] != "test":
+        if gold["split"] != split:
             continue
         out.test += 1
         rid = gold["id"]
@@ -160,7 +179,7 @@ def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_ro
         out.exact += not fp and not fn
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            out.rows.append(FactRow(rid, "test", fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            out.rows.append(FactRow(rid, split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
     return out
 
 
@@ -174,8 +193,8 @@ def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
     return rows
 
 
-def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed) -> dict:
-    return {
+def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test") -> dict:
+    doc = {
         "schema": GRADE_SCHEMA,
         "corpus_sha256": digest,
         "test_records": test_records,
@@ -186,5 +205,8 @@ def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, ci
         "citation_errors": citation_errors,
         "quality_pass": passed,
     }
+    if split != "test":
+        doc["split"] = split
+    return doc
 
 

@@ -36,7 +36,8 @@ def _notebooks_dir() -> Path:
 
 
 NOTEBOOKS_DIR = _notebooks_dir()
-NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb"}
+NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
+             "sweep": "sweep_report.ipynb"}
 KERNEL_NAME = "python3"
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = "microctx-report/1"
@@ -201,3 +202,12 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
               "names": names}
     return make_report("compare", params, out, **kw)
+
+
+def sweep_report(sweep_dir: str | os.PathLike, out: str | os.PathLike, *, cost: str = "", **kw) -> dict:
+    """sweep_report.ipynb on a sweep folder (sweep.csv, selected.json) into `out`: tune metric
+    against cost, the Pareto front, the chosen configuration."""
+    from microctx.reports.tables import load_sweep
+
+    load_sweep(sweep_dir)  # bad input fails here, before a kernel starts
+    return make_report("sweep", {"sweep_dir": str(Path(sweep_dir).resolve()), "cost": cost}, out, **kw)

@@ -362,3 +362,31 @@ def cost_chart(costs: pd.DataFrame, column: str) -> alt.Chart:
     return alt.Chart(costs.dropna(subset=[column]), title=f"Run cost: {column}").mark_bar().encode(
         y=alt.Y("candidate:N", title=None), x=alt.X(f"{column}:Q", title=column),
         tooltip=["candidate", column]).properties(width=360, height=ROW_HEIGHT * 2 * len(costs))
+
+
+# ---------------------------------------------------------------- sweeps (tuning issue)
+
+def sweep_tradeoff(points: pd.DataFrame, metric: str, cost: str, floor: float | None = None) -> alt.LayerChart | alt.FacetChart:
+    """Tune metric (with its interval) against cost, one point per configuration that ran: the
+    Pareto front joined by a line, the chosen configuration ringed, the rule's floor (if any)
+    dashed. `points` is `tables.sweep_points(...)` (columns cost, metric, low, high, pareto,
+    chosen, label)."""
+    shown = points.dropna(subset=["cost", "metric"])
+    base = alt.Chart(shown)
+    x = alt.X("cost:Q", title=cost, scale=alt.Scale(zero=False), axis=alt.Axis(labelOverlap=True))
+    interval = base.mark_rule(color="#9ecae9").encode(x=x, y=alt.Y("low:Q", title=f"tune {metric}", scale=alt.Scale(zero=False)),
+                                                      y2="high:Q")
+    dots = base.mark_circle(size=60).encode(
+        x=x, y="metric:Q", color=alt.Color("pareto:N", title="Pareto front", scale=alt.Scale(domain=[True, False],
+                                                                                           range=["#e45756", "#4c78a8"])),
+        tooltip=["label", alt.Tooltip("metric:Q", format=".4f"), alt.Tooltip("low:Q", format=".4f"),
+                 alt.Tooltip("high:Q", format=".4f"), alt.Tooltip("cost:Q", format=".4g")])
+    front = alt.Chart(shown[shown["pareto"]].sort_values("cost")).mark_line(color="#e45756").encode(x=x, y="metric:Q",
+                                                                                                     order="cost:Q")
+    chosen = alt.Chart(shown[shown["chosen"]]).mark_point(size=300, shape="circle", color="black", strokeWidth=2).encode(
+        x=x, y="metric:Q")
+    layers = [interval, front, dots, chosen]
+    if floor is not None:
+        layers.append(alt.Chart(pd.DataFrame({"floor": [floor]})).mark_rule(color="black", strokeDash=[4, 3]).encode(y="floor:Q"))
+    return alt.layer(*layers, title=f"Tune {metric} against {cost} (ringed: chosen"
+                     + (f"; dashed: floor {floor:g})" if floor is not None else ")")).properties(width=460, height=300)

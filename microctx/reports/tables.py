@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -29,6 +29,7 @@ class Inputs:
     corpus: object
     answers: dict
     submissions: dict
+    paths: dict = field(default_factory=dict)  # name -> submission file (none for demo submissions)
 
 
 def default_paths():
@@ -61,7 +62,8 @@ def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] 
         from microctx.reports.examples import demo_submissions
 
         loaded = {name: sub for name, sub in demo_submissions(gold).items() if name in default}
-    return Inputs(public, answers, corpus, gold, loaded)
+    paths = dict(zip(names, map(str, submissions))) if submissions else {}
+    return Inputs(public, answers, corpus, gold, loaded, paths)
 
 
 def candidate_names(paths: Sequence[str]) -> list[str]:
@@ -90,6 +92,7 @@ class GradeOutputs:
     result: Any  # grading.GradeResult
     facts: Any  # DataFrame of the fact table
     slices: Any  # DataFrame, slices.slice_table
+    look: dict | None = None  # the held-out ledger entry this grade appended (microctx.grading.ledger)
 
 
 def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
@@ -112,6 +115,7 @@ def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
         raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
     (name,) = inputs.submissions
     outputs = grade_one(name, inputs, **kw)
+    outputs.look = _record_look(inputs, name, outputs.result, "report grade")
     if output_dir:
         write_grade(outputs.result, Path(output_dir) / "grade.json")
         write_slices_csv(outputs.slices, Path(output_dir) / "slices.csv")
@@ -141,6 +145,8 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     records = slices.record_table(inputs.corpus)
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
+    for name, g in grades.items():
+        g.look = _record_look(inputs, name, g.result, "report compare")
     table = pd.concat([g.slices.assign(candidate=name)[["candidate", *g.slices.columns]] for name, g in grades.items()],
                       ignore_index=True)
     pairs = []
@@ -157,6 +163,32 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
         slices.write_slices_csv(table, Path(output_dir) / "slices.csv")
         slices.write_slices_csv(paired_table, Path(output_dir) / "paired.csv")
     return CompareOutputs(grades, table, paired_table)
+
+
+def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
+    """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
+    from microctx.grading.ledger import record_grade
+
+    path = inputs.paths.get(name)
+    return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
+                        submission=None if path else inputs.submissions[name], candidate=name)
+
+
+def held_out_looks(outputs) -> str:
+    """Markdown: how many times this answer bundle, and each candidate, has been graded on test
+    (the held-out ledger's count, this report's own look included)."""
+    from microctx.grading.ledger import ledger_path
+
+    graded = list(outputs.grades.values()) if isinstance(outputs, CompareOutputs) else [outputs]
+    looks = [g.look for g in graded if g.look]
+    if not looks:
+        return "No held-out ledger entry was made."
+    last = looks[-1]
+    lines = [f"**Held-out ledger** (`{ledger_path()}`): answer bundle `{last['answers_sha256'][:12]}…` has been graded "
+             f"on test **{last['answers_looks']}** times, this report included."]
+    lines += [f"- `{g.name}` (ledger candidate `{g.look['candidate']}`): {g.look['candidate_looks']} looks"
+              for g in graded if g.look]
+    return "\n".join(lines)
 
 
 def side_by_side(table, metric: str = "f1") -> "object":
@@ -364,3 +396,42 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
     return summary
 
 
+
+
+# ---------------------------------------------------------------- sweep report (tuning issue)
+
+def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
+    """A sweep folder's sweep.csv (DataFrame) and selected.json."""
+    from microctx.candidates.sweep import sweep_frame
+    from microctx.files import read_json
+
+    path = Path(sweep_dir) / "selected.json"
+    selected = read_json(path)
+    if not isinstance(selected, dict):
+        raise InputError(path, "expected a JSON object")
+    return sweep_frame(sweep_dir), selected
+
+
+def sweep_points(frame, metric: str, cost: str) -> "object":
+    """One row per configuration that ran: cost, metric and its interval, Pareto membership
+    (least cost for at least the metric; lower cost and higher metric both better), chosen."""
+    import pandas as pd
+
+    from microctx.candidates.sweep import pareto_front
+
+    ok = frame[frame["status"] == "ok"]
+    cost_column = f"param.{cost[6:]}" if cost.startswith("param:") else cost
+    params = [c for c in frame.columns if c.startswith("param.")]
+    points = pd.DataFrame({
+        "key": ok["key"].str[:12],
+        "label": ok[params].astype(str).apply(lambda r: ", ".join(f"{k[6:]}={v}" for k, v in r.items()), axis=1)
+        if params else "",
+        "cost": pd.to_numeric(ok[cost_column], errors="coerce"),
+        "metric": ok[metric], "low": ok.get(f"{metric}_ci_low"), "high": ok.get(f"{metric}_ci_high"),
+        "chosen": ok["selected"].astype(str).str.lower() == "true",
+    }).reset_index(drop=True)
+    valid = points.dropna(subset=["cost", "metric"])
+    front = pareto_front(zip(valid["cost"], valid["metric"]))
+    points["pareto"] = False
+    points.loc[valid.index, "pareto"] = front
+    return points

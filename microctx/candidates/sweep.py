@@ -1,0 +1,731 @@
+"""Tuning sweeps: run a candidate over a grid of parameters, grade each run on the tune split, choose.
+
+`microctx sweep SWEEP.toml --public P --devkit D --out DIR` is the honest protocol made the easy
+path: configurations are compared on the devkit's tune answers only, and the sweep is never given
+the answer bundle (it has no such argument), so choosing a configuration cannot look at test.
+
+SWEEP.toml:
+
+    [candidate]
+    name = "text-only"             # optional label (default: the builtin, function or "command")
+    builtin = "text-only"          # or function = "module:function" | "file.py:function" (relative to this file),
+                                   # or cmd = "python mine.py {public} {submission} {params}"
+    version = "2"                  # optional; else microctx's version (builtin), the file's SHA-256, or none
+    timeout = 600                  # optional, seconds per run
+    devkit_splits = ["train"]      # optional: what the candidate sees of the devkit (default train only)
+
+    [grid]                         # each key a non-empty list; the sweep runs the cartesian product
+    alpha = [1e-5, 1e-4]
+
+    [search]                       # optional: random search over the grid
+    method = "random"              # "grid" (default) or "random"
+    budget = 8                     # configurations drawn without replacement
+    seed = 0
+
+    [select]
+    metric = "f1"                  # f1, precision, recall or exact_rate (on tune)
+    rule = "max"                   # or "least-cost-meeting-floor" (with floor and cost)
+    floor = 0.8
+    cost = "cpu_seconds"           # a cost column (wall_seconds, cpu_seconds, peak_memory_bytes,
+                                   # model_calls, tool_calls, input_tokens, output_tokens) or "param:NAME"
+
+The candidate is given a devkit holding only `devkit_splits` (default: train) and its run is
+graded on the tune answers of D, which it therefore never saw (a candidate that copies the answers
+it is given, as text-only does for train records, would otherwise grade itself perfectly).
+
+Each configuration is one task: one run through `microctx.candidates.runner.run_candidate` (in its
+own process and folder) plus its tune grade. Its key is the SHA-256 of the candidate's identity
+and version, the parameters, and the corpus, devkit and candidate-devkit digests; results are
+written by the caller only (never by a worker), once per key, into `DIR/runs/<key>/`, so a
+re-run resumes: every key already there is skipped. Outputs: `DIR/sweep.csv` (a row per
+configuration, failed ones included), `DIR/selected.json` (the frozen choice and the reason),
+`DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
+
+Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
+tune records), `precision`, `recall` with Wilson 95% intervals (facts treated as independent
+trials, which linked records are not: read them as optimistic), and `f1` with a 95% percentile
+bootstrap interval that resamples split components (1,000 replicates, seed 0), as slice reports do.
+
+Execution: an embedded thread pool by default (`workers`, each task's work is in its own child
+process), or an existing Dask distributed cluster (`scheduler="tcp://HOST:PORT"`): the inputs are
+scattered to the workers as content (no shared file system needed), each task is submitted with
+retries, and a worker lost mid-task has its task run elsewhere by the scheduler. The cluster's
+workers must have microctx installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from microctx.candidates.registry import BUILTINS, COUNTER_KEYS
+from microctx.contract.canonical import dumps
+from microctx.contract.digests import file_sha256, sha256_hex
+from microctx.errors import InputError
+
+SELECTED_SCHEMA = "microctx-selected/1"
+RESULT_SCHEMA = "microctx-sweep-result/1"
+SWEEP_MARKER = "sweep.json"
+MAX_CONFIGS = 4096  # a grid past this is refused (use [search] method = "random" with a budget)
+METRICS = ("f1", "precision", "recall", "exact_rate")
+COSTS = ("wall_seconds", "cpu_seconds", "peak_memory_bytes") + COUNTER_KEYS
+RULES = ("max", "least-cost-meeting-floor")
+CANDIDATE_DEVKIT = "candidate-devkit.json"
+N_BOOT = 1000
+
+_KEYS = {
+    "candidate": {"name", "builtin", "cmd", "function", "version", "timeout", "devkit_splits"},
+    "grid": None,
+    "search": {"method", "budget", "seed"},
+    "select": {"metric", "rule", "floor", "cost"},
+}
+
+
+# ================================================================ the sweep file
+
+@dataclass(frozen=True)
+class SweepSpec:
+    path: str
+    name: str
+    kind: str  # builtin, function or command
+    entry: str  # the builtin name, module:function, or the command template
+    version: str | None
+    timeout: float | None
+    devkit_splits: tuple[str, ...]
+    grid: dict
+    method: str = "grid"
+    budget: int | None = None
+    seed: int = 0
+    metric: str = "f1"
+    rule: str = "max"
+    floor: float | None = None
+    cost: str | None = None
+    sha256: str = ""
+
+    @property
+    def identity(self) -> dict:
+        """What the configuration key says of the candidate."""
+        return {"name": self.name, "kind": self.kind, "entry": self.entry, "version": self.version}
+
+    def run_args(self) -> tuple[str, str | None]:
+        """(candidate, cmd) as `run_candidate` takes them."""
+        return (self.name, self.entry) if self.kind == "command" else (self.entry, None)
+
+
+def _type_error(path, key: str, expected: str, value: object) -> InputError:
+    from microctx.errors import json_type_name
+
+    return InputError(path, f"expected {expected}, got {json_type_name(value)} {value!r}", field=key)
+
+
+def load_sweep(path: str | os.PathLike) -> SweepSpec:
+    """Parse and check SWEEP.toml; every problem is an InputError naming the file and the key."""
+    from microctx.files import read_bytes
+
+    data = read_bytes(path)
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not valid UTF-8: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"not valid TOML: {exc}") from None
+    for table, value in doc.items():
+        if table not in _KEYS:
+            raise InputError(path, f"unknown table; expected {', '.join(_KEYS)}", field=table)
+        if not isinstance(value, dict):
+            raise _type_error(path, table, "a table", value)
+        allowed = _KEYS[table]
+        if allowed is None:
+            continue
+        for key in value:
+            if key not in allowed:
+                raise InputError(path, f"unknown key; expected one of {', '.join(sorted(allowed))}", field=f"{table}.{key}")
+    for table in ("candidate", "grid", "select"):
+        if table not in doc:
+            raise InputError(path, "missing table", field=table)
+
+    cand = doc["candidate"]
+    given = [k for k in ("builtin", "function", "cmd") if k in cand]
+    if len(given) != 1:
+        raise InputError(path, "name exactly one of builtin, function, cmd", field="candidate")
+    how = given[0]
+    entry = cand[how]
+    if not isinstance(entry, str) or not entry.strip():
+        raise _type_error(path, f"candidate.{how}", "a non-empty string", entry)
+    if how == "builtin" and entry not in BUILTINS:
+        raise InputError(path, f"unknown built-in {entry!r}; known: {', '.join(BUILTINS)}", field="candidate.builtin")
+    if how == "function" and ":" not in entry:
+        raise InputError(path, "expected module:function or path/file.py:function", field="candidate.function")
+    name = cand.get("name", entry if how != "cmd" else "command")
+    if not isinstance(name, str) or not name.strip():
+        raise _type_error(path, "candidate.name", "a non-empty string", name)
+    version = cand.get("version")
+    if version is not None and not isinstance(version, (str, int)):
+        raise _type_error(path, "candidate.version", "a string", version)
+    timeout = cand.get("timeout")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
+        raise _type_error(path, "candidate.timeout", "a positive number of seconds", timeout)
+    splits = cand.get("devkit_splits", ["train"])
+    if (not isinstance(splits, list) or not splits or any(s not in ("train", "tune") for s in splits)
+            or len(set(splits)) != len(splits)):
+        raise _type_error(path, "candidate.devkit_splits", 'a non-empty list of "train" and "tune"', splits)
+    kind = {"builtin": "builtin", "function": "function", "cmd": "command"}[how]
+    if kind == "function" and entry.split(":")[0].endswith(".py"):
+        file = Path(entry.rsplit(":", 1)[0])
+        if not file.is_absolute():
+            file = Path(path).resolve().parent / file  # relative to the sweep file
+        if not file.is_file():
+            raise InputError(path, f"candidate file {file} not found", field="candidate.function")
+        entry = f"{file}:{entry.rsplit(':', 1)[1]}"
+        version = version if version is not None else "sha256:" + file_sha256(file)
+    if kind == "builtin" and version is None:
+        from microctx._version import __version__
+
+        version = __version__
+
+    grid = doc["grid"]
+    if not grid:
+        raise InputError(path, "empty grid: give at least one parameter with a list of values", field="grid")
+    size = 1
+    for key, values in grid.items():
+        if not isinstance(values, list):
+            raise _type_error(path, f"grid.{key}", "a list of values", values)
+        if not values:
+            raise InputError(path, "empty list: a parameter needs at least one value", field=f"grid.{key}")
+        if len({dumps(v) for v in values}) != len(values):
+            raise InputError(path, "repeated value", field=f"grid.{key}")
+        size *= len(values)
+    if kind == "builtin":
+        known = BUILTINS[entry].params
+        for key in grid:
+            if key not in known:
+                raise InputError(path, f"not a parameter of {entry} (known: {', '.join(sorted(known))})", field=f"grid.{key}")
+
+    search = doc.get("search", {})
+    method = search.get("method", "grid")
+    if method not in ("grid", "random"):
+        raise InputError(path, f'expected "grid" or "random", got {method!r}', field="search.method")
+    budget = search.get("budget")
+    seed = search.get("seed", 0)
+    if method == "random":
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise _type_error(path, "search.budget", "a positive integer (random search)", budget)
+        if budget > MAX_CONFIGS:
+            raise InputError(path, f"budget {budget} is past the limit of {MAX_CONFIGS} configurations", field="search.budget")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise _type_error(path, "search.seed", "an integer", seed)
+    elif budget is not None:
+        raise InputError(path, 'a budget needs method = "random"', field="search.budget")
+    elif size > MAX_CONFIGS:
+        raise InputError(path, f"the grid has {size} configurations, past the limit of {MAX_CONFIGS}; "
+                               'narrow it or use [search] method = "random" with a budget', field="grid")
+
+    select = doc["select"]
+    metric = select.get("metric", "f1")
+    if metric not in METRICS:
+        raise InputError(path, f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}", field="select.metric")
+    rule = select.get("rule", "max")
+    if rule not in RULES:
+        raise InputError(path, f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="select.rule")
+    floor, cost = select.get("floor"), select.get("cost")
+    if rule == "least-cost-meeting-floor":
+        if not isinstance(floor, (int, float)) or isinstance(floor, bool) or not 0 <= floor <= 1:
+            raise _type_error(path, "select.floor", "a number from 0 to 1", floor)
+        if not isinstance(cost, str) or not (cost in COSTS or (cost.startswith("param:") and cost[6:] in grid)):
+            raise InputError(path, f"expected one of {', '.join(COSTS)} or param:NAME (a grid key), got {cost!r}",
+                             field="select.cost")
+    elif floor is not None or cost is not None:
+        raise InputError(path, 'floor and cost go with rule = "least-cost-meeting-floor"',
+                         field="select.floor" if floor is not None else "select.cost")
+    return SweepSpec(str(path), name, kind, entry, None if version is None else str(version), timeout, tuple(splits),
+                     grid, method, budget, seed, metric, rule, None if floor is None else float(floor), cost, sha256_hex(data))
+
+
+def configurations(spec: SweepSpec) -> list[dict]:
+    """The parameter sets to run: the grid's product in file order, or a seeded sample of it."""
+    keys = list(spec.grid)
+    sizes = [len(spec.grid[k]) for k in keys]
+    total = math.prod(sizes)
+    if spec.method == "grid":
+        indices: Iterable[int] = range(total)
+    else:
+        indices = sorted(random.Random(spec.seed).sample(range(total), min(spec.budget or total, total)))
+    out = []
+    for index in indices:
+        params, rest = {}, index
+        for key, n in zip(reversed(keys), reversed(sizes)):
+            rest, i = divmod(rest, n)
+            params[key] = spec.grid[key][i]
+        out.append({k: params[k] for k in keys})
+    return out
+
+
+def config_key(spec: SweepSpec, params: dict, corpus_sha256: str, devkit_sha256: str, candidate_devkit_sha256: str) -> str:
+    """The configuration's key: SHA-256 of candidate identity and version, parameters and the input digests."""
+    return sha256_hex(dumps({"candidate": spec.identity, "parameters": params, "corpus_sha256": corpus_sha256,
+                             "devkit_sha256": devkit_sha256, "candidate_devkit_sha256": candidate_devkit_sha256}))
+
+
+# ================================================================ one task: run + tune grade
+
+@dataclass
+class Task:
+    key: str
+    index: int
+    candidate: str
+    cmd: str | None
+    params: dict
+    timeout: float | None
+
+
+def _materialise(value, folder: Path, name: str) -> Path:
+    """A path given as is; content (bytes) written into `folder`."""
+    if isinstance(value, (bytes, bytearray)):
+        target = folder / name
+        target.write_bytes(value)
+        return target
+    return Path(value)
+
+
+def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | None = None) -> dict:
+    """Run one configuration and grade it on tune; returns its result (files as bytes).
+
+    `public`, `candidate_devkit`, `devkit` are paths or contents. Runs on any worker; writes only
+    in a temporary folder. A configuration the runner refuses (an unknown parameter, say) or a
+    failed run is a `failed` result, not an exception.
+    """
+    from microctx.candidates.runner import manifest_path, run_candidate
+
+    runner = runner or run_candidate
+    root = Path(tempfile.mkdtemp(prefix="microctx-sweep-"))
+    started = time.monotonic()
+    result: dict = {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
+                    "status": "failed", "error": "", "manifest": None, "grade": None, "metrics": None, "files": {}}
+    try:
+        public_path = _materialise(public, root, "public.json")
+        cdevkit_path = _materialise(candidate_devkit, root, "candidate-devkit.json")
+        devkit_path = _materialise(devkit, root, "devkit.json")
+        submission = root / "out" / "submission.json"
+        submission.parent.mkdir()
+        try:
+            manifest = runner(task.candidate, public_path, submission, devkit=cdevkit_path, params=task.params,
+                              timeout=task.timeout, cmd=task.cmd)
+        except InputError as exc:
+            result["error"] = f"refused: {exc}"
+            return result
+        result["manifest"] = manifest
+        result["files"]["run.json"] = manifest_path(submission).read_bytes()
+        if not manifest["ok"]:
+            result["error"] = manifest["error"]
+            return result
+        result["files"]["submission.json"] = submission.read_bytes()
+        grade_doc, facts_bytes, metrics = tune_grade(public_path, devkit_path, submission)
+        result["files"]["tune-grade.json"] = dumps(grade_doc)
+        result["files"]["tune-grade.facts.csv"] = facts_bytes
+        result.update(status="ok", grade=grade_doc, metrics=metrics)
+        return result
+    finally:
+        result["task_seconds"] = round(time.monotonic() - started, 3)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_COMPONENTS: dict[str, dict] = {}
+
+
+def _components(public_path: Path) -> dict:
+    """Record id -> split component (the split rule's unit) of a public corpus, cached by digest."""
+    digest = file_sha256(public_path)
+    if digest not in _COMPONENTS:
+        from microctx.corpus.public import load_corpus
+        from microctx.grading.slices import record_table
+
+        table = record_table(load_corpus(public_path))
+        _COMPONENTS.clear()
+        _COMPONENTS[digest] = dict(zip(table["id"], table["component"]))
+    return _COMPONENTS[digest]
+
+
+def tune_grade(public_path, devkit_path, submission_path) -> tuple[dict, bytes, dict]:
+    """The tune grade of a submission against a devkit: grade document, fact table, metrics."""
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.grading.facts import facts_csv
+    from microctx.grading.score import grade
+
+    result = grade(load_answers(devkit_path), load_submission(submission_path), split="tune")
+    return result.grade, facts_csv(result.facts), tune_metrics(result, _components(Path(public_path)))
+
+
+def tune_metrics(result, components: dict, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """Exact rate, precision, recall (Wilson 95%) and F1 (component bootstrap 95%) of a tune grade."""
+    import numpy as np
+
+    from microctx.grading.slices import wilson_interval
+
+    per: dict[str, list[int]] = {}
+    for row in result.facts:
+        if row.outcome in ("tp", "fp", "fn"):
+            counts = per.setdefault(components.get(row.record_id, row.record_id), [0, 0, 0])
+            counts[("tp", "fp", "fn").index(row.outcome)] += 1
+    g = result.grade
+    tp, fp, fn = (sum(c[i] for c in per.values()) for i in range(3))
+    n, exact = g["test_records"], g["exact_records"]
+    metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn}
+
+    def put(name, k, total):
+        metrics[name] = k / total if total else math.nan
+        metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = wilson_interval(k, total)
+
+    put("exact_rate", exact, n)
+    put("precision", tp, tp + fp)
+    put("recall", tp, tp + fn)
+    metrics["f1"] = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan
+    if per:
+        table = np.array(list(per.values()), dtype=float)
+        rng = np.random.default_rng(seed)
+        draws = rng.multinomial(len(table), np.full(len(table), 1 / len(table)), size=n_boot)
+        sums = draws @ table
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f1 = 2 * sums[:, 0] / (2 * sums[:, 0] + sums[:, 1] + sums[:, 2])
+        low, high = np.nanpercentile(f1, [2.5, 97.5])
+        metrics["f1_ci_low"], metrics["f1_ci_high"] = float(low), float(high)
+    else:
+        metrics["f1_ci_low"] = metrics["f1_ci_high"] = math.nan
+    return {k: (round(v, 6) if isinstance(v, float) and not math.isnan(v) else v) for k, v in metrics.items()}
+
+
+# ================================================================ executing many tasks
+
+@dataclass
+class Inputs:
+    public: Path
+    devkit: Path
+    candidate_devkit: Path
+    corpus_sha256: str
+    devkit_sha256: str
+    candidate_devkit_sha256: str
+
+
+def _local(tasks: list[Task], inputs: Inputs, workers: int, runner) -> Iterator[dict]:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(run_task, t, inputs.public, inputs.candidate_devkit, inputs.devkit, runner) for t in tasks]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def connect(scheduler: str, timeout: float = 5.0):
+    """A dask.distributed Client of the cluster at `scheduler`; InputError (quickly) if unreachable."""
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise InputError("--scheduler", "dask.distributed is not installed") from None
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # our one line says it
+    try:
+        return Client(scheduler, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(scheduler, f"cannot reach the Dask scheduler within {timeout:g} s: {message}", field="--scheduler") from None
+
+
+def _dask(tasks: list[Task], inputs: Inputs, client, retries: int) -> Iterator[dict]:
+    """Run tasks on a distributed Client (the caller owns it); yields results as they complete."""
+    import uuid
+
+    from distributed import as_completed
+
+    contents = [inputs.public.read_bytes(), inputs.candidate_devkit.read_bytes(), inputs.devkit.read_bytes()]
+    shipped = client.scatter(contents, broadcast=True, hash=True)  # every worker holds a copy
+    run_id = uuid.uuid4().hex[:8]
+    futures = {client.submit(run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}",
+                             retries=retries, pure=False): t for t in tasks}
+    for future in as_completed(list(futures), loop=client.loop):
+        try:
+            yield future.result()
+        except Exception as exc:  # lost too often (KilledWorker) or a bug on the worker: a failed row
+            task = futures[future]
+            yield {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
+                   "status": "failed", "error": f"task error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                   "manifest": None, "grade": None, "metrics": None, "files": {}, "transient": True}
+
+
+# ================================================================ the sweep
+
+@dataclass
+class SweepResult:
+    out: Path
+    rows: list[dict]
+    selected: dict | None
+    ran: list[str] = field(default_factory=list)  # keys run now (the rest were resumed)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> int:
+        return sum(r["status"] != "ok" for r in self.rows)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(out, "exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_MARKER).is_file():
+        raise InputError(out, f"exists and is not a sweep folder (no {SWEEP_MARKER}); choose another --out or empty it")
+
+
+def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
+    """Check the corpus and the devkit, then create `out` and write the candidate's devkit there."""
+    from microctx.candidates.devkit import make_devkit
+    from microctx.candidates.runner import _check_devkit, _check_public
+    from microctx.contract.schemas import load_answers
+    from microctx.corpus.public import load_corpus
+    from microctx.files import atomic_write
+
+    public, devkit = Path(public), Path(devkit)
+    corpus_sha256 = _check_public(public)
+    _check_devkit(devkit, corpus_sha256)  # bound to this corpus, no test answer
+    document = load_answers(devkit)
+    if not any(a["split"] == "tune" for a in document["answers"]):
+        raise InputError(devkit, "the devkit holds no tune answer: a sweep grades on tune", field="answers")
+    candidate_devkit = make_devkit(document, spec.devkit_splits, corpus=load_corpus(public))
+    out.mkdir(parents=True, exist_ok=True)
+    cpath = out / CANDIDATE_DEVKIT
+    data = dumps(candidate_devkit)
+    if not cpath.is_file() or cpath.read_bytes() != data:
+        atomic_write(cpath, data)
+    return Inputs(public, devkit, cpath, corpus_sha256, file_sha256(devkit), sha256_hex(data))
+
+
+def _read_result(folder: Path) -> dict | None:
+    from microctx.files import read_json
+
+    path = folder / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        document = read_json(path)
+    except InputError:
+        return None
+    return document if isinstance(document, dict) and document.get("schema") == RESULT_SCHEMA else None
+
+
+def _save_result(out: Path, result: dict) -> dict:
+    """Write one configuration's files and result.json (last, so a result means a complete folder)."""
+    from microctx.files import AtomicOutputs
+
+    folder = out / "runs" / result["key"]
+    folder.mkdir(parents=True, exist_ok=True)
+    files = result.pop("files", {}) or {}  # a `transient` failure (a task lost by the cluster) stays marked: resume reruns it
+    with AtomicOutputs() as staged:
+        for name, data in files.items():
+            staged.write(folder / name, data)
+        staged.write(folder / "result.json", dumps(result))
+    return result
+
+
+def run_sweep(spec: SweepSpec | str | os.PathLike, public, devkit, out, *, workers: int | None = None,
+              scheduler=None, retries: int = 3, connect_timeout: float = 5.0, progress: bool | None = None,
+              runner: Callable | None = None) -> SweepResult:
+    """Run (or resume) a sweep; write DIR/runs/*, DIR/sweep.csv and DIR/selected.json.
+
+    `scheduler`: a Dask scheduler address (or a distributed Client); else a local pool of
+    `workers` threads (default: the CPU count). `runner` replaces `run_candidate` in the local
+    pool (tests wrap it to see what the candidate is given).
+    """
+    started = time.monotonic()
+    spec = spec if isinstance(spec, SweepSpec) else load_sweep(spec)
+    out = Path(out)
+    _check_out(out)
+    own_client = connect(scheduler, connect_timeout) if isinstance(scheduler, str) else None  # fail fast, write nothing
+    try:
+        return _run_sweep(spec, public, devkit, out, workers=workers, client=own_client or scheduler, retries=retries,
+                          progress=progress, runner=runner, started=started)
+    finally:
+        if own_client is not None:
+            own_client.close()
+
+
+def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, retries, progress, runner,
+               started: float) -> SweepResult:
+    from tqdm.auto import tqdm
+
+    inputs = _check_inputs(public, devkit, out, spec)
+    candidate, cmd = spec.run_args()
+    params_list = configurations(spec)
+    tasks = [Task(config_key(spec, p, inputs.corpus_sha256, inputs.devkit_sha256, inputs.candidate_devkit_sha256),
+                  i, candidate, cmd, p, spec.timeout) for i, p in enumerate(params_list)]
+    from microctx.files import atomic_write
+
+    atomic_write(out / SWEEP_MARKER, dumps({"schema": "microctx-sweep/1", "sweep": spec.path, "sweep_sha256": spec.sha256,
+                                            "candidate": spec.identity, "corpus_sha256": inputs.corpus_sha256,
+                                            "devkit_sha256": inputs.devkit_sha256,
+                                            "candidate_devkit_sha256": inputs.candidate_devkit_sha256,
+                                            "configurations": len(tasks)}))
+    results: dict[str, dict] = {}
+    for task in tasks:
+        done = _read_result(out / "runs" / task.key)
+        if done is not None and done.get("status") in ("ok", "failed") and not done.get("transient"):
+            results[task.key] = {**done, "index": task.index}
+    todo = [t for t in tasks if t.key not in results]
+    ran: list[str] = []
+    bar = tqdm(total=len(tasks), initial=len(results), desc=f"sweep {spec.name}", unit="config",
+               disable=None if progress is None else not progress)
+    try:
+        if todo:
+            stream = (_dask(todo, inputs, client, retries) if client is not None
+                      else _local(todo, inputs, workers or os.cpu_count() or 1, runner))
+            for result in stream:
+                if result["key"] in results:  # written once per key, whatever the cluster did
+                    continue
+                results[result["key"]] = _save_result(out, result)
+                ran.append(result["key"])
+                bar.update(1)
+    finally:
+        bar.close()
+    rows = [_row(results[t.key], spec) for t in tasks]
+    selected = select(rows, spec)
+    write_outputs(out, spec, rows, selected, inputs)
+    return SweepResult(out, rows, selected, ran, time.monotonic() - started)
+
+
+# ================================================================ rows, selection, outputs
+
+def _row(result: dict, spec: SweepSpec) -> dict:
+    row: dict = {"index": result["index"], "key": result["key"], "status": result["status"], "error": result.get("error", "")}
+    for key in spec.grid:
+        row[f"param.{key}"] = result["parameters"].get(key)
+    metrics = result.get("metrics") or {}
+    for name in ("tune_records", "exact_records", "tp", "fp", "fn"):
+        row[name] = metrics.get(name)
+    for name in ("exact_rate", "precision", "recall", "f1"):
+        for suffix in ("", "_ci_low", "_ci_high"):
+            row[name + suffix] = metrics.get(name + suffix)
+    manifest = result.get("manifest") or {}
+    for name in ("wall_seconds", "cpu_seconds", "peak_memory_bytes"):
+        row[name] = manifest.get(name)
+    for name in COUNTER_KEYS:
+        row[name] = (manifest.get("counters") or {}).get(name)
+    row["version"] = manifest.get("version")
+    return row
+
+
+def _cost(row: dict, measure: str) -> float:
+    value = row.get(f"param.{measure[6:]}") if measure.startswith("param:") else row.get(measure)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+        return math.inf  # not reported: unknown, never the cheapest
+    return float(value)
+
+
+def select(rows: list[dict], spec: SweepSpec) -> dict | None:
+    """The chosen row and why, or None (with the reason) when no configuration qualifies.
+
+    max: the highest tune metric; ties go to the earlier configuration (file order).
+    least-cost-meeting-floor: among configurations whose tune metric is at least the floor, the
+    lowest cost; ties go to the higher metric, then to the earlier configuration.
+    """
+    ok = [r for r in rows if r["status"] == "ok" and isinstance(r.get(spec.metric), (int, float))
+          and not math.isnan(r[spec.metric])]
+    failed = len(rows) - len(ok)
+    tail = f" ({failed} failed configuration{'s' if failed != 1 else ''} not considered)" if failed else ""
+    if not ok:
+        return {"row": None, "reason": f"no configuration ran and graded on tune{tail}"}
+    if spec.rule == "max":
+        best = max(ok, key=lambda r: (r[spec.metric], -r["index"]))
+        return {"row": best, "reason": f"highest tune {spec.metric} ({best[spec.metric]:.4f}) of {len(ok)} "
+                                       f"configurations; ties go to the earlier one{tail}"}
+    assert spec.floor is not None and spec.cost is not None
+    meeting = [r for r in ok if r[spec.metric] >= spec.floor]
+    if not meeting:
+        top = max(r[spec.metric] for r in ok)
+        return {"row": None, "reason": f"no configuration meets the tune {spec.metric} floor {spec.floor:g} "
+                                       f"(best {top:.4f}){tail}"}
+    best = min(meeting, key=lambda r: (_cost(r, spec.cost or ""), -r[spec.metric], r["index"]))
+    return {"row": best, "reason": f"least {spec.cost} ({_cost(best, spec.cost):g}) of the {len(meeting)} of {len(ok)} "
+                                   f"configurations whose tune {spec.metric} meets the floor {spec.floor:g} "
+                                   f"(this one {best[spec.metric]:.4f}){tail}"}
+
+
+def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
+    buffer = io.StringIO()
+    columns = list(rows[0]) + ["selected"] if rows else ["selected"]
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**{k: ("" if v is None else v) for k, v in row.items()}, "selected": row["key"] == selected_key})
+    return buffer.getvalue().encode()
+
+
+def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict | None, inputs: Inputs) -> None:
+    from microctx.files import AtomicOutputs
+
+    row = selected["row"] if selected else None
+    document = {
+        "schema": SELECTED_SCHEMA,
+        "ok": row is not None,
+        "sweep": {"path": spec.path, "sha256": spec.sha256, "configurations": len(rows),
+                  "failed": sum(r["status"] != "ok" for r in rows)},
+        "candidate": {**spec.identity, "timeout": spec.timeout},
+        "parameters": None if row is None else _params(row, spec),
+        "config_key": None if row is None else row["key"],
+        "corpus_sha256": inputs.corpus_sha256,
+        "devkit_sha256": inputs.devkit_sha256,
+        "candidate_devkit": {"path": CANDIDATE_DEVKIT, "splits": list(spec.devkit_splits),
+                             "sha256": inputs.candidate_devkit_sha256},
+        "selection": {"metric": spec.metric, "rule": spec.rule, "floor": spec.floor, "cost": spec.cost},
+        "tune": None if row is None else {k: v for k, v in row.items() if not k.startswith("param.")
+                                          and k not in ("index", "key", "status", "error")},
+        "reason": selected["reason"] if selected else "",
+    }
+    with AtomicOutputs() as staged:
+        staged.write(out / "sweep.csv", sweep_csv(rows, None if row is None else row["key"]))
+        staged.write(out / "selected.json", dumps(_json_safe(document)))
+
+
+def _params(row: dict, spec: SweepSpec) -> dict:
+    return {key: row[f"param.{key}"] for key in spec.grid}
+
+
+def _json_safe(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def sweep_frame(out: str | os.PathLike):
+    """DIR/sweep.csv as a DataFrame (for the sweep report)."""
+    import pandas as pd
+
+    path = Path(out) / "sweep.csv"
+    if not path.is_file():
+        raise InputError(path, "no sweep.csv: not a finished sweep folder")
+    return pd.read_csv(path)
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:
+    """For (cost, quality) points: True where no other point is at most as costly and at least as good,
+    and strictly better in one."""
+    pts = list(points)
+    front = []
+    for i, (c, q) in enumerate(pts):
+        dominated = any((c2 <= c and q2 >= q) and (c2 < c or q2 > q) for j, (c2, q2) in enumerate(pts) if j != i)
+        front.append(not dominated)
+    return front
+

@@ -1,0 +1,126 @@
+"""The held-out ledger (microctx.grading.ledger): one entry per grading against test answers,
+append-only, nothing lost to concurrent writers; `microctx grade`, `ledger` and the reports."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from microctx.cli import main
+from microctx.contract.digests import file_sha256
+from microctx.grading import ledger
+
+WRITER = """
+import sys
+from microctx.grading.ledger import record_look
+for i in range(int(sys.argv[2])):
+    record_look(answers_sha256="a" * 64, submission_sha256=f"{i:064d}", candidate=sys.argv[1], config_digest=None,
+                via="test", grade={"test_records": i})
+"""
+
+
+def test_concurrent_writers_lose_no_entry(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    monkeypatch.setenv("MICROCTX_LEDGER", str(path))
+    writers, each = 4, 40
+    processes = [subprocess.Popen([sys.executable, "-c", WRITER, f"writer{w}", str(each)]) for w in range(writers)]
+    assert [p.wait() for p in processes] == [0] * writers
+    rows = ledger.entries(path=path)
+    assert len(rows) == writers * each and [r["id"] for r in rows] == list(range(1, writers * each + 1))
+    for w in range(writers):
+        mine = [r for r in rows if r["candidate"] == f"writer{w}"]
+        assert [orjson.loads(r["summary"])["test_records"] for r in mine] == list(range(each))  # in order, none lost
+    assert ledger.looks("a" * 64, path=path) == writers * each and ledger.looks("a" * 64, "writer2", path=path) == each
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_ledger_is_append_only(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    entry = ledger.record_look(answers_sha256="b" * 64, submission_sha256=None, candidate="x", config_digest=None,
+                               via="test", grade={}, path=path)
+    assert entry["id"] == 1 and entry["answers_looks"] == entry["candidate_looks"] == 1
+    connection = sqlite3.connect(path)
+    for statement in ("UPDATE looks SET candidate = 'y'", "DELETE FROM looks"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            connection.execute(statement)
+    connection.close()
+    assert [e["candidate"] for e in ledger.entries(path=path)] == ["x"]
+
+
+def test_default_path_is_in_the_users_data_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("MICROCTX_LEDGER")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert ledger.ledger_path() == tmp_path / "data" / "microctx" / "ledger.sqlite"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert ledger.ledger_path() == tmp_path / "home" / ".local" / "share" / "microctx" / "ledger.sqlite"
+
+
+def test_grade_appends_one_look_and_tune_grades_none(tmp_path, s8f, capsys):
+    from microctx.candidates.devkit import make_devkit
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+
+    answers = load_answers(s8f.answers)
+    submission = tmp_path / "oracle.json"
+    submission.write_bytes(dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
+                                  "answers": answers["answers"], "aggregates": answers["aggregates"]}))
+    (tmp_path / "oracle.run.json").write_bytes(dumps({"candidate": "oracle-cand", "version": "1", "parameters": {"k": 1}}))
+    for n in (1, 2):
+        assert main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]) == 0
+        assert f"looked at {n} time" in capsys.readouterr().out
+    devkit = tmp_path / "devkit.json"
+    devkit.write_bytes(dumps(make_devkit(answers)))
+    assert main(["grade", "--split", "tune", "--devkit", str(devkit), "--submission", str(submission),
+                 "--output", str(tmp_path / "t.json")]) == 0
+    assert "108/108 tune records exact" in capsys.readouterr().out
+    rows = ledger.entries()
+    assert len(rows) == 2  # the tune grade is not a look at the held-out answers
+    assert {r["answers_sha256"] for r in rows} == {file_sha256(s8f.answers)}
+    assert {r["submission_sha256"] for r in rows} == {file_sha256(submission)}
+    assert {r["candidate"] for r in rows} == {"oracle-cand"} and rows[0]["config_digest"] and rows[0]["via"] == "grade"
+    assert orjson.loads(rows[0]["summary"]) == {"test_records": 680, "exact_records": 680, "false_positive_facts": 0,
+                                                "false_negative_facts": 0, "aggregate_errors": 0, "citation_errors": 0,
+                                                "quality_pass": True}
+    assert main(["ledger", "--answers", str(s8f.answers)]) == 0
+    listed = capsys.readouterr()
+    lines = listed.out.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("id\tat\tanswers_sha256") and "PASS 680/680 exact" in lines[1]
+    assert "2 looks at held-out answers (1 answer bundle)" in listed.err
+    assert main(["ledger", "--answers", "0" * 64]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1
+
+
+def test_an_unwritable_ledger_stops_the_grade(tmp_path, s8f, monkeypatch, capsys):
+    (tmp_path / "dir.sqlite").mkdir()
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "dir.sqlite"))
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.reports.examples import demo_submissions  # any valid submission
+
+    submission = tmp_path / "planted.json"
+    submission.write_bytes(dumps(demo_submissions(load_answers(s8f.answers))["planted"]))
+    assert main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "held-out ledger" in err[0] and not (tmp_path / "g.json").exists()
+
+
+def test_reports_count_their_looks(s8f):
+    from microctx.reports import tables
+
+    inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), default=["planted"])
+    first = tables.grade_outputs(inputs, n_boot=10)
+    second = tables.grade_outputs(inputs, n_boot=10)
+    assert (first.look["answers_looks"], second.look["answers_looks"], second.look["candidate_looks"]) == (1, 2, 2)
+    assert "graded on test **2** times" in tables.held_out_looks(second) and "`planted`" in tables.held_out_looks(second)
+    pair = tables.load_inputs(str(s8f.public), str(s8f.answers))
+    compared = tables.compare_outputs(pair, n_boot=10)
+    assert [g.look["via"] for g in compared.grades.values()] == ["report compare"] * 2
+    text = tables.held_out_looks(compared)
+    assert "**4** times" in text and "`oracle`" in text and "1 looks" in text
+    assert len(ledger.entries()) == 4
