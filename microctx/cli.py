@@ -119,7 +119,8 @@ def cmd_run(args) -> int:
     from microctx.candidates.runner import manifest_path, run_candidate
 
     manifest = run_candidate(args.candidate, args.public, args.submission, devkit=args.devkit,
-                             params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd)
+                             params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd,
+                             pass_env=args.pass_env or ())
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
     cost = (f"{manifest['wall_seconds']:.2f} s wall, {manifest['cpu_seconds']:.2f} s CPU, "
             f"{manifest['peak_memory_bytes'] / 2**20:.0f} MiB peak; {counters}")
@@ -165,6 +166,9 @@ def _candidate_parsers(sub) -> None:
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="kill the candidate after this many seconds")
     p.add_argument("--cmd", metavar="TEMPLATE",
                    help="run a command instead: placeholders {public} {submission} {devkit} {params} {python}")
+    p.add_argument("--pass-env", action="append", metavar="NAME",
+                   help="pass this environment variable (an API key) to the candidate; the manifest names it, "
+                        "never its value (repeatable)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devkit", help="write an answer file for tuning: the train/tune answers only, never test")

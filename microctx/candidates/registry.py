@@ -43,10 +43,15 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from microctx.candidates.llm import DEFAULTS as LLM_DEFAULTS
 from microctx.errors import InputError
 
 COUNTERS_FILE = "counters.json"
-COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
+COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens",
+                # model-backed candidates (llm): what the calls cost and how they went
+                "cached_tokens", "cache_hits", "retries", "failed_calls", "failed_answers", "calls_without_usage",
+                "cost_microdollars", "ttft_ms_median", "ttft_ms_max", "latency_ms_median", "retry_wait_ms",
+                "model_records", "prompts", "truncated_records", "prompt_version")
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,17 @@ BUILTINS = {
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
         {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
+    ),
+    "llm": Builtin(
+        "microctx.candidates.llm:run",
+        "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
+        "needs --param base_url=URL --param model=NAME",
+        dict(LLM_DEFAULTS),
+    ),
+    "retrieval": Builtin(
+        "microctx.candidates.retrieval:run",
+        "BM25 over the train/tune records: labels (task=text: also state) voted by the k nearest, the rest exact",
+        {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75},
     ),
 }
 

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -94,8 +95,9 @@ def _mentions_private(value: str, private: list[str]) -> bool:
     return "answers" in lowered or any(p and p in value for p in private)
 
 
-def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
-    """The child's environment: a few harmless variables, nothing pointing at data or answers."""
+def clean_environment(home: Path, pythonpath: str | None = None, pass_env: Sequence[str] = ()) -> dict:
+    """The child's environment: a few harmless variables, nothing pointing at data or answers,
+    plus the variables named in `pass_env` (explicitly passed secrets such as an API key)."""
     private = [os.environ.get("MICROCTX_DATA_DIR", "")]
     private += [os.path.realpath(p) for p in private if p]
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ and key != "PATH"}
@@ -107,7 +109,30 @@ def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
                PYTHONNOUSERSITE="1")
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
+    env.update({name: os.environ[name] for name in pass_env})
     return env
+
+
+def _check_pass_env(names: Sequence[str]) -> list[str]:
+    """The variable names to pass (each set in the caller's environment, none a name of ours)."""
+    checked = []
+    for name in names:
+        if not name or not name.replace("_", "").isalnum() or name[0].isdigit():
+            raise InputError("--pass-env", f"expected an environment variable name, got {name!r}")
+        if name in _KEPT_ENV or name in ("HOME", "TMPDIR", "PYTHONPATH", "MICROCTX_DATA_DIR"):
+            raise InputError("--pass-env", f"{name} is set by the runner and cannot be passed")
+        if not os.environ.get(name):
+            raise InputError("--pass-env", f"environment variable {name} is not set")
+        checked.append(name)
+    return sorted(set(checked))
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    """`text` with every passed secret's value replaced (a candidate that prints its key)."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _command(candidate: Candidate, has_devkit: bool) -> list[str]:
@@ -230,10 +255,12 @@ def _failure_reason(exit_status: int, timed_out: bool, timeout: float | None, ou
 
 
 def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
-                  timeout: float | None = None, cmd: str | None = None) -> dict:
+                  timeout: float | None = None, cmd: str | None = None, pass_env: Sequence[str] = ()) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
     `candidate` is a built-in name, `module:function`, `file.py:function`, or with `cmd` a label.
+    `pass_env` names caller environment variables handed to the candidate (an API key): the
+    manifest lists the names (`passed_env`), and their values are redacted from its output tail.
     Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
     unknown candidate, a devkit with test answers) raises InputError before anything runs.
     """
@@ -252,6 +279,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
     if timeout is not None and timeout <= 0:
         raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
     argv = _command(spec, devkit is not None)
+    passed = _check_pass_env(pass_env)
 
     root = Path(tempfile.mkdtemp(prefix="microctx-run-"))
     try:
@@ -262,7 +290,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
         if devkit is not None:
             shutil.copyfile(devkit, workdir / "devkit.json")
         output_path = root / "output.txt"
-        env = clean_environment(home, spec.import_root if spec.kind == "function" else None)
+        env = clean_environment(home, spec.import_root if spec.kind == "function" else None, passed)
         started, start_clock = _utc_now(), time.monotonic()
         with open(output_path, "wb") as output:
             try:
@@ -273,7 +301,8 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
             exit_status, usage, timed_out = _wait(process, timeout)
         wall = time.monotonic() - start_clock
         ended = _utc_now()
-        output_tail = output_path.read_bytes()[-_OUTPUT_TAIL:].decode("utf-8", "replace")
+        output_tail = _redact(output_path.read_bytes()[-_OUTPUT_TAIL:].decode("utf-8", "replace"),
+                              [os.environ[name] for name in passed])
         counters, version, counters_problem = _read_counters(workdir)
         output = workdir / "submission.json"
         if timed_out or exit_status != 0:
@@ -301,6 +330,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
             "timeout_seconds": timeout,
             "counters": counters,
             "counters_problem": counters_problem,
+            "passed_env": passed,
             "runner": {"microctx": __version__, "python": sys.version.split()[0]},
             "ok": not error,
             "error": error,
