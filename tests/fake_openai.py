@@ -85,7 +85,7 @@ class FakeOpenAI:
         gold = self.oracle.get(rid, {})
         text = issue_text(record["title"], record["body"])
         facts = {
-            "state": record.get("state", gold.get("state", "OPEN")),
+            "state": record["state"] if record.get("state") in ("OPEN", "CLOSED") else gold.get("state", "OPEN"),
             "labels": sorted(record["labels"] if "labels" in record else gold.get("labels", [])),
             "references": references(text),
             "duplicate_targets": duplicate_targets(text),
