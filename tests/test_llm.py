@@ -311,7 +311,12 @@ def test_windows_cover_every_record(s8f_corpus):
     assert [rid for p in windows for rid in p.ids] == [r["id"] for r in records]
     for p in windows:
         assert sum(llm.estimate_tokens(m["content"]) for m in p.messages) + p.max_tokens <= 4096 + 16 * len(p.ids)
-    assert truncated == sum(1 for r in records if len(r["body"]) > 4096 * 4 - 3000)
+    assert truncated == 0
+    config = llm.make_config({"base_url": "http://x/v1", "model": "m", "mode": "long", "context_tokens": 1024})
+    windows, truncated = llm.long_prompts(records, config)
+    shown = {r["id"]: r for p in windows for r in prompt_records(p.messages[1]["content"])[1]}
+    cut = [r for r in records if shown[r["id"]]["body"] != r["body"]]
+    assert truncated == len(cut) > 0 and all(r["body"].startswith(shown[r["id"]]["body"]) for r in cut)
 
 
 def test_retry_after_forms():
