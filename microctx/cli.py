@@ -294,6 +294,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report)
+    _frontier_parser(kinds)
 
     p = sub.add_parser("demo", help="the main job end to end on s8f: verify, run candidates, grade, all reports",
                        description="Verify the s8f artifacts, make submissions (the built-in candidates, or the "
@@ -305,6 +306,41 @@ def _report_parsers(sub) -> None:
                         "auto (default): candidates")
     p.add_argument("--timeout", type=float, help="seconds allowed per candidate run")
     p.set_defaults(func=cmd_demo)
+
+
+# --- the net-true decision boundary: report frontier (model candidates issue) -----------------
+
+def cmd_report_frontier(args) -> int:
+    from microctx.reports import build as reports
+
+    _s8f_default(args)
+    try:
+        manifest = reports.frontier_report(args.public, args.answers, args.submission, args.out, names=args.name or (),
+                                           baseline=args.baseline or "", cost=args.cost,
+                                           cpu_dollars_per_hour=args.cpu_dollars_per_hour, n_boot=args.n_boot, seed=args.seed)
+    except reports.ReportError as exc:
+        _say(f"microctx report frontier: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def _frontier_parser(kinds) -> None:
+    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+
+    k = kinds.add_parser("frontier", help="frontier_report: net-true facts against cost, Pareto front, payoff vs exact-sql")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    k.add_argument("--submission", action="append", required=True,
+                   help="repeat for each submission; costs come from its run manifest <S>.run.json")
+    k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
+    k.add_argument("--baseline", help="name of the candidate to pay off against (default: the exact-sql run, else the first)")
+    k.add_argument("--cost", choices=list(COST_MEASURES), default="dollars", help="cost measure, per record (default dollars)")
+    k.add_argument("--cpu-dollars-per-hour", type=float, default=DEFAULT_CPU_DOLLARS_PER_HOUR,
+                   help="assumed price of a CPU-hour for the compute part of dollars (default %(default)s)")
+    k.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default %(default)s)")
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--out", required=True, metavar="DIR")
+    k.set_defaults(func=cmd_report_frontier)
 
 
 def build_parser() -> argparse.ArgumentParser:
