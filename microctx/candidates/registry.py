@@ -155,6 +155,8 @@ def load_function(entry: str, import_root: str | None = None):
     target, name = entry.rsplit(":", 1)
     if target.endswith(".py"):
         spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {target} as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)

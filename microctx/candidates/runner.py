@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
 from microctx.contract.digests import file_sha256
@@ -173,7 +174,7 @@ def _looks_like_answers(path: Path) -> bool:
         return False
 
 
-def _wait(process: subprocess.Popen, timeout: float | None) -> tuple[int, object, bool]:
+def _wait(process: subprocess.Popen, timeout: float | None) -> tuple[int, Any, bool]:
     """Wait for the child with os.wait4 (its own rusage); kill its process group on timeout."""
     timed_out = threading.Event()
 
@@ -209,7 +210,7 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
     """Counters the candidate wrote (all keys present, null when not reported), its version, a problem."""
     from microctx.files import read_json
 
-    counters = {key: None for key in COUNTER_KEYS}
+    counters: dict[str, int | None] = {key: None for key in COUNTER_KEYS}
     path = workdir / COUNTERS_FILE
     if not path.exists():
         return counters, None, ""
@@ -292,10 +293,10 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
         output_path = root / "output.txt"
         env = clean_environment(home, spec.import_root if spec.kind == "function" else None, passed)
         started, start_clock = _utc_now(), time.monotonic()
-        with open(output_path, "wb") as output:
+        with open(output_path, "wb") as output_log:
             try:
                 process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                           stdout=output, stderr=output, start_new_session=True)
+                                           stdout=output_log, stderr=output_log, start_new_session=True)
             except OSError as exc:
                 raise InputError(argv[0], f"cannot start the candidate: {exc.strerror or exc}") from None
             exit_status, usage, timed_out = _wait(process, timeout)

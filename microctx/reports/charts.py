@@ -354,7 +354,7 @@ def cost_chart(costs: pd.DataFrame, column: str) -> alt.Chart:
 
 # ---------------------------------------------------------------- the net-true decision boundary
 
-def frontier_chart(table: pd.DataFrame) -> alt.LayerChart:
+def frontier_chart(table: pd.DataFrame) -> alt.TopLevelMixin:
     """Net-true facts (95% component-bootstrap interval) against cost per record, one point per
     candidate; the Pareto front joined by a line. The cost axis is symlog: zero-cost and
     dollar-per-record candidates share one chart."""
@@ -375,7 +375,7 @@ def frontier_chart(table: pd.DataFrame) -> alt.LayerChart:
     return alt.layer(ci, front, point, label, title="Net-true facts against cost: the Pareto front").properties(width=460, height=300)
 
 
-def gain_chart(table: pd.DataFrame, baseline: str) -> alt.LayerChart:
+def gain_chart(table: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
     """Each candidate's net-true gain over the baseline with its paired 95% interval."""
     rows = table[table["candidate"] != baseline].copy()
     rows["interval"] = ((rows["gain_ci_low"] > 0) | (rows["gain_ci_high"] < 0)).map({True: "excludes 0", False: "includes 0"})
