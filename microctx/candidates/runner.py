@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
+from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, MODEL_COUNTER_KEYS, Candidate, resolve
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 
@@ -222,6 +222,12 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
         return counters, None, f"ignored {COUNTERS_FILE}: not a JSON object"
     problems = []
     for key in COUNTER_KEYS:
+        value = reported.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            counters[key] = value
+        elif value is not None:
+            problems.append(f"{key} is not a non-negative integer")
+    for key in MODEL_COUNTER_KEYS:  # present only when reported
         value = reported.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             counters[key] = value

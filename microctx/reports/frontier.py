@@ -33,11 +33,13 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from microctx.errors import InputError
+
+if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser imports this module
+    import numpy as np
+    import pandas as pd
 
 COST_MEASURES = {
     "dollars": "dollars per record (model dollars + CPU seconds at cpu_dollars_per_hour)",
@@ -85,12 +87,17 @@ def _number(manifest: dict, key: str) -> float:
 
 def test_components(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(component roots of the held-out records, held-out records per component)."""
+    import numpy as np
+
     roots, sizes = np.unique(records.loc[records["split"] == "test", "component"].to_numpy(), return_counts=True)
     return roots, sizes.astype(np.float64)
 
 
 def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndarray:
     """Net-true facts per held-out component (in `test_components` order) from a fact table."""
+    import numpy as np
+    import pandas as pd
+
     roots, _ = test_components(records)
     scored = facts[facts["kind"].isin(("state", "label", "ref", "dup", "contradiction"))]
     signed = scored["outcome"].map({"tp": 1, "fp": -1, "fn": 0}).fillna(0).astype(int)
@@ -101,6 +108,8 @@ def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndar
 
 def component_draws(n_components: int, n_boot: int, seed: int) -> np.ndarray:
     """(n_boot, n_components) counts: how often each component is drawn in each replicate."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     if n_components == 0:
         return np.zeros((n_boot, 0))
@@ -163,6 +172,9 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
                    cost_measure: str = "dollars", cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
                    n_boot: int = 1000, seed: int = 0) -> Frontier:
     """The frontier table of the submissions in `inputs` (tables.Inputs; `paths` locate their manifests)."""
+    import numpy as np
+    import pandas as pd
+
     from microctx.grading import slices
     from microctx.grading.score import grade
 
