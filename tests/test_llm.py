@@ -123,12 +123,24 @@ def test_a_rerun_with_the_cache_makes_zero_calls(small, tmp_path):
 def test_a_slow_call_passes_its_deadline_and_is_retried(small, tmp_path):
     public, answers = small
     target = _test_ids(answers, 1)[0]
-    with FakeOpenAI(faults={target: ["slow"]}, slow_seconds=3) as fake:
-        manifest = run_llm(public, tmp_path / "slow.json", fake, "mode=micro", "call_timeout=0.5", "backoff=0")
+    with FakeOpenAI(faults={target: ["slow"]}, slow_seconds=8) as fake:
+        manifest = run_llm(public, tmp_path / "slow.json", fake, "mode=micro", "call_timeout=2", "backoff=0")
         assert len(fake.requests) == manifest["counters"]["model_calls"] == 81
     c = manifest["counters"]
     assert c["retries"] == 1 and c["failed_answers"] == 0
     assert grade(answers, tmp_path / "slow.json").passed
+
+
+def test_the_total_deadline_stops_the_calls(small, tmp_path):
+    public, _ = small
+    first = load_corpus(public).records[0]["id"]
+    with FakeOpenAI(faults={first: ["slow"]}, slow_seconds=8) as fake:
+        manifest = run_llm(public, tmp_path / "d.json", fake, "mode=micro", "concurrency=1", "deadline=1.5", "backoff=0")
+        assert len(fake.requests) == manifest["counters"]["model_calls"] == 1
+    c = manifest["counters"]
+    assert manifest["ok"] and c["failed_calls"] == 80 and c["failed_answers"] == 80 and c["retries"] == 0
+    assert json.loads((tmp_path / "d.json").read_text())["answers"] == []  # nothing answered, nothing claimed
+    assert "the total deadline passed" in manifest["output_tail"]
 
 
 def test_persistent_server_errors_fail_the_record_after_the_retries(small, tmp_path):
