@@ -19,7 +19,7 @@ that carry that record; once used up, requests are answered normally):
 - "badshape": content that is JSON but has a wrong key;
 - "garbage": status 200 with a body that is not a chat completion.
 Every request is logged in `requests` (ids, status, stream, usage returned, the Authorization
-header), so a test can compare a candidate's counters with what the server saw.
+header, the request body, the response's content type and bytes), so a test can compare a candidate's counters with what the server saw.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ class FakeOpenAI:
                 entry = {"path": self.path, "authorization": self.headers.get("Authorization"),
                          "stream": bool(body.get("stream")), "status": 200, "usage": None, "body": body}
                 fake._log(entry)  # logged on arrival, so the count is right even for a client that gave up
+                self._entry = entry
                 if self.path != "/v1/chat/completions":
                     entry["status"] = 404
                     return self._send(404, b'{"error": "not found"}')
@@ -164,6 +165,7 @@ class FakeOpenAI:
                 return self._send(200, json.dumps(envelope).encode())
 
             def _send(self, status: int, data: bytes, headers: dict | None = None):
+                self._entry.update(content_type="application/json", response=data)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -177,9 +179,15 @@ class FakeOpenAI:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
 
-                def event(payload: dict) -> None:
-                    self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+                self._entry.update(content_type="text/event-stream", response=b"")
+
+                def write(data: bytes) -> None:
+                    self._entry["response"] += data
+                    self.wfile.write(data)
                     self.wfile.flush()
+
+                def event(payload: dict) -> None:
+                    write(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk"}
                 event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
@@ -188,8 +196,7 @@ class FakeOpenAI:
                 event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 if usage is not None:
                     event({**base, "choices": [], "usage": usage})
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                write(b"data: [DONE]\n\n")
 
         return Handler
 

@@ -85,6 +85,28 @@ def test_micro_counters_equal_what_the_server_saw_and_a_429_is_one_retry(small, 
     assert grade(answers, tmp_path / "micro.json").passed
 
 
+def test_the_runner_side_count_agrees_and_a_difference_is_flagged(small, tmp_path):
+    """The seam for the sandbox's recording proxy: usage read off the wire, reconciled with the counters."""
+    from microctx.candidates.usage import reconcile, usage_from_response
+
+    public, answers = small
+    target = _test_ids(answers, 1)[0]
+    with FakeOpenAI(faults={target: ["429", "500"]}) as fake:
+        manifest = run_llm(public, tmp_path / "r.json", fake, "mode=chunks", "chunk_records=9", "backoff=0")
+        host = fake.base_url.split("/")[2]
+        wire = [{"host": host, "method": "POST", "path": r["path"], "status": r["status"],
+                 "usage": usage_from_response(r["content_type"], r["response"])} for r in fake.requests]
+    assert manifest["counters"]["model_calls"] == len(wire) == 9 + 2
+    check = reconcile(wire, manifest["counters"], fake.base_url)
+    assert check["agree"] and check["tokens_seen"] and check["runner"]["input_tokens"] == manifest["counters"]["input_tokens"]
+    other_host = [*wire, {"host": "example.org:443", "method": "POST", "path": "/v1/chat/completions", "status": 200}]
+    assert reconcile(other_host, manifest["counters"], fake.base_url)["agree"]
+    planted = reconcile(wire[1:], manifest["counters"], fake.base_url)
+    assert not planted["agree"] and planted["differences"][0] == "model_calls: runner 10, candidate 11"
+    opaque = reconcile([{**w, "path": None, "usage": None} for w in wire], manifest["counters"], fake.base_url)
+    assert opaque["agree"] and not opaque["tokens_seen"] and set(opaque["runner"]) == {"model_calls"}
+
+
 def test_malformed_answers_fail_those_records_only(small, tmp_path):
     public, answers = small
     bad = _test_ids(answers, 3)
