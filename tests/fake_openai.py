@@ -52,13 +52,15 @@ def prompt_records(content: str) -> tuple[list[str], list[dict]]:
 
 class FakeOpenAI:
     def __init__(self, *, oracle: dict | None = None, wrong: dict | None = None, faults: dict | None = None,
-                 retry_after: str = "0", slow_seconds: float = 2.0, chunk_chars: int = 40):
+                 retry_after: str = "0", slow_seconds: float = 2.0, chunk_chars: int = 40, delay: float = 0.0):
         self.oracle = oracle or {}
         self.wrong = wrong or {}
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
         self.chunk_chars = chunk_chars
+        self.delay = delay  # seconds every request waits (so concurrent calls overlap)
+        self.in_flight = self.max_in_flight = 0  # requests being served at once, and the most seen
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self._seen_systems: set[str] = set()
@@ -113,10 +115,18 @@ class FakeOpenAI:
                 pass
 
             def do_POST(self):
+                with fake.lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
+                    if fake.delay:
+                        time.sleep(fake.delay)
                     self._post()
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a call deadline)
                     pass
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
 
             def _post(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))

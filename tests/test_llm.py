@@ -142,6 +142,15 @@ def test_a_rerun_with_the_cache_makes_zero_calls(small, tmp_path):
     assert len(log) == calls and all(e["ok"] for e in log)
 
 
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_the_server_never_sees_more_calls_at_once_than_the_concurrency_limit(small, tmp_path, concurrency):
+    public, _ = small
+    with FakeOpenAI(delay=0.05) as fake:
+        manifest = run_llm(public, tmp_path / "c.json", fake, "mode=chunks", "chunk_records=4", f"concurrency={concurrency}")
+        assert manifest["ok"] and len(fake.requests) == 20
+        assert 1 <= fake.max_in_flight <= concurrency
+
+
 def test_a_slow_call_passes_its_deadline_and_is_retried(small, tmp_path):
     public, answers = small
     target = _test_ids(answers, 1)[0]
