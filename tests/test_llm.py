@@ -264,6 +264,17 @@ def test_a_candidate_printing_a_passed_secret_is_redacted(small, tmp_path, monke
                  "--cmd", f"{{python}} {script}", "--pass-env", "PRINTED_KEY"]) == 2
 
 
+def test_splits_restrict_what_is_sent_and_submitted(small, tmp_path):
+    public, answers = small
+    tune = [r["id"] for r in load_corpus(public).records if r["split"] == "tune"]
+    with FakeOpenAI() as fake:
+        manifest = run_llm(public, tmp_path / "t.json", fake, "mode=micro", "splits=tune")
+        assert sorted(sum((r["ids"] for r in fake.requests), [])) == sorted(tune)
+    submitted = [a["id"] for a in json.loads((tmp_path / "t.json").read_text())["answers"]]
+    assert submitted == tune and manifest["counters"]["model_records"] == len(tune) > 0
+    assert not grade(answers, tmp_path / "t.json").passed  # a tune run cannot pass on test
+
+
 def test_bad_parameters_fail_the_run_naming_the_parameter(small, tmp_path):
     public, _ = small
     with FakeOpenAI() as fake:
@@ -273,6 +284,8 @@ def test_bad_parameters_fail_the_run_naming_the_parameter(small, tmp_path):
         assert not manifest["ok"] and "parameter overlap" in manifest["error"]
         manifest = run_llm(public, tmp_path / "x.json", fake, "cache=relative/folder")
         assert not manifest["ok"] and "absolute path" in manifest["error"]
+        manifest = run_llm(public, tmp_path / "x.json", fake, "splits=test,holdout")
+        assert not manifest["ok"] and "parameter splits" in manifest["error"]
         assert fake.requests == []
     assert main(["run", "llm", "--public", str(public), "--submission", str(tmp_path / "y.json"),
                  "--param", "temperatur=0"]) == 2

@@ -22,6 +22,9 @@ exact frontier, so a grade's slices isolate the model's kinds. With `retrieval_k
 micro prompt also shows the k nearest train/tune records (BM25, microctx.candidates.retrieval)
 with their public labels and state (retrieval-rerank).
 
+`splits` (default `all`; e.g. `tune` for a tuning sweep) restricts the run to the records of those
+splits: the others are neither sent nor submitted, so a run meant for tune cannot pass on test.
+
 Robustness: `concurrency` calls at once; retries (`retries`, exponential `backoff` capped by
 `max_backoff`) on 429, 5xx, timeouts and broken connections, honouring `Retry-After`; a per-call
 deadline (`call_timeout`) and a total one (`deadline`, 0 = none). Output that is not the strict
@@ -88,6 +91,7 @@ DEFAULTS = {
     "price_in": 0.0, "price_out": 0.0, "price_cached": None, "price_file": "",
     "api_key_env": "", "call_timeout": 120.0, "deadline": 0.0, "retries": 4, "backoff": 0.5, "max_backoff": 30.0,
     "max_tokens": 0, "temperature": 0.0, "stream": True, "json_mode": True, "cache": "", "retrieval_k": 0,
+    "splits": "all",
 }
 
 
@@ -120,6 +124,7 @@ class Config:
     json_mode: bool
     cache: str
     retrieval_k: int
+    splits: tuple[str, ...] = ("train", "tune", "test")
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -195,6 +200,10 @@ def make_config(params: dict | None) -> Config:
     for key in ("stream", "json_mode"):
         if not isinstance(p[key], bool):
             raise ConfigError(f"parameter {key}: expected true or false, got {p[key]!r}")
+    splits = ("train", "tune", "test") if p["splits"] == "all" else tuple(
+        x.strip() for x in str(p["splits"]).split(",") if x.strip())
+    if not splits or not set(splits) <= {"train", "tune", "test"}:
+        raise ConfigError(f"parameter splits: expected all or a comma-separated list of train, tune, test, got {p['splits']!r}")
     chunk_records = _integer(p, "chunk_records", 1)
     overlap = _integer(p, "overlap", 0)
     if overlap >= chunk_records:
@@ -208,7 +217,7 @@ def make_config(params: dict | None) -> Config:
         backoff=_number(p, "backoff", float, 0), max_backoff=_number(p, "max_backoff", float, 0),
         max_tokens=_integer(p, "max_tokens", 0), temperature=_number(p, "temperature", float, 0),
         stream=p["stream"], json_mode=p["json_mode"], cache=_absolute(p, "cache"),
-        retrieval_k=_integer(p, "retrieval_k", 0),
+        retrieval_k=_integer(p, "retrieval_k", 0), splits=splits,
     )
 
 
@@ -718,11 +727,11 @@ def answer_corpus(public_path: str, config: Config, api_key: str | None, *, endp
     corpus = load_corpus(public_path)
     exact, statements = exact_answers(public_path)
     exact_by_id = {a["id"]: a for a in exact["answers"]}
-    records = corpus.records
+    records = [r for r in corpus.records if r["split"] in config.splits]  # others are left out entirely
     to_model = unresolved_records(records, config) if config.mode == "hybrid" else list(records)
     truncated = 0
     if config.mode in ("micro", "hybrid"):
-        examples = _retrieval_examples(to_model, records, config.retrieval_k) if config.retrieval_k and to_model else None
+        examples = _retrieval_examples(to_model, corpus.records, config.retrieval_k) if config.retrieval_k and to_model else None
         prompts = micro_prompts(to_model, config, examples)
     elif config.mode == "long":
         prompts, truncated = long_prompts(to_model, config)
