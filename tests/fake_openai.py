@@ -118,6 +118,7 @@ class FakeOpenAI:
                 with fake.lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                self._counted = True
                 try:
                     if fake.delay:
                         time.sleep(fake.delay)
@@ -125,6 +126,13 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a call deadline)
                     pass
                 finally:
+                    self._leave()
+
+            def _leave(self):
+                """No longer in flight: called before the last bytes go out, since the client may
+                send its next request as soon as it has them."""
+                if self._counted:
+                    self._counted = False
                     with fake.lock:
                         fake.in_flight -= 1
 
@@ -182,6 +190,7 @@ class FakeOpenAI:
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.end_headers()
+                self._leave()
                 self.wfile.write(data)
 
             def _stream(self, content: str, usage: dict | None):
@@ -206,6 +215,7 @@ class FakeOpenAI:
                 event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 if usage is not None:
                     event({**base, "choices": [], "usage": usage})
+                self._leave()
                 write(b"data: [DONE]\n\n")
 
         return Handler

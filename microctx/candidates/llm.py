@@ -84,6 +84,7 @@ PROMPTS = {"micro": "micro.v1", "window": "window.v1"}
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 CHARS_PER_TOKEN = 4  # the packing estimate for long/chunks windows (a real tokenizer is endpoint-specific)
 OUTPUT_TOKENS_PER_RECORD = 96
+MAX_RESPONSE_BYTES = 16 << 20  # a response larger than this is refused (a runaway or hostile server)
 
 DEFAULTS = {
     "base_url": "", "model": "", "mode": "micro", "task": "all",
@@ -618,7 +619,13 @@ class Endpoint:
                                      or response.status_code >= 500, retry_after)
                 if self.config.stream:
                     return self._read_stream(response, start, timeout)
-                data = response.read()
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_RESPONSE_BYTES:
+                        raise CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes", False)
+                    chunks.append(chunk)
+                data = b"".join(chunks)
                 if self.clock() - start > timeout:
                     raise CallFailed(f"the call took longer than {timeout:g} s", True)
         except httpx.TimeoutException:
@@ -639,9 +646,13 @@ class Endpoint:
         usage: dict = {}
         ttft = None
         done = False
+        size = 0
         for line in response.iter_lines():
             if self.clock() - start > timeout:
                 raise CallFailed(f"the call took longer than {timeout:g} s", True)
+            size += len(line) + 1
+            if size > MAX_RESPONSE_BYTES:
+                raise CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes", False)
             if not line.startswith("data:"):
                 continue
             payload = line[5:].strip()
