@@ -17,7 +17,8 @@ that carry that record; once used up, requests are answered normally):
 - "slow": sleeps `slow_seconds` before answering (to pass a call deadline);
 - "malformed": a valid response whose content is not the strict JSON shape;
 - "badshape": content that is JSON but has a wrong key;
-- "garbage": status 200 with a body that is not a chat completion.
+- "garbage": status 200 with a body that is not a chat completion;
+- "cutstream": a stream that stops before `[DONE]` (a dropped connection).
 Every request is logged in `requests` (ids, status, stream, usage returned, the Authorization
 header, the request body, the response's content type and bytes), so a test can compare a candidate's counters with what the server saw.
 """
@@ -176,7 +177,8 @@ class FakeOpenAI:
                          "prompt_tokens_details": {"cached_tokens": cached}}
                 entry["usage"] = usage
                 if body.get("stream"):
-                    return self._stream(content, usage if (body.get("stream_options") or {}).get("include_usage") else None)
+                    return self._stream(content, usage if (body.get("stream_options") or {}).get("include_usage") else None,
+                                        cut=behaviour == "cutstream")
                 envelope = {"id": "chatcmpl-fake", "object": "chat.completion", "model": body["model"],
                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                          "finish_reason": "stop"}], "usage": usage}
@@ -193,7 +195,7 @@ class FakeOpenAI:
                 self._leave()
                 self.wfile.write(data)
 
-            def _stream(self, content: str, usage: dict | None):
+            def _stream(self, content: str, usage: dict | None, cut: bool = False):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
@@ -212,6 +214,9 @@ class FakeOpenAI:
                 event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
                 for start in range(0, len(content), fake.chunk_chars):
                     event({**base, "choices": [{"index": 0, "delta": {"content": content[start:start + fake.chunk_chars]}}]})
+                if cut:
+                    self._leave()
+                    return
                 event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 if usage is not None:
                     event({**base, "choices": [], "usage": usage})

@@ -162,6 +162,20 @@ def test_a_slow_call_passes_its_deadline_and_is_retried(small, tmp_path):
     assert grade(answers, tmp_path / "slow.json").passed
 
 
+def test_a_stream_cut_before_done_is_retried_and_its_tokens_not_counted(small, tmp_path):
+    public, answers = small
+    target = _test_ids(answers, 1)[0]
+    with FakeOpenAI(faults={target: ["cutstream"]}) as fake:
+        manifest = run_llm(public, tmp_path / "cut.json", fake, "mode=micro", "backoff=0")
+        cut = [r for r in fake.requests if r.get("behaviour") == "cutstream"]
+        delivered = [r["usage"] for r in fake.requests if r.get("behaviour") != "cutstream" and r["usage"]]
+    c = manifest["counters"]
+    assert len(cut) == 1 and c["model_calls"] == 81 and c["retries"] == 1 and c["failed_answers"] == 0
+    # the cut stream never delivered its usage: only the delivered ones are counted
+    assert c["input_tokens"] == sum(u["prompt_tokens"] for u in delivered)
+    assert grade(answers, tmp_path / "cut.json").passed
+
+
 def test_the_total_deadline_stops_the_calls(small, tmp_path):
     public, _ = small
     first = load_corpus(public).records[0]["id"]
