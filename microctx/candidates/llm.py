@@ -63,6 +63,7 @@ from pathlib import Path
 
 import orjson
 
+from microctx.candidates.usage import read_usage
 from microctx.contract.patterns import CUE_WORDS
 from microctx.contract.schemas import SUBMISSION_SCHEMA
 
@@ -680,14 +681,7 @@ class Endpoint:
 
 def _usage(raw: object) -> dict:
     """prompt, completion and cached tokens of a response's `usage` ({} when absent or unusable)."""
-    if not isinstance(raw, dict):
-        return {}
-    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return {}
-    details = raw.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached if isinstance(cached, int) else 0}
+    return read_usage(raw) or {}
 
 
 def run_prompts(prompts: list[Prompt], endpoint: Endpoint, concurrency: int) -> list[CallResult]:

@@ -22,7 +22,8 @@ import orjson
 COMPARED = ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
 
 
-def _usage(raw: object) -> dict | None:
+def read_usage(raw: object) -> dict | None:
+    """prompt, completion and cached tokens of a `usage` object (OpenAI's shape), or None."""
     if not isinstance(raw, dict):
         return None
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
@@ -48,13 +49,13 @@ def usage_from_response(content_type: str, body: bytes) -> dict | None:
             except orjson.JSONDecodeError:
                 continue
             if isinstance(event, dict) and event.get("usage"):
-                found = _usage(event["usage"]) or found
+                found = read_usage(event["usage"]) or found
         return found
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    return _usage(document.get("usage")) if isinstance(document, dict) else None
+    return read_usage(document.get("usage")) if isinstance(document, dict) else None
 
 
 def _host(base_url: str) -> tuple[str, str]:
