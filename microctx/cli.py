@@ -184,6 +184,8 @@ def _sandbox_settings(args):
         options["max_processes"] = args.max_processes
     if args.cpu_seconds is not None:
         options["cpu_seconds"] = args.cpu_seconds
+    if args.cache_dir is not None:
+        options["cache_dir"] = args.cache_dir
     return SandboxSettings(**options)
 
 
@@ -201,7 +203,7 @@ def cmd_run(args) -> int:
             raise InputError("--cmd", f"cannot split the command into words: {exc}") from None
     manifest = run_candidate(args.candidate, args.public, args.submission, devkit=args.devkit,
                              params=_parse_params(args.param), timeout=args.timeout, cmd=args.cmd,
-                             sandbox=_sandbox_settings(args))
+                             sandbox=_sandbox_settings(args), pass_env=args.pass_env or ())
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
     cost = (f"{manifest['isolation']}; {manifest['wall_seconds']:.2f} s wall, {manifest['cpu_seconds']:.2f} s CPU, "
             f"{manifest['peak_memory_bytes'] / 2**20:.0f} MiB peak; {counters}")
@@ -260,6 +262,12 @@ def _candidate_parsers(sub) -> None:
     p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
     p.add_argument("--max-processes", type=int, metavar="N", help="processes and threads at once (default 512)")
     p.add_argument("--cpu-seconds", type=int, metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="a folder the candidate keeps between runs, read-write (e.g. the llm candidate's response "
+                        "cache); it must not hold an answer bundle or the data folder")
+    p.add_argument("--pass-env", action="append", metavar="NAME",
+                   help="pass this environment variable (an API key) to the candidate; the manifest names it, "
+                        "never its value (repeatable)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devkit", help="write an answer file for tuning: the train/tune answers only, never test")
@@ -399,6 +407,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report)
+    _frontier_parser(kinds)
 
     p = sub.add_parser("demo", help="the main job end to end on s8f: verify, run candidates, grade, all reports",
                        description="Verify the s8f artifacts, make submissions (the built-in candidates, or the "
@@ -484,6 +493,22 @@ def cmd_report_sweep(args) -> int:
     return _report_done(manifest, args.out)
 
 
+# --- the net-true decision boundary: report frontier (model candidates issue) -----------------
+
+def cmd_report_frontier(args) -> int:
+    from microctx.reports import build as reports
+
+    _s8f_default(args)
+    try:
+        manifest = reports.frontier_report(args.public, args.answers, args.submission, args.out, names=args.name or (),
+                                           baseline=args.baseline or "", cost=args.cost,
+                                           cpu_dollars_per_hour=args.cpu_dollars_per_hour, n_boot=args.n_boot, seed=args.seed)
+    except reports.ReportError as exc:
+        _say(f"microctx report frontier: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
 def _tuning_parsers(sub, report_kinds) -> None:
     p = sub.add_parser("sweep", help="tune a candidate on train/tune: run a parameter grid, grade each on tune, choose",
                        description="Run every configuration of SWEEP.toml through the isolated runner (the candidate sees "
@@ -519,6 +544,23 @@ def _tuning_parsers(sub, report_kinds) -> None:
     k.add_argument("sweep_dir", metavar="DIR", help="a sweep folder (holds sweep.csv and selected.json)")
     k.add_argument("--out", required=True, metavar="R")
     k.set_defaults(func=cmd_report_sweep)
+def _frontier_parser(kinds) -> None:
+    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+
+    k = kinds.add_parser("frontier", help="frontier_report: net-true facts against cost, Pareto front, payoff vs exact-sql")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    k.add_argument("--submission", action="append", required=True,
+                   help="repeat for each submission; costs come from its run manifest <S>.run.json")
+    k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
+    k.add_argument("--baseline", help="name of the candidate to pay off against (default: the exact-sql run, else the first)")
+    k.add_argument("--cost", choices=list(COST_MEASURES), default="dollars", help="cost measure, per record (default dollars)")
+    k.add_argument("--cpu-dollars-per-hour", type=float, default=DEFAULT_CPU_DOLLARS_PER_HOUR,
+                   help="assumed price of a CPU-hour for the compute part of dollars (default %(default)s)")
+    k.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default %(default)s)")
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--out", required=True, metavar="DIR")
+    k.set_defaults(func=cmd_report_frontier)
 
 
 def build_parser() -> argparse.ArgumentParser:

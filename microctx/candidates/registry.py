@@ -2,7 +2,8 @@
 
 A candidate is named in one of three ways (`resolve` turns the name into a `Candidate`):
 - a built-in name: `exact-sql` (DuckDB over the public corpus) or `text-only` (scikit-learn
-  from title and body; needs a devkit);
+  from title and body; needs a devkit); `llm` (a model over an OpenAI-compatible endpoint) or
+  `retrieval` (BM25 over the train/tune records);
 - `module:function` (an importable module) or `path/to/file.py:function`;
 - any label together with a command template (`--cmd 'python my_pipeline.py {public} {submission}'`).
 
@@ -23,7 +24,8 @@ made absolute, because the command runs in a fresh empty directory.
 
 Counters. Either way the candidate may write `counters.json` into its working directory: a JSON
 object with any of the integer counters `model_calls`, `tool_calls`, `input_tokens`,
-`output_tokens` and an optional string `version`. The runner copies them into the run manifest
+`output_tokens` (plus, for model-backed candidates, `MODEL_COUNTER_KEYS`: cached tokens, retries,
+dollars as `cost_microdollars`, time to first token, ...) and an optional string `version`. The runner copies them into the run manifest
 (a counter not reported is null there: unknown, not zero). A function candidate just returns
 the object; the child entry point below writes the file for it.
 
@@ -43,10 +45,16 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from microctx.candidates.llm import DEFAULTS as LLM_DEFAULTS
 from microctx.errors import InputError
 
 COUNTERS_FILE = "counters.json"
 COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
+# Counters of model-backed candidates (llm): copied into the manifest only when reported, so the
+# manifests of candidates that call no model keep the four keys above.
+MODEL_COUNTER_KEYS = ("cached_tokens", "cache_hits", "retries", "failed_calls", "failed_answers", "calls_without_usage",
+                      "cost_microdollars", "ttft_ms_median", "ttft_ms_max", "latency_ms_median", "retry_wait_ms",
+                      "model_records", "prompts", "truncated_records", "prompt_version")
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,17 @@ BUILTINS = {
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
         {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
+    ),
+    "llm": Builtin(
+        "microctx.candidates.llm:run",
+        "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
+        "needs --param base_url=URL --param model=NAME",
+        dict(LLM_DEFAULTS),
+    ),
+    "retrieval": Builtin(
+        "microctx.candidates.retrieval:run",
+        "BM25 over the train/tune records: labels (task=text: also state) voted by the k nearest, the rest exact",
+        {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75},
     ),
 }
 

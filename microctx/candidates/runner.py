@@ -54,13 +54,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from microctx.candidates import sandbox as sb
-from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, Candidate, resolve
+from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, MODEL_COUNTER_KEYS, Candidate, resolve
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 
@@ -117,8 +118,9 @@ def _mentions_private(value: str, private: list[str]) -> bool:
     return "answers" in lowered or any(p and p in value for p in private)
 
 
-def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
-    """The child's environment: a few harmless variables, nothing pointing at data or answers."""
+def clean_environment(home: Path, pythonpath: str | None = None, pass_env: Sequence[str] = ()) -> dict:
+    """The child's environment: a few harmless variables, nothing pointing at data or answers,
+    plus the variables named in `pass_env` (explicitly passed secrets such as an API key)."""
     private = [os.environ.get("MICROCTX_DATA_DIR", "")]
     private += [os.path.realpath(p) for p in private if p]
     env = {key: os.environ[key] for key in _KEPT_ENV if key in os.environ and key != "PATH"}
@@ -130,7 +132,30 @@ def clean_environment(home: Path, pythonpath: str | None = None) -> dict:
                PYTHONNOUSERSITE="1")
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
+    env.update({name: os.environ[name] for name in pass_env})
     return env
+
+
+def _check_pass_env(names: Sequence[str]) -> list[str]:
+    """The variable names to pass (each set in the caller's environment, none a name of ours)."""
+    checked = []
+    for name in names:
+        if not name or not name.replace("_", "").isalnum() or name[0].isdigit():
+            raise InputError("--pass-env", f"expected an environment variable name, got {name!r}")
+        if name in _KEPT_ENV or name in ("HOME", "TMPDIR", "PYTHONPATH", "MICROCTX_DATA_DIR"):
+            raise InputError("--pass-env", f"{name} is set by the runner and cannot be passed")
+        if not os.environ.get(name):
+            raise InputError("--pass-env", f"environment variable {name} is not set")
+        checked.append(name)
+    return sorted(set(checked))
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    """`text` with every passed secret's value replaced (a candidate that prints its key)."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None) -> list[str]:
@@ -191,6 +216,7 @@ class _Run:
     corpus_sha256: str
     devkit_sha256: str | None
     settings: sb.SandboxSettings
+    passed_env: list[str] = dataclasses.field(default_factory=list)  # names only; values stay in os.environ
 
 
 @dataclass
@@ -206,7 +232,7 @@ class _Outcome:
 
 
 def _prepare(candidate: str, public, submission, devkit, params: dict | None, cmd: str | None,
-             settings: sb.SandboxSettings) -> _Run:
+             settings: sb.SandboxSettings, pass_env: Sequence[str] = ()) -> _Run:
     """Resolve the candidate and check every input; InputError before anything runs."""
     spec = resolve(candidate, params, cmd)
     public, submission = Path(public), Path(submission)
@@ -217,7 +243,7 @@ def _prepare(candidate: str, public, submission, devkit, params: dict | None, cm
     devkit_sha256 = _check_devkit(devkit_path, corpus_sha256) if devkit_path is not None else None
     if spec.needs_devkit and devkit_path is None:
         raise InputError(candidate, "this candidate tunes on the devkit: pass --devkit (make one with `microctx devkit`)")
-    return _Run(spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings)
+    return _Run(spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings, _check_pass_env(pass_env))
 
 
 def _module_bind(spec: Candidate) -> tuple[Candidate, list[tuple[Path, str]]]:
@@ -251,22 +277,27 @@ def _launch_plan(run: _Run, root: Path, proxy_dir: Path | None) -> tuple[list[st
     if run.settings.isolation == "process":
         home = root / "home"
         home.mkdir()
-        env = clean_environment(home, run.spec.import_root if run.spec.kind == "function" else None)
+        env = clean_environment(home, run.spec.import_root if run.spec.kind == "function" else None, run.passed_env)
+        if run.settings.cache_dir is not None:
+            env[sb.CACHE_ENV] = str(Path(run.settings.cache_dir).resolve())
         return _command(run.spec, has_devkit), env
     bwrap = sb.check_available()
     spec, binds = _module_bind(run.spec)
     named: list[Path] = []
     argv = _command(spec, has_devkit, named)
     binds += [(path, str(path)) for path in named]
-    env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None)
+    env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None, run.passed_env)
     env["TMPDIR"] = "/tmp"
+    cache_dir = Path(run.settings.cache_dir).resolve() if run.settings.cache_dir is not None else None
+    if cache_dir is not None:
+        env[sb.CACHE_ENV] = sb.CACHE_DIR
     if proxy_dir is not None:
         from microctx.candidates.network import DEFAULT_PORT, forwarder_argv
 
         url = f"http://127.0.0.1:{DEFAULT_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
         argv = forwarder_argv(sys.executable, f"{sb.PROXY_DIR}/proxy.sock", DEFAULT_PORT, argv)
-    return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir), env
+    return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir, cache_dir=cache_dir), env
 
 
 def _launch(run: _Run, argv: list[str], env: dict, workdir: Path, output_path: Path, limits: sb.Limits) -> _Outcome:
@@ -378,6 +409,12 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
         return counters, None, f"ignored {COUNTERS_FILE}: not a JSON object"
     problems = []
     for key in COUNTER_KEYS:
+        value = reported.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            counters[key] = value
+        elif value is not None:
+            problems.append(f"{key} is not a non-negative integer")
+    for key in MODEL_COUNTER_KEYS:  # present only when reported
         value = reported.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             counters[key] = value
@@ -528,6 +565,8 @@ def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, lim
         "counters": counters,
         "counters_problem": counters_problem,
         "self_reported": ["counters", "version"],
+        "passed_env": run.passed_env,
+        "cache_dir": str(Path(run.settings.cache_dir).resolve()) if run.settings.cache_dir is not None else None,
         "runner": {"microctx": __version__, "python": sys.version.split()[0]},
         "ok": not error,
         "error": error,
@@ -549,12 +588,15 @@ def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
 
 
 def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
-                  timeout: float | None = None, cmd: str | None = None, sandbox: sb.SandboxSettings | None = None) -> dict:
+                  timeout: float | None = None, cmd: str | None = None, sandbox: sb.SandboxSettings | None = None,
+                  pass_env: Sequence[str] = ()) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
     `candidate` is a built-in name, `module:function`, `file.py:function`, or with `cmd` a label.
     `sandbox` holds the isolation, network and limits (default: `SandboxSettings()`, the sandbox
-    with no network); `timeout`, when given, replaces its wall timeout.
+    with no network); `timeout`, when given, replaces its wall timeout. `pass_env` names caller
+    environment variables handed to the candidate (an API key): the manifest lists the names
+    (`passed_env`), and their values are redacted from its output tail.
     Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
     unknown candidate, a devkit with test answers) and a sandbox that cannot start here raise
     InputError before anything runs.
@@ -564,7 +606,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
         if timeout <= 0:
             raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
         settings = dataclasses.replace(settings, timeout_seconds=timeout)
-    run = _prepare(candidate, public, submission, devkit, params, cmd, settings)
+    run = _prepare(candidate, public, submission, devkit, params, cmd, settings, pass_env)
     root = Path(tempfile.mkdtemp(prefix="microctx-run-"))
     limits = None
     proxy = None
@@ -586,7 +628,7 @@ def run_candidate(candidate: str, public, submission, *, devkit=None, params: di
         outcome = _launch(run, argv, env, workdir, root / "output.txt", limits)
         if proxy is not None:
             proxy.close()
-        output_tail = _output_tail(root / "output.txt")
+        output_tail = _redact(_output_tail(root / "output.txt"), [os.environ[name] for name in run.passed_env])
         manifest, data = _manifest(run, outcome, workdir, output_tail, limits, _network_record(run, proxy))
         _publish(run, manifest, data)
         return manifest

@@ -58,6 +58,8 @@ RUN_DIR = "/candidate"  # the run folder inside the sandbox (the candidate's wor
 HOME_DIR = "/home/candidate"
 IMPORT_DIR = "/candidate-import"  # a module:function candidate's own module, read-only
 PROXY_DIR = "/run/microctx"
+CACHE_DIR = "/cache"  # --cache-dir: the one folder kept between runs, read-write
+CACHE_ENV = "MICROCTX_CANDIDATE_CACHE"  # tells the candidate where its cache folder is
 SANDBOX_UID = 1000
 _ETC = ("ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust", "alternatives", "localtime", "timezone", "ld.so.cache",
         "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "hosts", "host.conf", "passwd", "group", "mime.types",
@@ -99,6 +101,7 @@ class SandboxSettings:
     timeout_seconds: float | None = 3600.0
     cpu_seconds: int | None = 3600
     max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE: no file the candidate writes grows past this
+    cache_dir: str | None = None  # a folder the candidate keeps between runs (e.g. model responses)
     schema: str = field(default=SANDBOX_SCHEMA, init=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +125,8 @@ class SandboxSettings:
             raise InputError("--timeout", f"expected a positive number of seconds, got {self.timeout_seconds}")
         if self.cpu_seconds is not None and self.cpu_seconds <= 0:
             raise InputError("--cpu-seconds", f"expected a positive number of seconds, got {self.cpu_seconds}")
+        if self.cache_dir is not None:
+            check_cache_dir(Path(self.cache_dir))
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -206,12 +211,36 @@ def _system_binds() -> list[str]:
     return args
 
 
+def check_cache_dir(folder: Path) -> Path:
+    """A `--cache-dir` is an existing folder that holds no answer bundle and is not (and does not
+    hold) the data folder: it is the one place outside the run folder the candidate may write."""
+    if not folder.is_dir():
+        raise InputError("--cache-dir", f"{folder}: not an existing folder")
+    resolved = folder.resolve()
+    data_dir = os.environ.get("MICROCTX_DATA_DIR")
+    if data_dir and (Path(data_dir).resolve() == resolved or Path(data_dir).resolve().is_relative_to(resolved)):
+        raise InputError("--cache-dir", f"{folder}: holds the data folder (MICROCTX_DATA_DIR); choose a folder of its own")
+    if resolved == Path.home().resolve() or resolved == Path("/"):
+        raise InputError("--cache-dir", f"{folder}: choose a folder of its own, not your home or /")
+    for count, path in enumerate(resolved.rglob("*.json")):
+        if count >= 10_000:
+            break
+        try:
+            with open(path, "rb") as handle:
+                if b"fak-microcontext-answers/1" in handle.read(4096):
+                    raise InputError("--cache-dir", f"{path}: an answer bundle; the candidate's cache folder must not hold one")
+        except OSError:
+            continue
+    return resolved
+
+
 def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tuple[Path, str]] = (),  # type: ignore[assignment]
-               proxy_dir: Path | None = None, tmp_bytes: int = 256 << 20) -> list[str]:
+               proxy_dir: Path | None = None, tmp_bytes: int = 256 << 20, cache_dir: Path | None = None) -> list[str]:
     """The full bwrap command line: namespaces, file system, working directory, then `command`.
 
     `extra` are (host path, sandbox path) pairs bound read-only (a candidate's own module or
-    files); `proxy_dir` (record mode) is bound read-only at PROXY_DIR."""
+    files); `proxy_dir` (record mode) is bound read-only at PROXY_DIR; `cache_dir` (--cache-dir)
+    read-write at CACHE_DIR."""
     # order matters: the private /tmp comes before the binds, so that an installation under /tmp stays visible
     argv = [bwrap, *namespace_flags(), *_system_binds(), "--proc", "/proc", "--dev", "/dev",
             "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes), "--tmpfs", HOME_DIR]
@@ -222,6 +251,8 @@ def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tup
     argv += ["--bind", str(run_dir), RUN_DIR]
     if proxy_dir is not None:
         argv += ["--ro-bind", str(proxy_dir), PROXY_DIR]
+    if cache_dir is not None:
+        argv += ["--bind", str(cache_dir), CACHE_DIR]
     argv += ["--chdir", RUN_DIR, "--", *command]
     return argv
 

@@ -38,6 +38,7 @@ def _notebooks_dir() -> Path:
 NOTEBOOKS_DIR = _notebooks_dir()
 NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
              "sweep": "sweep_report.ipynb"}
+NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
 KERNEL_NAME = "python3"
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = "microctx-report/1"
@@ -211,3 +212,29 @@ def sweep_report(sweep_dir: str | os.PathLike, out: str | os.PathLike, *, cost: 
 
     load_sweep(sweep_dir)  # bad input fails here, before a kernel starts
     return make_report("sweep", {"sweep_dir": str(Path(sweep_dir).resolve()), "cost": cost}, out, **kw)
+
+
+def frontier_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
+                    names: Sequence[str] = (), *, baseline: str = "", cost: str = "dollars",
+                    cpu_dollars_per_hour: float | None = None, n_boot: int = 1000, seed: int = 0, **kw) -> dict:
+    """frontier_report.ipynb on one or more submissions (with their run manifests) into `out`
+    (frontier.csv, charts): net-true facts, cost per record, Pareto front, payoff against `baseline`."""
+    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+
+    if not submissions:
+        raise InputError("--submission", "the frontier needs at least one submission")
+    names = list(names) or candidate_names(submissions)
+    if len(names) != len(submissions) or len(set(names)) != len(names):
+        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
+    if baseline and baseline not in names:
+        raise InputError("--baseline", f"{baseline!r} is not one of the candidates ({', '.join(names)})")
+    if cost not in COST_MEASURES:
+        raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost!r}")
+    price = DEFAULT_CPU_DOLLARS_PER_HOUR if cpu_dollars_per_hour is None else float(cpu_dollars_per_hour)
+    if price < 0 or n_boot < 0:
+        raise InputError("--cpu-dollars-per-hour" if price < 0 else "--n-boot", "expected a non-negative number")
+    _checked_inputs(public, answers, submissions)
+    params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
+              "names": names, "baseline": baseline, "cost": cost, "cpu_dollars_per_hour": price,
+              "n_boot": int(n_boot), "seed": int(seed)}
+    return make_report("frontier", params, out, **kw)

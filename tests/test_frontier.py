@@ -1,0 +1,136 @@
+"""The net-true decision boundary: planted cases for each verdict, and exact-sql against a micro run on s8f."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from microctx.candidates.exact_sql import answer_corpus
+from microctx.candidates.runner import manifest_path
+from microctx.cli import main
+from microctx.contract.canonical import dumps
+from microctx.reports import frontier, tables
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_openai import FakeOpenAI  # noqa: E402
+
+
+def test_pareto_front():
+    cost = [0.0, 1.0, 1.0, 2.0, math.nan, 0.5]
+    value = [10, 12, 11, 12, 99, 10]
+    assert frontier.pareto_front(cost, value) == [True, True, False, False, False, False]
+
+
+@pytest.mark.parametrize("gain, extra, expected", [
+    (0, 1.0, "dominated by exact-sql"),
+    (-5, 0.0, "dominated by exact-sql"),
+    (0, 0.0, "equal"),
+    (3, -1.0, "dominates exact-sql"),
+    (0, -1.0, "dominates exact-sql"),
+    (4, 2.0, "pays off when a net-true fact is worth more than $0.5"),
+    (-4, -2.0, "cheaper and worse: pays off only when a net-true fact is worth less than $0.5"),
+    (1, math.nan, "cost unknown (no run manifest or no counters)"),
+])
+def test_verdicts(gain, extra, expected):
+    assert frontier.verdict(gain, extra, extra / gain if gain else math.nan, "exact-sql", "dollars", (gain, gain)) == expected
+
+
+def _write(path: Path, submission: dict, manifest: dict) -> str:
+    path.write_bytes(dumps(submission))
+    manifest_path(path).write_bytes(dumps(manifest))
+    return str(path)
+
+
+def test_planted_payoff_and_intervals(s8f, s8f_corpus, s8f_answers, tmp_path):
+    exact, _ = answer_corpus(str(s8f.public))
+    weaker = copy.deepcopy(exact)
+    test_ids = [a["id"] for a in s8f_answers["answers"] if a["split"] == "test"]
+    dropped = 0
+    for answer in weaker["answers"]:
+        if answer["id"] in test_ids[:50]:
+            dropped += len(answer["labels"])
+            answer["labels"] = []
+    noisy = copy.deepcopy(exact)
+    for answer in noisy["answers"]:
+        if answer["id"] in test_ids[:30]:
+            answer["references"] = sorted(set(answer["references"]) | {9999999})
+    base = {"candidate": "exact-sql", "wall_seconds": 1.0, "cpu_seconds": 3600.0, "counters": {"model_calls": 0}}
+    costly = {"candidate": "llm", "wall_seconds": 9.0, "cpu_seconds": 3600.0,
+              "counters": {"model_calls": 1000, "input_tokens": 10, "output_tokens": 5, "cost_microdollars": 2_000_000}}
+    paths = [_write(tmp_path / "weak.json", weaker, base), _write(tmp_path / "model.json", exact, costly),
+             _write(tmp_path / "noisy.json", noisy, costly), str(tmp_path / "nomanifest.json")]
+    (tmp_path / "nomanifest.json").write_bytes(dumps(exact))
+    names = ["weak", "model", "noisy", "nomanifest"]
+    inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), paths, names)
+    result = frontier.frontier_table(inputs, paths, names, baseline="weak", cpu_dollars_per_hour=1.0, n_boot=300)
+    t = result.table.set_index("candidate")
+    gold = t.loc["model", "gold_facts"]
+    assert t.loc["model", "net_true"] == gold and t.loc["weak", "net_true"] == gold - dropped
+    assert t.loc["noisy", "net_true"] == gold - 30 and t.loc["noisy", "false_facts"] == 30
+    # dollars: model 2.00 + one CPU-hour at $1 = $3.00 over 1,000 records; the baseline $1.00
+    assert t.loc["model", "dollars"] == pytest.approx(3.0) and t.loc["weak", "dollars"] == pytest.approx(1.0)
+    extra = 2.0 / 1000
+    assert t.loc["model", "extra_cost_per_record"] == pytest.approx(extra)
+    assert t.loc["model", "break_even_per_fact"] == pytest.approx(extra / (dropped / 680))
+    assert t.loc["model", "verdict"].startswith("pays off when a net-true fact is worth more than $")
+    assert t.loc["model", "gain_ci_low"] > 0  # every replicate: the same labels dropped, never fewer
+    assert t.loc["weak", "verdict"] == "baseline" and t.loc["nomanifest", "verdict"].startswith("cost unknown")
+    assert list(t["on_front"]) == [True, True, False, False]
+    # identical submissions have identical replicates: a gain of exactly zero with a zero-width interval
+    twins = tables.load_inputs(str(s8f.public), str(s8f.answers), paths[1:2] * 2, ["a", "b"])
+    same = frontier.frontier_table(twins, paths[1:2] * 2, ["a", "b"], baseline="a", n_boot=50).table.iloc[1]
+    assert same["gain"] == 0 and same["gain_ci_low"] == same["gain_ci_high"] == 0 and same["verdict"] == "equal"
+
+
+def test_the_interval_resamples_components(s8f_corpus, s8f_answers):
+    from microctx.grading import slices
+
+    records = slices.record_table(s8f_corpus)
+    roots, sizes = frontier.test_components(records)
+    assert sizes.sum() == 680 and len(roots) < 680  # linked records form fewer, larger units
+    draws = frontier.component_draws(len(roots), 40, seed=3)
+    assert draws.shape == (40, len(roots)) and (draws.sum(axis=1) == len(roots)).all()
+    assert np.array_equal(draws, frontier.component_draws(len(roots), 40, seed=3))
+
+
+@pytest.fixture(scope="module")
+def sql_and_micro(s8f, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("frontier")
+    assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(folder / "exact-sql.json")]) == 0
+    with FakeOpenAI() as fake:
+        assert main(["run", "llm", "--public", str(s8f.public), "--submission", str(folder / "micro.json"),
+                     "--param", f"base_url={fake.base_url}", "--param", "model=fake-model", "--param", "mode=micro",
+                     "--param", "concurrency=8", "--param", "price_in=0.15", "--param", "price_out=0.6"]) == 0
+    return folder
+
+
+@pytest.mark.slow
+def test_exact_sql_dominates_a_micro_run_on_s8f(s8f, sql_and_micro, tmp_path):
+    out = tmp_path / "report"
+    assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers),
+                 "--submission", str(sql_and_micro / "micro.json"), "--submission", str(sql_and_micro / "exact-sql.json"),
+                 "--out", str(out)]) == 0
+    with open(out / "frontier.csv", newline="") as handle:
+        rows = {r["candidate"]: r for r in csv.DictReader(handle)}
+    assert rows["exact-sql"]["verdict"] == "baseline" and rows["exact-sql"]["on_front"] == "True"
+    assert rows["micro"]["verdict"] == "dominated by exact-sql" and rows["micro"]["on_front"] == "False"
+    assert rows["micro"]["net_true"] == rows["exact-sql"]["net_true"] == "4326"  # a correct model: equal facts, more cost
+    assert float(rows["micro"]["model_calls"]) == 1000 and float(rows["micro"]["model_dollars"]) > 0
+    manifest = json.loads((out / "report.json").read_text())
+    assert manifest["kind"] == "frontier" and sorted(manifest["charts"]) == ["frontier", "gain"]
+    assert (out / "frontier_report.html").is_file() and (out / "charts" / "frontier.svg").is_file()
+
+
+def test_frontier_bad_input(s8f, sql_and_micro, tmp_path):
+    sub = str(sql_and_micro / "exact-sql.json")
+    base = ["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub]
+    assert main([*base, "--baseline", "nobody", "--out", str(tmp_path / "a")]) == 2
+    assert main([*base, "--cpu-dollars-per-hour", "-1", "--out", str(tmp_path / "b")]) == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
