@@ -105,8 +105,9 @@ def sql_and_micro(s8f, tmp_path_factory):
     folder = tmp_path_factory.mktemp("frontier")
     assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(folder / "exact-sql.json")]) == 0
     with FakeOpenAI() as fake:
+        host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
         assert main(["run", "llm", "--public", str(s8f.public), "--submission", str(folder / "micro.json"),
-                     "--param", f"base_url={fake.base_url}", "--param", "model=fake-model", "--param", "mode=micro",
+                     "--network", "record", "--allow-host", host, "--param", f"base_url={fake.base_url}", "--param", "model=fake-model", "--param", "mode=micro",
                      "--param", "concurrency=8", "--param", "price_in=0.15", "--param", "price_out=0.6"]) == 0
     return folder
 

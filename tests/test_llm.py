@@ -101,6 +101,13 @@ def test_the_runner_side_count_agrees_and_a_difference_is_flagged(small, tmp_pat
         wire = [{"host": host, "method": "POST", "path": r["path"], "status": r["status"],
                  "usage": usage_from_response(r["content_type"], r["response"])} for r in fake.requests]
     assert manifest["counters"]["model_calls"] == len(wire) == 9 + 2
+    # the runner's proxy read the same traffic itself: its count and the candidate's agree
+    seen_by_runner = manifest["model_usage_check"]
+    assert seen_by_runner["agree"] and seen_by_runner["tokens_seen"] and seen_by_runner["differences"] == []
+    assert seen_by_runner["runner"] == {key: manifest["counters"][key] for key in
+                                        ("model_calls", "input_tokens", "output_tokens", "cached_tokens")}
+    assert len(manifest["network"]["requests"]) == 11 and all("usage" in r for r in manifest["network"]["requests"]
+                                                               if r["status"] == 200)
     check = reconcile(wire, manifest["counters"], fake.base_url)
     assert check["agree"] and check["tokens_seen"] and check["runner"]["input_tokens"] == manifest["counters"]["input_tokens"]
     other_host = [*wire, {"host": "example.org:443", "method": "POST", "path": "/v1/chat/completions", "status": 200}]
@@ -214,22 +221,21 @@ def test_hybrid_on_s8f_passes_with_zero_model_calls(s8f, tmp_path):
 
 
 def test_hybrid_calls_the_model_only_for_what_the_exact_frontier_leaves(small, tmp_path):
+    """With task=labels the exact frontier may not read the labels: the model is asked, once per
+    record, for labels alone; every other fact comes from the exact queries."""
     public, answers = small
-    document = json.loads(Path(public).read_text())
-    unknown = [document["records"][i]["id"] for i in (3, 10, 42)]
-    for i in (3, 10, 42):
-        document["records"][i]["state"] = ""  # a corpus whose tracker did not say
-    planted = tmp_path / "public.json"
-    planted.write_text(json.dumps(document))
     gold = {a["id"]: a for a in json.loads(Path(answers).read_text())["answers"]}
-    with FakeOpenAI(oracle=gold) as fake:
-        manifest = run_llm(planted, tmp_path / "h.json", fake, "mode=hybrid")
+    wrong = {rid: {**a, "labels": ["planted"], "state": "OPEN", "references": [999999]} for rid, a in gold.items()}
+    with FakeOpenAI(oracle=wrong) as fake:
+        manifest = run_llm(public, tmp_path / "h.json", fake, "mode=hybrid", "task=labels")
         asked = [r["ids"] for r in fake.requests]
-        hidden = [prompt_records(r["body"]["messages"][1]["content"])[1][0] for r in fake.requests]
-    assert sorted(sum(asked, [])) == sorted(unknown) and manifest["counters"]["model_calls"] == 3
-    assert all("state" in h and h["state"] == "" for h in hidden)  # the model saw what the corpus holds
-    states = {a["id"]: a["state"] for a in json.loads((tmp_path / "h.json").read_text())["answers"]}
-    assert all(states[rid] == gold[rid]["state"] for rid in unknown)
+        shown = [prompt_records(r["body"]["messages"][1]["content"])[1][0] for r in fake.requests]
+    assert sorted(sum(asked, [])) == sorted(gold) and manifest["counters"]["model_calls"] == len(gold)
+    assert all("labels" not in h and "state" not in h for h in shown)  # hidden from the prompt
+    submitted = {a["id"]: a for a in json.loads((tmp_path / "h.json").read_text())["answers"]}
+    assert all(submitted[rid]["labels"] == ["planted"] for rid in gold)  # the model's labels
+    assert all(submitted[rid]["state"] == gold[rid]["state"] for rid in gold)  # the frontier's state,
+    assert all(submitted[rid]["references"] == gold[rid]["references"] for rid in gold)  # and references
 
 
 def test_task_labels_hides_state_and_labels_from_the_prompt(small, tmp_path):
@@ -413,3 +419,42 @@ def test_prompt_files_are_versioned_and_shipped():
         assert name.rsplit(".v", 1)[1].isdigit()
         assert "{FIELDS}" in llm.prompt_text(name) and "{SHAPE}" in llm.prompt_text(name)
     assert os.path.basename(llm.__file__) == "llm.py"
+
+
+UNDER_REPORTING = r'''
+import json, sys, urllib.request
+public, submission, base = sys.argv[1], sys.argv[2], sys.argv[3]
+corpus = json.load(open(public))
+first = corpus["records"][0]
+record = {"id": first["id"], "title": first["title"], "body": first["body"]}
+prompt = "FIELDS: state\nRECORDS (JSON):\n" + json.dumps([record])
+body = json.dumps({"model": "fake-model", "messages": [{"role": "system", "content": "x"},
+                                                       {"role": "user", "content": prompt}]}).encode()
+for _ in range(2):  # two calls through the runner's proxy (urllib honours HTTP_PROXY) ...
+    request = urllib.request.Request(base + "/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).read()
+import hashlib
+digest = hashlib.sha256(open(public, "rb").read()).hexdigest()
+json.dump({"schema": "fak-microcontext-submission/1", "corpus_sha256": digest, "answers": []}, open(submission, "w"))
+json.dump({"model_calls": 1, "input_tokens": 0, "output_tokens": 0}, open("counters.json", "w"))  # ... one reported
+'''
+
+
+def test_a_candidate_that_under_reports_its_calls_is_flagged(small, tmp_path):
+    """The runner counts the calls and tokens on the wire itself; a candidate's own counters that
+    say less are flagged in the manifest, not believed."""
+    public, _ = small
+    script = tmp_path / "liar.py"
+    script.write_text(UNDER_REPORTING)
+    with FakeOpenAI() as fake:
+        host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
+        code = main(["run", "liar", "--cmd", f"{{python}} {script} {{public}} {{submission}} {fake.base_url}",
+                     "--public", str(public), "--submission", str(tmp_path / "liar.json"), "--network", "record",
+                     "--allow-host", host, "--param", f"base_url={fake.base_url}"])
+        served = len(fake.requests)
+    manifest = json.loads(manifest_path(tmp_path / "liar.json").read_text())
+    assert code == 0 and served == 2 and len(manifest["network"]["requests"]) == 2
+    check = manifest["model_usage_check"]
+    assert check["agree"] is False and check["runner"]["model_calls"] == 2 and check["candidate"]["model_calls"] == 1
+    assert "model_calls: runner 2, candidate 1" in check["differences"]
+    assert check["tokens_seen"] and check["runner"]["input_tokens"] > 0

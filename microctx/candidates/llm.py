@@ -12,8 +12,9 @@ public timestamps, which are not facts to extract). Modes:
   several windows is reduced by vote (state: the most frequent, ties to the earliest window;
   list facts: those given by at least half of its windows);
 - `hybrid`: the exact frontier first (exact-sql's DuckDB queries); the model (one call per
-  record) only for what that leaves unresolved: fact kinds the task hides from the prompt, or a
-  record whose public state is not OPEN/CLOSED. On s8f with task=all that is nothing: zero calls.
+  record) only for what that leaves unresolved: the fact kinds the task hides from the prompt
+  (a public corpus always carries state and labels, OPEN or CLOSED, so with task=all that is
+  nothing: zero calls, on s8f and on any valid corpus).
 
 `task` restricts the model to fact kinds: `all`; `text` (state and labels), `state` or `labels`,
 each with state, labels and closed_at hidden from the prompt (the honest counterpart of the
@@ -697,13 +698,9 @@ def run_prompts(prompts: list[Prompt], endpoint: Endpoint, concurrency: int) -> 
 # ---------------------------------------------------------------- the candidate
 
 def unresolved_records(records: list[dict], config: Config) -> list[dict]:
-    """Hybrid: the records the exact frontier cannot answer for the task (all of them when the
-    task hides metadata; else those whose public state is neither OPEN nor CLOSED)."""
-    if config.hides_metadata:
-        return list(records)
-    if "state" in config.fields:
-        return [r for r in records if r["state"] not in ("OPEN", "CLOSED")]
-    return []
+    """Hybrid: the records the exact frontier cannot answer for the task: all of them when the
+    task hides metadata from the prompt, else none (the public record states them)."""
+    return list(records) if config.hides_metadata else []
 
 
 def cost_microdollars(stats: Stats, config: Config) -> int:

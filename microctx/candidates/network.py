@@ -27,7 +27,11 @@ Use (this is what `microctx.candidates.runner` does; another runner can do the s
 `requests` holds one entry per request or tunnel, in the order they ended: `host`, `port`,
 `method`, `target` (the URL, or host:port for CONNECT), `status` (the upstream's HTTP status;
 200 for an established tunnel; 502 when the host could not be reached), `bytes_out` (candidate
-to host), `bytes_in` (host to candidate) and `seconds`. `denied` holds `host`, `port`, `method`,
+to host), `bytes_in` (host to candidate) and `seconds`. A plain-HTTP request also has `path`,
+and `usage` when its response (read up to 16 MiB, de-chunked and decompressed) is a chat
+completion carrying token usage (microctx.candidates.usage): the runner's own count of model
+calls and tokens, set beside the candidate's in the manifest. Through a tunnel (HTTPS) the
+bytes are opaque: only the call is counted. `denied` holds `host`, `port`, `method`,
 `target` and `reason`. Each list keeps at most `max_entries` entries; `dropped` counts the rest.
 The compare report counts every request as a tool call (microctx.reports.tables.cost_table).
 """
@@ -40,10 +44,12 @@ import socket
 import socketserver
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from microctx.candidates.usage import usage_from_response
 from microctx.errors import InputError
 
 DEFAULT_PORT = 3128
@@ -234,33 +240,77 @@ class _Handler(socketserver.BaseRequestHandler):
         head = "\r\n".join([f"{method} /{path} {version}", *kept, "Connection: close"]).encode("latin-1") + b"\r\n\r\n"
         with upstream:
             upstream.sendall(head + rest)
-            status = _StatusWatcher(client)
+            status = _ResponseWatcher(client)
             out, in_ = relay(status, upstream)
         self.server.proxy._log(host, port, method, target, status.status, out + len(head) + len(rest), in_,
-                               time.monotonic() - started)
+                               time.monotonic() - started, path="/" + path.partition("?")[0], usage=status.usage())
 
 
-class _StatusWatcher:
-    """The client socket, seen by `relay`, remembering the HTTP status of the first bytes sent to it."""
+_CAPTURE_LIMIT = 16 << 20  # bytes of a plain-HTTP response kept to read its token usage
+
+
+class _ResponseWatcher:
+    """The client socket, seen by `relay`: remembers the HTTP status of the response and keeps its
+    first bytes (up to _CAPTURE_LIMIT) so that the runner can read the token usage itself."""
 
     def __init__(self, sock: socket.socket):
         self._sock = sock
-        self._first = b""
+        self._captured = bytearray()
+        self._overflow = False
         self.status: int | None = None
 
     def sendall(self, data: bytes) -> None:
-        if self.status is None and len(self._first) < 64:
-            self._first += data[:64]
-            parts = self._first.split(b" ", 2)
+        if len(self._captured) + len(data) <= _CAPTURE_LIMIT:
+            self._captured += data
+        else:
+            self._overflow = True
+        if self.status is None:
+            parts = bytes(self._captured[:64]).split(b" ", 2)
             if len(parts) >= 2 and parts[1][:3].isdigit():
                 self.status = int(parts[1][:3])
         self._sock.sendall(data)
+
+    def usage(self) -> dict | None:
+        """The response's chat completion usage, or None (not one, not readable, too large)."""
+        if self._overflow or self.status != 200:
+            return None
+        head, sep, body = bytes(self._captured).partition(b"\r\n\r\n")
+        if not sep:
+            return None
+        fields = {}
+        for line in head.decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip().lower()
+        try:
+            if "chunked" in fields.get("transfer-encoding", ""):
+                body = _dechunk(body)
+            encoding = fields.get("content-encoding", "")
+            if encoding in ("gzip", "deflate"):
+                inflater = zlib.decompressobj(wbits=47 if encoding == "gzip" else 15)
+                body = inflater.decompress(body, _CAPTURE_LIMIT)
+            elif encoding not in ("", "identity"):
+                return None
+        except (ValueError, zlib.error):
+            return None
+        return usage_from_response(fields.get("content-type", ""), body)
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
 
     def fileno(self) -> int:
         return self._sock.fileno()
+
+
+def _dechunk(body: bytes) -> bytes:
+    """The payload of a `Transfer-Encoding: chunked` body (ValueError when it is not one)."""
+    out, pos = bytearray(), 0
+    while True:
+        end = body.index(b"\r\n", pos)
+        size = int(body[pos:end].split(b";")[0], 16)
+        if size == 0:
+            return bytes(out)
+        out += body[end + 2:end + 2 + size]
+        pos = end + 2 + size + 2
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -309,11 +359,16 @@ class RecordingProxy:
             else:
                 self.dropped += 1
 
-    def _log(self, host, port, method, target, status, bytes_out, bytes_in, seconds, error=None) -> None:
-        entry = {"host": host, "port": port, "method": method, "target": target, "status": status,
-                 "bytes_out": bytes_out, "bytes_in": bytes_in, "seconds": round(seconds, 3)}
+    def _log(self, host, port, method, target, status, bytes_out, bytes_in, seconds, error=None,
+             path: str | None = None, usage: dict | None = None) -> None:
+        entry: dict[str, Any] = {"host": host, "port": port, "method": method, "target": target, "status": status,
+                                 "bytes_out": bytes_out, "bytes_in": bytes_in, "seconds": round(seconds, 3)}
         if error:
             entry["error"] = error
+        if path is not None:
+            entry["path"] = path
+        if usage is not None:
+            entry["usage"] = usage
         self._append(self.requests, entry)
 
     def _deny(self, host, port, method, target, reason) -> None:

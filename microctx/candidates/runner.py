@@ -572,7 +572,28 @@ def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, lim
         "error": error,
         "output_tail": output_tail,
     }
+    base_url = spec.params.get("base_url") if isinstance(spec.params, dict) else None
+    if network.get("mode") == "record" and isinstance(base_url, str):
+        manifest["model_usage_check"] = _model_usage_check(network["requests"], counters, base_url)
     return manifest, data
+
+
+def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> dict:
+    """The runner's own count of chat completion calls and tokens (read by its proxy) beside the
+    candidate's counters; `agree` false and `differences` listed when they differ."""
+    from urllib.parse import urlsplit
+
+    from microctx.candidates.usage import reconcile
+
+    if urlsplit(base_url).scheme == "https":
+        tunnels = sum(r.get("method") == "CONNECT" for r in requests)
+        return {"agree": None, "opaque": True, "tunnels": tunnels,
+                "note": "HTTPS goes through CONNECT tunnels: the runner sees connections, not calls or tokens"}
+    seen = [{**r, "host": f"{r['host']}:{r['port']}"} for r in requests]
+    try:
+        return reconcile(seen, counters, base_url)
+    except ValueError as exc:  # a base_url the runner cannot read
+        return {"agree": None, "differences": [], "error": f"cannot reconcile: {exc}"}
 
 
 def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
