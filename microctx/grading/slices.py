@@ -97,7 +97,7 @@ from microctx.grading.score import record_facts
 from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
 
 __all__ = ["Z95", "mcnemar_exact", "wilson_interval", "load_facts", "facts_frame", "record_table", "slice_table",
-           "slice_frame", "SliceFrame", "compare_table", "paired_comparison", "write_slices_csv", "method_text",
+           "slice_frame", "SliceFrame", "compare_table", "paired_comparison", "write_slices_csv", "method_text", "settings",
            "SLICE_COLUMNS", "PAIRED_COLUMNS", "SLICE_KINDS", "BODY_LENGTH_BUCKETS", "OUTCOMES"]
 
 OUTCOMES = ("tp", "fp", "fn")
@@ -321,6 +321,19 @@ def _group_by_specs(records: pd.DataFrame, column: str) -> list[_Spec]:
     members = [set(v) if is_list else {v} for v in values]
     names = sorted({x for m in members for x in m}, key=lambda x: (str(type(x)), x))
     return [_Spec(column, str(name), record_mask=np.array([name in m for m in members], dtype=bool)) for name in names]
+
+
+def settings(*, seed: int = stats.DEFAULT_SEED, n_boot: int = stats.DEFAULT_N_BOOT,
+             min_support: int = stats.DEFAULT_MIN_SUPPORT, min_components: int = stats.DEFAULT_MIN_COMPONENTS) -> dict:
+    """Every statistics setting of a slice table, checked (InputError naming the option): the
+    four a user sets, then the fixed ones, as a report records them in report.json."""
+    _check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
+    return {"seed": int(seed), "n_boot": int(n_boot), "min_support": int(min_support),
+            "min_components": int(min_components), "alpha": stats.ALPHA, "confidence": stats.CONFIDENCE,
+            "adjustment": stats.ADJUSTMENT, "min_gap": 0.0, "exact_flip_limit": stats.EXACT_FLIP_LIMIT,
+            "interval": "percentile cluster bootstrap over split components",
+            "weak_test": "one-sided cluster-bootstrap test of slice F1 against the rest of its family",
+            "paired_test": "two-sided component sign-flip test"}
 
 
 # ---------------------------------------------------------------- counting

@@ -48,6 +48,28 @@ EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
 
 
+# what a report prints (markdown) so every interval states what it assumes; docs/statistics.md says more
+METHOD_SUMMARY = (
+    "**How these numbers were made.** Facts are not independent: records linked by duplicate text or "
+    "references (a *split component*) succeed or fail together, and one component can hold half the test "
+    "records. So every interval here (precision, recall, F1, exact-record rate) is a 95% percentile *cluster "
+    "bootstrap*: whole components are resampled with replacement, 10,000 times by default, with a fixed seed. "
+    "Assumption: components are independent of each other; nothing is assumed inside a component. "
+    "A slice whose facts sit in fewer than 10 components (by default) is *not estimable*: it is listed with its "
+    "counts, gets no interval and is never called weak. A slice with every fact right gets the exact one-sided "
+    "95% bound `at least 0.05^(1/components)` instead of a certain 1 (and every fact wrong, `at most ...`). "
+    "`n_eff` (Kish's effective number of components) and `largest_component_share` say how much one "
+    "component dominates a slice: with a small `n_eff` an interval rests on few independent units, read it "
+    "as rough. A slice is *weak* when it is judged (enough support and components) and a one-sided bootstrap "
+    "test finds its F1 below that of the rest of its family (`rest_f1`: the other labels for a label, the "
+    "other cue words for a cue word, all other facts otherwise), with p-values Holm-adjusted over every "
+    "judged slice at 0.05. Paired comparisons use a sign-flip test over components (outcomes of the two "
+    "candidates swapped inside random sets of components), with the same adjustment. `train_support` and "
+    "`tune_support` count each slice's facts in the training and tuning records: a weak label with few "
+    "training examples is label shift."
+)
+
+
 # ---------------------------------------------------------------- classic helpers
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
