@@ -461,7 +461,8 @@ def method_text(*, n_boot: int, seed: int, n_components: int, min_components: in
             f"(or 0) gets the exact one-sided 95% bound alpha^(1/components) instead. Slices in fewer than "
             f"{min_components} components are not estimable: counts only, no interval, never weak. "
             f"Weak: support >= {min_support}, estimable, and F1 below the rest of its family{gap} in a one-sided "
-            f"component-bootstrap test, p-values {adjust}-adjusted{judged_text}, alpha={alpha:g}.")
+            f"component-bootstrap test (smallest possible p = 1/(n_boot+1) = {1 / (n_boot + 1):.2g}), p-values "
+            f"{adjust}-adjusted{judged_text}, alpha={alpha:g}.")
 
 
 def _table(specs: Sequence[_Spec], counts: _Counts, replicates: np.ndarray, split_support: dict[str, np.ndarray], *,

@@ -221,16 +221,25 @@ def percentile_interval(replicates: np.ndarray, level: float = CONFIDENCE) -> tu
     interval over the replicates that are not NaN, and how many were NaN (NaN bounds when all)."""
     values = np.asarray(replicates, dtype=np.float64)
     undefined = np.isnan(values).sum(axis=0)
-    tail = (1 - level) / 2 * 100
-    low = np.full(values.shape[1], np.nan)
-    high = np.full(values.shape[1], np.nan)
-    full = undefined == 0
-    if full.any():
-        low[full], high[full] = np.percentile(values[:, full], [tail, 100 - tail], axis=0)
-    for j in np.flatnonzero(~full & (undefined < values.shape[0])):
-        column = values[:, j]
-        low[j], high[j] = np.percentile(column[~np.isnan(column)], [tail, 100 - tail])
-    return low, high, undefined
+    valid = values.shape[0] - undefined
+    ordered = np.sort(values, axis=0)  # NaN sorts last, so each column's defined values come first
+    tail = (1 - level) / 2
+    bounds = []
+    columns = np.arange(values.shape[1])
+    for q in (tail, 1 - tail):
+        # numpy's default ("linear") percentile over the valid values of each column
+        position = q * np.maximum(valid - 1, 0)
+        below = np.floor(position).astype(np.int64)
+        above = np.minimum(below + 1, np.maximum(valid - 1, 0))
+        if values.shape[0] == 0:
+            bounds.append(np.full(values.shape[1], np.nan))
+            continue
+        low_value, high_value = ordered[below, columns], ordered[above, columns]
+        with np.errstate(invalid="ignore"):
+            bound = low_value + (position - below) * (high_value - low_value)
+        bound = np.where(high_value == low_value, low_value, bound)  # no rounding drift on flat stretches
+        bounds.append(np.where(valid > 0, bound, np.nan))
+    return bounds[0], bounds[1], undefined
 
 
 def bootstrap_p_worse(diff: np.ndarray, margin: float = 0.0) -> np.ndarray:
