@@ -340,44 +340,51 @@ def settings(*, seed: int = stats.DEFAULT_SEED, n_boot: int = stats.DEFAULT_N_BO
 
 @dataclass
 class _Counts:
-    """Per slice and component: tp, fp, fn, records, exact records (n_slices, 5, n_components),
-    and per slice the record indices with a fact in it and those with an fp or fn in it."""
+    """Per component, slice and quantity (tp, fp, fn, records, exact records): `layout`
+    (n_components, n_slices, 5) int32, so the bootstrap reads rows without copying; and per
+    slice the record indices with a fact in it and those with an fp or fn in it."""
 
-    by_component: np.ndarray
+    layout: np.ndarray
     records: list[np.ndarray]
     bad: list[np.ndarray]
 
     @property
+    def by_component(self) -> np.ndarray:
+        """(n_slices, 5, n_components) view of the same counts."""
+        return self.layout.transpose(1, 2, 0)
+
+    @property
     def totals(self) -> np.ndarray:
-        return self.by_component.sum(axis=2)
+        return self.layout.sum(axis=0, dtype=np.int64)
 
     @property
     def facts_per_component(self) -> np.ndarray:
         """(n_slices, n_components): scored facts (tp + fp + fn) of each slice in each component."""
-        return self.by_component[:, :3].sum(axis=1)
+        return self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
 
     def per_component(self, quantities: Sequence[int] = (0, 1, 2, 3, 4)) -> np.ndarray:
         """(n_components, n_slices * len(quantities)) rows for the cluster bootstrap."""
-        chosen = self.by_component[:, list(quantities), :]
-        return np.ascontiguousarray(chosen.reshape(chosen.shape[0] * chosen.shape[1], chosen.shape[2]).T)
+        chosen = self.layout if tuple(quantities) == tuple(range(len(QUANTITIES))) else self.layout[:, :, list(quantities)]
+        return np.ascontiguousarray(chosen.reshape(chosen.shape[0], chosen.shape[1] * chosen.shape[2]))
 
 
 def _count(f: _Facts, specs: Sequence[_Spec], component_of_record: np.ndarray, n_components: int) -> _Counts:
     comp = component_of_record[f.record]
-    by_component = np.zeros((len(specs), len(QUANTITIES), n_components), dtype=np.int64)
+    layout = np.zeros((n_components, len(specs), len(QUANTITIES)), dtype=np.int32)
     records, bad = [], []
     for i, spec in enumerate(specs):
         keep = f.mask(spec)
         c, o, r = comp[keep], f.outcome[keep], f.record[keep]
         # one bincount over (outcome, component) pairs fills the slice's 3 x n block
-        by_component[i, :3] = np.bincount(o * n_components + c, minlength=3 * n_components).reshape(3, n_components)
+        layout[:, i, :3] = np.bincount(o * n_components + c, minlength=3 * n_components).reshape(3, n_components).T
         rec = np.unique(r)
         wrong = np.unique(r[o != 0])
-        by_component[i, 3] = np.bincount(component_of_record[rec], minlength=n_components)
-        by_component[i, 4] = by_component[i, 3] - np.bincount(component_of_record[wrong], minlength=n_components)
+        in_slice = np.bincount(component_of_record[rec], minlength=n_components)
+        layout[:, i, 3] = in_slice
+        layout[:, i, 4] = in_slice - np.bincount(component_of_record[wrong], minlength=n_components)
         records.append(rec)
         bad.append(wrong)
-    return _Counts(by_component, records, bad)
+    return _Counts(layout, records, bad)
 
 
 def _components(prepared: Sequence[_Facts], records: pd.DataFrame) -> tuple[np.ndarray, int]:

@@ -190,10 +190,12 @@ def multinomial_draws(multiplicity: np.ndarray, n_boot: int, seed: int, block: i
     """Cluster-bootstrap draws over merged components: blocks of (replicates, categories) counts.
 
     Each replicate draws G = multiplicity.sum() components uniformly with replacement; a row
-    says how many of the draws fell in each category. One generator seeded with `seed` makes
-    every block, so the draws depend on the seed, n_boot and the data alone.
+    says how many of the draws fell in each category (a multinomial draw with probabilities
+    multiplicity / G). One generator seeded with `seed` makes every block, so the draws depend
+    on the seed, n_boot and the data alone.
     """
     rng = np.random.default_rng(seed)
+    multiplicity = np.asarray(multiplicity, dtype=np.int64)
     total = int(multiplicity.sum())
     probabilities = multiplicity / total if total else multiplicity.astype(np.float64)
     for start in range(0, n_boot, block):
