@@ -268,13 +268,14 @@ def slice_status(table: pd.DataFrame) -> pd.Series:
     return status
 
 
-def _slice_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a label that carries the support (and the component count) so the static image
-    shows how much each point rests on, the status, and `estimable` as a bool column."""
+def _slice_rows(table: pd.DataFrame, components: bool = True) -> pd.DataFrame:
+    """Rows with a label that carries the support (and, with `components`, the component count)
+    so the static image shows how much each point rests on, the status, and `estimable` as a
+    bool column. Without `components` the label is the same for every candidate (support is)."""
     rows = table.copy()
     if "estimable" not in rows:
         rows["estimable"] = True
-    if "n_components" in rows:
+    if components and "n_components" in rows:
         rows["row"] = [f"{k}: {s}  (n={n}, {c} comp.)" for k, s, n, c in
                        zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_components"])]
     else:
@@ -363,7 +364,7 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelM
     """F1 with its interval per slice, one mark per candidate on the same row (shape and offset
     tell candidates apart; colour is the slice status, as in every chart: red weak, blue judged,
     grey not judged; hollow and no interval when too few components)."""
-    rows = _slice_rows(compare)
+    rows = _slice_rows(compare, components=False)  # components differ by candidate (false positives add some)
     if judged_only:
         rows = rows[~rows["too_small"].astype(bool)]
     rows = rows.dropna(subset=["f1"])
@@ -372,17 +373,17 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelM
     base = alt.Chart(rows).encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
         yOffset=alt.YOffset("candidate:N", sort=candidates))
-    ci = base.mark_rule(strokeWidth=2).encode(
+    ci = base.mark_rule(strokeWidth=3).encode(
         x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]), title="F1 with 95% cluster-bootstrap interval"), x2="ci_high:Q",
         color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
-    tooltip = ["candidate", "slice_kind", "slice", "support", alt.Tooltip("f1:Q", format=".3f"),
+    tooltip = ["candidate", "slice_kind", "slice", "support", "n_components", alt.Tooltip("f1:Q", format=".3f"),
                alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"]
     color = alt.Color("status:N", scale=STATUS_COLORS, title="slice")
     shape = alt.Shape("candidate:N", sort=candidates, title="candidate")
-    filled = base.mark_point(filled=True, size=36).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
+    filled = base.mark_point(filled=True, size=60).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
                                                           ).transform_filter(alt.datum.estimable)
-    hollow = base.mark_point(filled=False, size=36).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
-                                                           ).transform_filter(~alt.datum.estimable)
+    hollow = base.mark_point(filled=False, size=60, strokeWidth=2).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
+                                                                          ).transform_filter(~alt.datum.estimable)
     return alt.layer(ci, filled, hollow, title="F1 per slice and candidate (slices with enough support)").properties(
         width=420, height=ROW_HEIGHT * max(1, len(candidates)) * len(order) / 1.5)
 
