@@ -61,6 +61,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=100_000, help="scale corpus size (0 to skip)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-report", action="store_true", help="skip the end-to-end grade report")
+    parser.add_argument("--work", help="folder to keep (and reuse) the frozen scale corpus in; default a temporary one")
     args = parser.parse_args()
     ok = True
     paths = data.s8f()
@@ -87,7 +88,7 @@ def main() -> int:
         tmp_path = Path(tmp)
         if args.records:
             start = time.perf_counter()
-            public, gold = scale.freeze_scale_corpus(tmp_path, args.records)
+            public, gold = scale.freeze_scale_corpus(Path(args.work) if args.work else tmp_path, args.records)
             big = load_corpus(public)
             big_answers = load_answers(gold)
             big_records = slices.record_table(big)
