@@ -261,3 +261,22 @@ def test_train_and_tune_support_count_the_answers(oracle_facts, s8f_corpus, reco
         listed = labels[f"{split}_support"]
         assert listed.to_dict() == {label: counted.get(label, 0) for label in listed.index}
     assert labels.loc["moe", ["train_support", "tune_support"]].tolist() == [0, 0]  # label shift, visible
+
+
+def test_defaults_agree_everywhere():
+    """The package's statistics defaults, the report tables' copy and the notebooks' parameters."""
+    import json
+    from pathlib import Path
+
+    from microctx.reports import tables
+
+    assert (tables.N_BOOT, tables.SEED, tables.MIN_SUPPORT, tables.MIN_COMPONENTS) == (
+        stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS)
+    assert stats.DEFAULT_N_BOOT >= 10_000
+    for name in ("grade_report.ipynb", "compare_candidates.ipynb"):
+        book = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / name).read_text())
+        cell = next(c for c in book["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+        namespace: dict = {}
+        exec("".join(cell["source"]), namespace)
+        assert (namespace["n_boot"], namespace["seed"], namespace["min_support"], namespace["min_components"]) == (
+            stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS), name
