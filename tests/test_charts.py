@@ -209,7 +209,8 @@ def test_never_predicted_labels_stay_in_the_precision_panel(planted_table):
     spec = charts.precision_recall(planted_table).to_dict()
     data = next(iter(spec["datasets"].values()))
     enhancement = [r for r in data if r["slice"] == "enhancement" and r["metric"] == "precision"]
-    assert len(enhancement) == 1 and enhancement[0]["note"] == "never predicted" and enhancement[0]["value"] == 0
+    assert len(enhancement) == 1 and enhancement[0]["note"] == "never predicted" and enhancement[0]["note_x"] == 0
+    assert enhancement[0]["value"] is None  # no point drawn: precision is undefined, not 0
     png, _ = charts.render(charts.precision_recall(planted_table[planted_table["slice_kind"] == "label"].head(6)))
     assert has_colour(colour_census(png, step=1), RED, at_least=5)  # the note is drawn
 

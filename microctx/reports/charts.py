@@ -327,7 +327,7 @@ def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
         for m in ("precision", "recall")
     ])[["row", "slice_kind", "slice", "support", "status", "estimable", "metric", "value", "low", "high"]]
     never = long[(long["metric"] == "precision") & long["value"].isna() & (long["support"] > 0)].assign(
-        value=0.0, note="never predicted")
+        note="never predicted", note_x=0.0)  # no point (precision is undefined): the note alone
     long = long.dropna(subset=["value"])
     base = alt.Chart().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     ci = base.mark_rule(strokeWidth=2).encode(
@@ -338,7 +338,7 @@ def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
     layers = [ci, point]
     if len(never):
         layers.append(base.mark_text(align="left", dx=2, fontSize=10, color=RED).encode(
-            x="value:Q", text="note:N").transform_filter(alt.datum.note == "never predicted"))
+            x="note_x:Q", text="note:N").transform_filter(alt.datum.note == "never predicted"))
         long = pd.concat([long, never], ignore_index=True)
     return alt.layer(*layers, data=long).properties(width=260, height=ROW_HEIGHT * len(order)).facet(
         column=alt.Column("metric:N", title=None, sort=["precision", "recall"])
