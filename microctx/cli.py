@@ -324,6 +324,60 @@ def _fetch_parsers(sub) -> None:
     p.set_defaults(func=cmd_fetch)
 
 
+# --- slices: the slice table from the command line (honest slice statistics issue) -----------
+
+def _stats_options(p) -> None:
+    """The statistics options shared by `slices` and `report grade|compare`."""
+    p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")
+    p.add_argument("--n-boot", type=int, default=None, metavar="N", help="bootstrap resamples (default 10000)")
+    p.add_argument("--min-support", type=int, default=None, metavar="N",
+                   help="gold facts a slice needs to be judged (default 20)")
+    p.add_argument("--min-components", type=int, default=None, metavar="N",
+                   help="split components a slice needs for an interval (default 10)")
+
+
+def _stats_kw(args) -> dict:
+    """The statistics options given on the command line, defaults filled in from the package."""
+    from microctx.grading import stats
+
+    chosen = {"seed": args.seed, "n_boot": args.n_boot, "min_support": args.min_support,
+              "min_components": args.min_components}
+    defaults = {"seed": stats.DEFAULT_SEED, "n_boot": stats.DEFAULT_N_BOOT, "min_support": stats.DEFAULT_MIN_SUPPORT,
+                "min_components": stats.DEFAULT_MIN_COMPONENTS}
+    return {k: defaults[k] if v is None else v for k, v in chosen.items()}
+
+
+def cmd_slices(args) -> int:
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.corpus.public import load_corpus
+    from microctx.grading import slices
+    from microctx.grading.score import grade
+
+    kw = _stats_kw(args)
+    corpus = load_corpus(args.public)
+    result = grade(load_answers(args.answers), load_submission(args.submission))
+    table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
+    slices.write_slices_csv(table, args.output)
+    judged = int((table["estimable"] & ~table["too_small"] & (table["slice_kind"] != "overall")).sum())
+    print(f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
+          f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})")
+    return EXIT_OK
+
+
+def _slices_parsers(sub) -> None:
+    p = sub.add_parser("slices", help="grade a submission and write its slice table (slices.csv)",
+                       description="Grade SUBMISSION against ANSWERS and write the slice table: counts, cluster-"
+                                   "bootstrap intervals, estimability and the Holm-adjusted weak-slice test per slice "
+                                   "(docs/statistics.md). Same inputs and options, same bytes. Exit 0 written, "
+                                   "2 unusable input.")
+    p.add_argument("--public", required=True, help="public corpus the answers are bound to")
+    p.add_argument("--answers", required=True, help="answer bundle")
+    p.add_argument("--submission", required=True, help="submission to grade and slice")
+    p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
+    _stats_options(p)
+    p.set_defaults(func=cmd_slices)
+
+
 # --- reports: report corpus|grade|compare, demo (slice reports issue) ------------------------
 
 def _s8f_default(args) -> None:
@@ -355,9 +409,11 @@ def cmd_report(args) -> int:
         if args.report_kind == "corpus":
             manifest = reports.corpus_report(args.public, args.out)
         elif args.report_kind == "grade":
-            manifest = reports.grade_report(args.public, args.answers, args.submission, args.out)
+            manifest = reports.grade_report(args.public, args.answers, args.submission, args.out,
+                                            statistics=_stats_kw(args))
         else:
-            manifest = reports.compare_report(args.public, args.answers, args.submission, args.out, names=args.name or ())
+            manifest = reports.compare_report(args.public, args.answers, args.submission, args.out, names=args.name or (),
+                                              statistics=_stats_kw(args))
     except reports.ReportError as exc:
         _say(f"microctx report {args.report_kind}: {exc}; nothing was written to {args.out}")
         return EXIT_FAIL
@@ -399,6 +455,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--answers", help="answer bundle (default: s8f)")
     k.add_argument("--submission", required=True)
     k.add_argument("--out", required=True, metavar="DIR")
+    _stats_options(k)
     k.set_defaults(func=cmd_report)
     k = kinds.add_parser("compare", help="compare_candidates: submissions side by side, paired tests, run costs")
     k.add_argument("--public", help="public corpus (default: s8f)")
@@ -406,6 +463,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--submission", action="append", required=True, help="repeat for each submission (two or more)")
     k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
     k.add_argument("--out", required=True, metavar="DIR")
+    _stats_options(k)
     k.set_defaults(func=cmd_report)
     _frontier_parser(kinds)
 
@@ -570,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     _core_parsers(sub)
     _candidate_parsers(sub)
     _fetch_parsers(sub)
+    _slices_parsers(sub)
     _report_parsers(sub)
     report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
     _tuning_parsers(sub, report_kinds)

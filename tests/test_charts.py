@@ -170,3 +170,58 @@ def test_log_scale_label_bars_are_drawn(corpus_frame):
 def test_png_size_refuses_other_bytes():
     with pytest.raises(ValueError):
         charts.png_size(b"GIF89a" + b"\0" * 30)
+
+
+# ---------------------------------------------------------------- slice charts (issue 9)
+
+@pytest.fixture(scope="module")
+def planted_table(s8f_corpus, s8f_answers, records):
+    from microctx.grading.score import grade
+    from microctx.reports.examples import planted_submission
+
+    facts = slices.facts_frame(grade(s8f_answers, planted_submission(s8f_answers)).facts)
+    return slices.slice_table(facts, s8f_corpus, records=slices.record_table(s8f_corpus), n_boot=2000)
+
+
+def _layers(spec):
+    for layer in spec.get("layer", []):
+        yield from _layers(layer)
+        yield layer
+
+
+def test_slice_f1_draws_non_estimable_slices_hollow_without_interval(planted_table):
+    spec = charts.slice_f1(planted_table).to_dict()
+    marks = [(layer["mark"], layer.get("transform", [])) for layer in _layers(spec) if "mark" in layer]
+    hollow = [m for m, t in marks if isinstance(m, dict) and m.get("type") == "point" and m.get("filled") is False]
+    assert hollow and all(t == [{"filter": "(!datum.estimable)"}] for m, t in marks if m in hollow)
+    rules = [t for m, t in marks if (m if isinstance(m, str) else m.get("type")) == "rule" and t]
+    assert rules == [[{"filter": "datum.estimable"}]]  # intervals only where estimable
+    data = next(iter(spec["datasets"].values()))
+    moe = next(r for r in data if r["slice"] == "moe")
+    assert moe["estimable"] is False and moe["status"] == "not estimable"
+    assert moe["row"] == "label: moe  (n=22, 1 comp.)"  # support and components in the static image
+    scale = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"])) == {"judged": charts.BLUE, "weak": charts.RED,
+                                                          "too small": charts.GREY, "not estimable": charts.GREY}
+
+
+def test_never_predicted_labels_stay_in_the_precision_panel(planted_table):
+    spec = charts.precision_recall(planted_table).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    enhancement = [r for r in data if r["slice"] == "enhancement" and r["metric"] == "precision"]
+    assert len(enhancement) == 1 and enhancement[0]["note"] == "never predicted" and enhancement[0]["note_x"] == 0
+    assert enhancement[0]["value"] is None  # no point drawn: precision is undefined, not 0
+    png, _ = charts.render(charts.precision_recall(planted_table[planted_table["slice_kind"] == "label"].head(6)))
+    assert has_colour(colour_census(png, step=1), RED, at_least=5)  # the note is drawn
+
+
+def test_component_chart_shows_the_giant_component(records):
+    sizes = charts.component_size_counts(records)
+    spec = charts.component_sizes_chart(sizes).to_dict()
+    assert any("334 records (49% of test)" in line for line in spec["title"]["subtitle"])
+    data = next(iter(spec["datasets"].values()))
+    giant = next(r for r in data if r["split"] == "test" and r["size"] == 334)
+    assert (giant["records"], giant["components"], giant["label"]) == (334, 1, "1×")
+    assert spec["layer"][0]["encoding"]["y"]["scale"] == {"type": "log", "domainMin": 0.8}  # a count of 1 is drawn
+    png, _ = charts.render(charts.component_sizes_chart(sizes[sizes["split"] == "test"]))
+    assert has_colour(colour_census(png, step=2), GREEN, at_least=50)

@@ -133,10 +133,33 @@ def test_compare_report_pairs_the_same_records(demo_dir):
     overall = next(r for r in paired if r["slice_kind"] == "overall")
     planted_grade = json.loads((folder / "grades" / "planted.json").read_text())
     assert int(overall["b10"]) == planted_grade["test_records"] - planted_grade["exact_records"]
-    assert int(overall["b01"]) == 0 and float(overall["mcnemar_p"]) < 1e-6
+    # issue 9: the component sign-flip test replaces the record-level McNemar test; the planted
+    # faults sit in more than 12 components, so 10,000 random flips, none as extreme as observed
+    assert int(overall["b01"]) == 0 and float(overall["exact_p"]) == float(overall["p_value"]) == 1 / 10_001
+    assert float(overall["exact_p_adjusted"]) < 0.05 and overall["significant"] == "True"
     assert overall["f1_diff_excludes_zero"] == "True" and float(overall["f1_diff_ci_low"]) > 0
     tie = next(r for r in paired if (r["slice_kind"], r["slice"]) == ("fact_kind", "state"))
     assert float(tie["f1_diff"]) == 0 and tie["f1_diff_excludes_zero"] == "False"
+
+
+@pytest.mark.parametrize("key", ["grade-planted", "compare"])
+def test_report_json_records_every_statistics_setting(demo_dir, key):
+    manifest = json.loads((report_dir(demo_dir, key) / "report.json").read_text())
+    statistics = manifest["statistics"]
+    assert (statistics["seed"], statistics["n_boot"], statistics["min_support"], statistics["min_components"]) == (
+        0, 10_000, 20, 10)
+    assert (statistics["alpha"], statistics["confidence"], statistics["adjustment"], statistics["min_gap"]) == (
+        0.05, 0.95, "holm", 0.0)
+    assert {k: manifest["parameters"][k] for k in ("seed", "n_boot", "min_support", "min_components")} == {
+        "seed": 0, "n_boot": 10_000, "min_support": 20, "min_components": 10}
+    rows = read_csv(report_dir(demo_dir, key) / "slices.csv")
+    assert "n_boot=10000, seed=0" in rows[0]["ci_method"]
+    for column in ("n_components", "n_eff", "largest_component_share", "estimable", "p_value", "p_adjusted",
+                   "train_support", "tune_support"):
+        assert column in rows[0], column
+    # the report prints how its numbers were made
+    html = next(report_dir(demo_dir, key).glob("*.html")).read_text()
+    assert "How these numbers were made" in html and "cluster bootstrap" in html
 
 
 def test_every_chart_is_a_real_png_and_svg(demo_dir):

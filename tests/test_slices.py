@@ -186,14 +186,35 @@ def test_oracle_has_no_weak_slice(tables):
     table = tables["oracle"]
     assert not table["weak"].any()
     judged = table[table["support"] > 0]
-    assert (judged["f1"] == 1).all() and (judged["ci_low"] == 1).all() and (judged["exact_rate"] == 1).all()
+    assert (judged["f1"] == 1).all() and (judged["exact_rate"] == 1).all()
+    # issue 9: n facts all right says "at least ...", not "exactly 1": the exact one-sided 95%
+    # bound over the slice's components (q >= 0.05 ** (1 / n), F1 = 2q / (1 + q)), below 1
+    estimable = judged[judged["estimable"]]
+    q = 0.05 ** (1 / estimable["n_components"])
+    assert np.allclose(estimable["ci_low"], 2 * q / (1 + q)) and (estimable["ci_low"] < 1).all()
+    assert (estimable["ci_high"] == 1).all()
+    assert np.allclose(estimable["recall_ci_low"], q) and np.allclose(estimable["exact_ci_low"], q)
+    assert _row(table, "overall", "all")["ci_low"] == pytest.approx(2 * 0.05 ** (1 / 257) / (1 + 0.05 ** (1 / 257)))
+    # slices in fewer than 10 components get no interval at all
+    assert judged.loc[~judged["estimable"], ["ci_low", "ci_high", "recall_ci_low", "exact_ci_high"]].isna().all().all()
 
 
 def test_a_dropped_common_label_is_the_weak_slice(tables):
     table = tables["no_enhancement"]
-    assert _weak(table) == {("fact_kind", "label"), ("label", "enhancement")}
+    # issue 9: a slice is judged against the rest of its family, so the two record slices that
+    # hold most of the 163 missed facts are (truly) worse than the records outside them too
+    assert _weak(table) == {("fact_kind", "label"), ("label", "enhancement"),
+                            ("state", "CLOSED"), ("body_length", "2,001-8,000 chars")}
+    for kind, name in _weak(table):
+        row = _row(table, kind, name)
+        assert row["f1"] < row["rest_f1"] and row["p_adjusted"] < 0.05 and row["estimable"]
     row = _row(table, "label", "enhancement")
-    assert (row["support"], row["tp"], row["fn"], row["recall"], row["ci_high"]) == (163, 0, 163, 0.0, 0.0)
+    assert (row["support"], row["tp"], row["fn"], row["recall"], row["ci_low"]) == (163, 0, 163, 0.0, 0.0)
+    # n facts all wrong says "at most ...": the exact one-sided bound over its 41 components
+    bound = 1 - 0.05 ** (1 / 41)
+    assert row["n_components"] == 41 and row["recall_ci_high"] == pytest.approx(bound)
+    assert row["ci_high"] == pytest.approx(2 * bound / (1 + bound))
+    assert row["rest_f1"] == 1.0 and row["p_value"] == 1 / 10_001
     # worst first within its kind: the first label row is the planted one
     assert table[table["slice_kind"] == "label"].iloc[0]["slice"] == "enhancement"
     assert table.iloc[1]["slice_kind"] == "fact_kind" and table.iloc[1]["slice"] == "label"
@@ -238,7 +259,11 @@ def test_too_small_slices_are_listed_not_dropped(tables, graded):
 
 def test_intervals_hold_their_point_estimates(tables):
     for table in tables.values():
-        judged = table[table["support"] > 0]
+        # issue 9: slices in too few components get no interval (NaN), never a certain point
+        assert table.loc[~table["estimable"], ["ci_low", "ci_high", "precision_ci_low", "recall_ci_high",
+                                                "exact_ci_low", "p_value"]].isna().all().all()
+        assert not table.loc[~table["estimable"], "weak"].any()
+        judged = table[(table["support"] > 0) & table["estimable"]]
         for metric, low, high in (("precision", "precision_ci_low", "precision_ci_high"),
                                   ("recall", "recall_ci_low", "recall_ci_high"),
                                   ("exact_rate", "exact_ci_low", "exact_ci_high")):
@@ -278,7 +303,9 @@ def test_bootstrap_resamples_split_components_not_records(s8f_answers, s8f_corpu
         rows.append(_row(table, "fact_kind", "state"))
     (c, s) = rows
     assert c["fn"] == s["fn"] == 11 and c["f1"] == s["f1"]
-    assert (c["recall_ci_low"], c["recall_ci_high"]) == (s["recall_ci_low"], s["recall_ci_high"])
+    # Wilson would give both the same interval; the component bootstrap widens the clustered one
+    assert slices.wilson_interval(669, 680) == slices.wilson_interval(669, 680)
+    assert (c["recall_ci_high"] - c["recall_ci_low"]) > 1.3 * (s["recall_ci_high"] - s["recall_ci_low"])
     assert (c["ci_high"] - c["ci_low"]) > 1.3 * (s["ci_high"] - s["ci_low"])
 
 
@@ -353,9 +380,12 @@ def test_paired_comparison_finds_the_planted_difference(graded, s8f_corpus, reco
     overall = _row(paired, "overall", "all")
     assert overall["f1_diff"] > 0 and overall["f1_diff_ci_low"] > 0 and overall["f1_diff_excludes_zero"]
     assert (overall["records"], overall["exact_a"], overall["exact_b"], overall["b10"], overall["b01"]) == (680, 680, 517, 163, 0)
-    assert overall["mcnemar_p"] == pytest.approx(2 * 0.5 ** 163)
+    # issue 9: the component sign-flip test replaces McNemar's 2 * 0.5 ** 163 (records as independent
+    # trials): the 163 records sit in 41 components, more than 12, so 10,000 random flips, none as extreme
+    assert overall["exact_p"] == overall["p_value"] == 1 / 10_001 and overall["significant"]
     untouched = _row(paired, "fact_kind", "ref")
-    assert (untouched["f1_diff"], untouched["mcnemar_p"], untouched["f1_diff_excludes_zero"]) == (0.0, 1.0, False)
+    assert (untouched["f1_diff"], untouched["exact_p"], untouched["p_value"], untouched["f1_diff_excludes_zero"]) == (
+        0.0, 1.0, 1.0, False)
     assert set(paired.loc[paired["f1_diff_excludes_zero"], "slice_kind"]) >= {"overall", "fact_kind", "label"}
     # the reverse comparison mirrors it
     reverse = slices.paired_comparison(graded["no_enhancement"][1], graded["oracle"][1], s8f_corpus, records=records)
@@ -385,7 +415,7 @@ def test_write_slices_csv_is_atomic_and_reads_back(tmp_path, tables):
     back = pd.read_csv(path, keep_default_na=False, na_values=[""])
     assert back.columns.tolist() == list(slices.SLICE_COLUMNS)
     assert len(back) == len(tables["no_enhancement"])
-    assert back["weak"].sum() == 2 and back["slice"].iat[0] == "all"
+    assert back["weak"].sum() == tables["no_enhancement"]["weak"].sum() == 4 and back["slice"].iat[0] == "all"
     assert [p.name for p in tmp_path.iterdir()] == ["slices.csv"]
     with pytest.raises(InputError, match="output folder does not exist"):
         slices.write_slices_csv(tables["oracle"], tmp_path / "nowhere" / "slices.csv")

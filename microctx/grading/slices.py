@@ -3,7 +3,9 @@
 A grade is one average; this module takes it apart. It reads the per-fact table that `grade`
 writes (`<G>.facts.csv`) and the public corpus, and gives one row per slice in the shape of
 fairlearn's MetricFrame: the overall row beside the by-group rows, every count and metric with
-a 95% interval. pandas and numpy are imported here; the CLI's core commands never import this.
+a 95% interval that respects the clustering of linked records. The statistics themselves live
+in `microctx.grading.stats`; docs/statistics.md explains every column in plain words.
+pandas and numpy are imported here; the CLI's core commands never import this.
 
 Public API:
 - `load_facts(path) -> DataFrame`: read a `<grade>.facts.csv` (strings kept as strings).
@@ -11,18 +13,21 @@ Public API:
 - `record_table(corpus, answers=None) -> DataFrame`: one row per public record with the
   grouping columns: id, number, split, state, labels, n_labels, body_length,
   body_length_bucket, has_references, n_references, cue_words, has_cue_word, component,
-  component_size (and, given answers, gold_facts).
-- `slice_table(facts, corpus, *, min_support=20, n_boot=1000, seed=0, min_gap=0.0, group_by=(),
-  records=None) -> DataFrame`:
+  component_size, public_facts (the record's gold facts, derived from the public text as the
+  answers are), and, given answers, gold_facts (their number, from the answers).
+- `slice_table(facts, corpus, *, min_support=20, min_components=10, n_boot=10000, seed=0,
+  min_gap=0.0, alpha=0.05, adjustment="holm", group_by=(), records=None) -> DataFrame`:
   the slice table (columns `SLICE_COLUMNS`, sorted overall first, then by kind, worst first).
 - `slice_frame(...) -> SliceFrame`: the same table wrapped with `overall`, `by_group`,
   `group_min(metric)`, `group_max(metric)`, `difference(metric)`, `weakest(n)`, `too_small()`.
 - `compare_table(facts_by_candidate, corpus, **kw) -> DataFrame`: the slice tables stacked
   with a leading `candidate` column.
-- `paired_comparison(facts_a, facts_b, corpus, *, n_boot=1000, seed=0, min_support=20) -> DataFrame`: per
-  slice, McNemar on exact records and a paired component bootstrap of the F1 difference a - b.
+- `paired_comparison(facts_a, facts_b, corpus, **kw) -> DataFrame`: per slice, a paired
+  component bootstrap of the F1 difference a - b and component-level sign-flip tests.
 - `write_slices_csv(table, path)`: atomic CSV write.
-- `wilson_interval(k, n)`, `mcnemar_exact(b01, b10)`: the two interval/test helpers.
+- `wilson_interval(k, n)`, `mcnemar_exact(b01, b10)`: the independence-assuming classics, kept
+  as references (from `stats`).
+- `method_text(...)`: the paragraph a report prints to say how its intervals were made.
 
 Slices (`slice_kind`, `slice`):
 - `overall` / `all`: every scored fact.
@@ -39,37 +44,38 @@ Slices (`slice_kind`, `slice`):
 - any extra `group_by` column of `record_table` (record-level; list columns give one slice per
   element, e.g. `group_by=("labels",)` is "every fact of records carrying label L").
 
-Columns and their intervals (all 95%):
+Columns (see docs/statistics.md for each in plain words):
 - support = gold facts = tp + fn; precision = tp / (tp + fp); recall = tp / (tp + fn);
-  f1 = 2tp / (2tp + fp + fn). A ratio with a zero denominator is NaN (a slice with no gold and
-  some false positives has a precision of 0, recall NaN and F1 0).
-- records = records with at least one fact in the slice; exact_records = those with no fp and no
-  fn among the slice's facts (for `overall` this is the grade's exact_records); exact_rate.
-- f1_ci_low/f1_ci_high: percentile bootstrap of F1 that resamples *split components* (records
-  joined by identical titles/bodies or references are drawn together, since they are not
-  independent), `n_boot` replicates, one draw of components shared by all slices.
-  ci_low/ci_high repeat f1_ci_low/f1_ci_high (the interval of the headline `f1` column).
-- precision_ci_*, recall_ci_*, exact_ci_*: Wilson score intervals (facts or records treated as
-  independent trials; the F1 bootstrap is the one that respects components).
-- ci_method: a text naming the above, with n_boot, seed and the number of components.
-- too_small: support < min_support (zero support included). Too-small slices stay listed.
-- weak: not too small and the F1 interval lies wholly below the overall F1 point estimate
-  (f1_ci_high < overall f1 - min_gap; min_gap defaults to 0). A too-small slice is never weak.
-  On very large corpora intervals get tight and small real gaps count as weak; raise min_gap
-  (e.g. 0.01) to flag only gaps that matter.
+  f1 = 2tp / (2tp + fp + fn). A ratio with a zero denominator is NaN.
+- records, exact_records, exact_rate: records with a fact in the slice, those with no fp/fn in it.
+- n_components, n_eff, largest_component_share: how many split components hold the slice's
+  facts, Kish's effective number of them, and the share of the largest.
+- estimable: n_components >= min_components. A slice that is not estimable gets no interval,
+  no p-value and is never weak: its counts are all the table says about it.
+- every `*_ci_low/_ci_high`: 95% percentile *cluster* bootstrap (components resampled, n_boot
+  replicates, one draw shared by all slices and metrics); a metric at exactly 1 (or 0) gets the
+  exact one-sided 95% bound alpha ** (1 / components) instead ("at least ...").
+  boot_no_gold / boot_no_submitted: replicates in which the slice drew no gold fact (recall
+  undefined) / no submitted fact (precision undefined); intervals use the other replicates.
+- rest_f1: F1 of the rest of the slice's family (its complement): the other labels' facts for
+  a label, the other cue words' for a cue word, every other fact for any other slice.
+- p_value: one-sided bootstrap test that the slice's F1 is below rest_f1 - min_gap;
+  p_adjusted: Holm-adjusted (or Benjamini-Hochberg) over all judged slices.
+- judged slices: not overall, estimable, not too_small, and a rest that is estimable too.
+- weak: judged and p_adjusted < alpha. too_small: support < min_support.
+- train_support, tune_support: the slice's gold facts among train / tune records (derived from
+  the public text; for a label, its training examples), beside the test `support`.
+- ci_method: the method text with n_boot, seed, thresholds and the component count.
 
 Sort order: the overall row, then slice kinds in `SLICE_KINDS` order (extra group_by kinds
-last), within a kind the judged slices before the too-small ones, each worst first (F1
-ascending, NaN last, then larger support first, then name).
+last), within a kind the slices with enough support before the too-small ones (estimable
+first), each worst first (F1 ascending, NaN last, then larger support first, then name).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import os
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +83,7 @@ import pandas as pd
 
 from microctx.contract.patterns import (
     CUE_WORDS,
+    derive,
     issue_text,
     references,
     scope_contradictions,
@@ -84,97 +91,51 @@ from microctx.contract.patterns import (
 from microctx.contract.split import SPLITS, components
 from microctx.errors import InputError
 from microctx.files import atomic_write
+from microctx.grading import stats
 from microctx.grading.facts import FACT_COLUMNS, FACT_KINDS
 from microctx.grading.score import record_facts
+from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
 
-Z95 = 1.959963984540054  # two-sided 95% normal quantile
+__all__ = ["Z95", "mcnemar_exact", "wilson_interval", "load_facts", "facts_frame", "record_table", "slice_table",
+           "slice_frame", "SliceFrame", "compare_table", "paired_comparison", "write_slices_csv", "method_text", "settings",
+           "SLICE_COLUMNS", "PAIRED_COLUMNS", "SLICE_KINDS", "BODY_LENGTH_BUCKETS", "OUTCOMES"]
+
 OUTCOMES = ("tp", "fp", "fn")
+QUANTITIES = ("tp", "fp", "fn", "records", "exact")
 SLICE_KINDS = ("overall", "fact_kind", "label", "state", "cue_word", "body_length", "has_references", "split")
 SLICE_COLUMNS = (
     "slice_kind", "slice", "support", "tp", "fp", "fn", "precision", "recall", "f1",
-    "ci_low", "ci_high", "weak", "too_small",
+    "ci_low", "ci_high", "weak", "too_small", "estimable", "p_value", "p_adjusted", "rest_f1",
+    "n_components", "n_eff", "largest_component_share", "train_support", "tune_support",
     "records", "exact_records", "exact_rate", "exact_ci_low", "exact_ci_high",
     "precision_ci_low", "precision_ci_high", "recall_ci_low", "recall_ci_high",
-    "f1_ci_low", "f1_ci_high", "ci_method",
+    "f1_ci_low", "f1_ci_high", "boot_no_gold", "boot_no_submitted", "ci_method",
 )
 PAIRED_COLUMNS = (
-    "slice_kind", "slice", "support", "too_small", "records",
-    "exact_a", "exact_b", "b10", "b01", "mcnemar_p",
+    "slice_kind", "slice", "support", "too_small", "estimable", "n_components", "n_eff", "records",
+    "exact_a", "exact_b", "b10", "b01", "exact_p", "exact_p_adjusted",
     "f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high", "f1_diff_excludes_zero",
-    "method",
+    "p_value", "p_adjusted", "significant", "method",
 )
 # (upper bound in characters, name); bodies longer than the last bound are ">8,000 chars"
 BODY_LENGTH_BUCKETS = ((0, "empty"), (500, "1-500 chars"), (2000, "501-2,000 chars"),
                        (8000, "2,001-8,000 chars"), (None, ">8,000 chars"))
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
+# the family a slice is compared with: its complement within this slice (by (kind, name))
+FAMILY_OF_KIND = {"label": ("fact_kind", "label"), "cue_word": ("fact_kind", "contradiction")}
 
 
-# ---------------------------------------------------------------- statistics helpers
-
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials; (nan, nan) when n == 0."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def mcnemar_exact(b01: int, b10: int) -> float:
-    """Two-sided exact McNemar p-value: binomial test of min(b01, b10) in b01 + b10 at 1/2.
-
-    Exact (not the chi-square approximation), so it is valid for the small discordant counts
-    slices have; 1.0 when there is no discordant pair.
-    """
-    n = b01 + b10
-    if n == 0:
-        return 1.0
-    tail, term = 0, 1  # exact integers: term walks C(n, 0), C(n, 1), ... C(n, min)
-    for i in range(min(b01, b10) + 1):
-        tail += term
-        term = term * (n - i) // (i + 1)
-    return min(1.0, 2 * tail / 2 ** n)  # int / int is correctly rounded, even for huge n
-
-
-def _ratio(num, den):
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-
-
-def _f1(tp, fp, fn):
-    tp = np.asarray(tp, dtype=float)
-    return _ratio(2 * tp, 2 * tp + np.asarray(fp) + np.asarray(fn))
-
-
-def _percentiles(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """2.5th and 97.5th percentile per column, ignoring NaN replicates; NaN for all-NaN columns."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanpercentile(values, [2.5, 97.5], axis=0)
-    return low, high
-
-
-def _component_draws(n_components: int, n_boot: int, seed: int, block: int = 200):
-    """How often each component is drawn in each replicate, as (replicates, n_components) count
-    blocks of at most `block` replicates (so memory stays small on large corpora).
-
-    Each replicate draws n_components component indices uniformly with replacement and counts
-    them (a multinomial draw, made by index draws because that is faster); one generator seeded
-    with `seed` makes every block, so the draws depend on the seed alone.
-    """
-    rng = np.random.default_rng(seed)
-    for start in range(0, n_boot, block):
-        size = min(block, n_boot - start)
-        if n_components == 0:
-            yield np.zeros((size, 0), dtype=np.int64)
-            continue
-        picks = rng.integers(0, n_components, size=(size, n_components))
-        picks += np.arange(size)[:, None] * n_components  # row r counts into bins r*n .. r*n+n-1
-        yield np.bincount(picks.ravel(), minlength=size * n_components).reshape(size, n_components)
+def _check_options(n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str) -> None:
+    if int(n_boot) < 1:
+        raise InputError("--n-boot", f"expected a positive number of resamples, got {n_boot}")
+    if int(min_support) < 0:
+        raise InputError("--min-support", f"expected 0 or more, got {min_support}")
+    if int(min_components) < 1:
+        raise InputError("--min-components", f"expected 1 or more, got {min_components}")
+    if not 0 < alpha < 1:
+        raise InputError("alpha", f"expected a level between 0 and 1, got {alpha}")
+    if adjustment not in stats.ADJUSTMENTS:
+        raise InputError("adjustment", f"expected one of {', '.join(stats.ADJUSTMENTS)}, got {adjustment!r}")
 
 
 # ---------------------------------------------------------------- inputs
@@ -226,6 +187,17 @@ def _body_length_bucket(length: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _public_facts(record: dict) -> list[tuple[str, str]]:
+    """A record's gold facts derived from its public text, as the answers derive them: its
+    state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
+    refs, dups, cues = derive(record["title"], record["body"])
+    facts = [("state", str(record["state"]))] if record.get("state") is not None else []
+    facts += [("label", str(x)) for x in (record["labels"] or [])]
+    facts += [("ref", str(x)) for x in refs] + [("dup", str(x)) for x in dups]
+    facts += [("contradiction", x) for x in cues]
+    return facts
+
+
 def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
     """One row per public record with the columns slices group by.
 
@@ -253,6 +225,7 @@ def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
     table.insert(7, "body_length_bucket", table["body_length"].map(_body_length_bucket))
     table.insert(11, "has_cue_word", table["cue_words"].map(bool))
     table["component_size"] = table.groupby("component")["id"].transform("size")
+    table["public_facts"] = [_public_facts(r) for r in records]
     if answers is not None:
         gold = {a["id"]: len(record_facts(a)) for a in answers["answers"]}
         table["gold_facts"] = table["id"].map(gold).fillna(0).astype(int)
@@ -350,38 +323,68 @@ def _group_by_specs(records: pd.DataFrame, column: str) -> list[_Spec]:
     return [_Spec(column, str(name), record_mask=np.array([name in m for m in members], dtype=bool)) for name in names]
 
 
+def settings(*, seed: int = stats.DEFAULT_SEED, n_boot: int = stats.DEFAULT_N_BOOT,
+             min_support: int = stats.DEFAULT_MIN_SUPPORT, min_components: int = stats.DEFAULT_MIN_COMPONENTS) -> dict:
+    """Every statistics setting of a slice table, checked (InputError naming the option): the
+    four a user sets, then the fixed ones, as a report records them in report.json."""
+    _check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
+    return {"seed": int(seed), "n_boot": int(n_boot), "min_support": int(min_support),
+            "min_components": int(min_components), "alpha": stats.ALPHA, "confidence": stats.CONFIDENCE,
+            "adjustment": stats.ADJUSTMENT, "min_gap": 0.0, "exact_flip_limit": stats.EXACT_FLIP_LIMIT,
+            "interval": "percentile cluster bootstrap over split components",
+            "weak_test": "one-sided cluster-bootstrap test of slice F1 against the rest of its family",
+            "paired_test": "two-sided component sign-flip test"}
+
+
 # ---------------------------------------------------------------- counting
 
 @dataclass
 class _Counts:
-    """Per slice: tp/fp/fn per component (n_slices, 3, n_components) and record sets."""
+    """Per component, slice and quantity (tp, fp, fn, records, exact records): `layout`
+    (n_components, n_slices, 5) int32, so the bootstrap reads rows without copying; and per
+    slice the record indices with a fact in it and those with an fp or fn in it."""
 
-    by_component: np.ndarray
-    records: list[np.ndarray]  # record indices with a fact in the slice
-    bad: list[np.ndarray]  # those with an fp or fn in the slice
+    layout: np.ndarray
+    records: list[np.ndarray]
+    bad: list[np.ndarray]
+
+    @property
+    def by_component(self) -> np.ndarray:
+        """(n_slices, 5, n_components) view of the same counts."""
+        return self.layout.transpose(1, 2, 0)
 
     @property
     def totals(self) -> np.ndarray:
-        return self.by_component.sum(axis=2)
+        return self.layout.sum(axis=0, dtype=np.int64)
 
-    @functools.cached_property
-    def as_float(self) -> np.ndarray:
-        """(3, n_components, n_slices) float copy, laid out for the bootstrap's matrix products."""
-        return np.ascontiguousarray(self.by_component.transpose(1, 2, 0), dtype=np.float64)
+    @property
+    def facts_per_component(self) -> np.ndarray:
+        """(n_slices, n_components): scored facts (tp + fp + fn) of each slice in each component."""
+        return self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
+
+    def per_component(self, quantities: Sequence[int] = (0, 1, 2, 3, 4)) -> np.ndarray:
+        """(n_components, n_slices * len(quantities)) rows for the cluster bootstrap."""
+        chosen = self.layout if tuple(quantities) == tuple(range(len(QUANTITIES))) else self.layout[:, :, list(quantities)]
+        return np.ascontiguousarray(chosen.reshape(chosen.shape[0], chosen.shape[1] * chosen.shape[2]))
 
 
 def _count(f: _Facts, specs: Sequence[_Spec], component_of_record: np.ndarray, n_components: int) -> _Counts:
     comp = component_of_record[f.record]
-    by_component = np.zeros((len(specs), 3, n_components), dtype=np.int64)
+    layout = np.zeros((n_components, len(specs), len(QUANTITIES)), dtype=np.int32)
     records, bad = [], []
     for i, spec in enumerate(specs):
         keep = f.mask(spec)
         c, o, r = comp[keep], f.outcome[keep], f.record[keep]
         # one bincount over (outcome, component) pairs fills the slice's 3 x n block
-        by_component[i] = np.bincount(o * n_components + c, minlength=3 * n_components).reshape(3, n_components)
-        records.append(np.unique(r))
-        bad.append(np.unique(r[o != 0]))
-    return _Counts(by_component, records, bad)
+        layout[:, i, :3] = np.bincount(o * n_components + c, minlength=3 * n_components).reshape(3, n_components).T
+        rec = np.unique(r)
+        wrong = np.unique(r[o != 0])
+        in_slice = np.bincount(component_of_record[rec], minlength=n_components)
+        layout[:, i, 3] = in_slice
+        layout[:, i, 4] = in_slice - np.bincount(component_of_record[wrong], minlength=n_components)
+        records.append(rec)
+        bad.append(wrong)
+    return _Counts(layout, records, bad)
 
 
 def _components(prepared: Sequence[_Facts], records: pd.DataFrame) -> tuple[np.ndarray, int]:
@@ -400,51 +403,138 @@ def _components(prepared: Sequence[_Facts], records: pd.DataFrame) -> tuple[np.n
     return index, len(roots)
 
 
-def _bootstrap_f1(counts: _Counts, draws: np.ndarray) -> np.ndarray:
-    """F1 per replicate and slice, (replicates, n_slices), from component draw counts."""
-    # float matmul goes through BLAS (integer matmul does not); counts stay exact below 2**53
-    weights = draws.astype(np.float64)
-    tp, fp, fn = (weights @ counts.as_float[j] for j in range(3))
-    return _f1(tp, fp, fn)
+def _split_support(records: pd.DataFrame, specs: Sequence[_Spec]) -> dict[str, np.ndarray]:
+    """Per split (train, tune): each slice's gold facts among that split's records, from the
+    public-derived facts (`public_facts`), counted with the same slice masks as the test facts."""
+    if "public_facts" not in records.columns:
+        raise ValueError("records: a record_table() frame is needed (no public_facts column)")
+    rows = [(i, kind, value) for i, facts in enumerate(records["public_facts"]) for kind, value in facts]
+    index = np.array([r[0] for r in rows], dtype=np.int64)
+    gold = _Facts(np.array([r[1] for r in rows], dtype=object), np.array([r[2] for r in rows], dtype=object),
+                  np.zeros(len(rows), dtype=np.int64), index)
+    split_of_fact = records["split"].to_numpy(dtype=object)[index] if len(index) else np.array([], dtype=object)
+    out = {}
+    for split in ("train", "tune"):
+        in_split = split_of_fact == split
+        out[split] = np.array([int((gold.mask(spec) & in_split).sum()) for spec in specs], dtype=np.int64)
+    return out
 
 
-def _replicates(blocks, statistic, n_slices: int) -> np.ndarray:
-    """Stack `statistic(draws)` over the draw blocks: (n_boot, n_slices)."""
-    parts = [statistic(draws) for draws in blocks]
-    return np.vstack(parts) if parts else np.empty((0, n_slices))
+def _family(specs: Sequence[_Spec]) -> np.ndarray:
+    """Index of the slice each slice is compared within (its complement is family - slice);
+    -1 for the overall row (nothing to compare with)."""
+    where = {(s.kind, s.name): i for i, s in enumerate(specs)}
+    family = np.zeros(len(specs), dtype=np.int64)
+    for i, spec in enumerate(specs):
+        family[i] = -1 if spec.kind == "overall" else where.get(FAMILY_OF_KIND.get(spec.kind, ("overall", "all")), 0)
+    return family
 
 
-# ---------------------------------------------------------------- the slice table
+# ---------------------------------------------------------------- intervals
 
-def _ci_method(n_boot: int, seed: int, n_components: int) -> str:
-    return (f"ci_low/ci_high = f1_ci: 95% percentile bootstrap over {n_components} split components "
-            f"(n_boot={n_boot}, seed={seed}); precision/recall/exact: 95% Wilson score")
+def _metric_replicates(totals: np.ndarray) -> dict[str, np.ndarray]:
+    """precision, recall, f1, exact_rate per replicate and slice from (replicates, slices, 5) totals."""
+    tp, fp, fn, rec, exact = (totals[..., j] for j in range(5))
+    return {"precision": stats.ratio(tp, tp + fp), "recall": stats.ratio(tp, tp + fn),
+            "f1": stats.f1_score(tp, fp, fn), "exact_rate": stats.ratio(exact, rec)}
 
 
-def _table(specs: Sequence[_Spec], counts: _Counts, boot_f1: np.ndarray, *, min_support: int, min_gap: float,
-           ci_method: str) -> pd.DataFrame:
+def _boundary(point: np.ndarray, low: np.ndarray, high: np.ndarray, n: np.ndarray, alpha: float,
+              transform: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Replace the degenerate bootstrap interval of a metric at exactly 1 (or 0) by the exact
+    one-sided bound over its n components (`stats.boundary_bound`), mapped by `transform`
+    (F1 is bounded through q = tp / (tp + fp + fn): F1 = 2q / (1 + q))."""
+    bound = stats.boundary_bound(n, alpha)
+    lower, upper = bound, 1 - bound
+    if transform is not None:
+        lower, upper = transform(lower), transform(upper)
+    low = np.where(point == 1, lower, low)
+    high = np.where(point == 0, upper, high)
+    return low, high
+
+
+def _f1_of_q(q: np.ndarray) -> np.ndarray:
+    return 2 * q / (1 + q)
+
+
+def method_text(*, n_boot: int, seed: int, n_components: int, min_components: int, min_support: int,
+                alpha: float = stats.ALPHA, min_gap: float = 0.0, adjustment: str = "holm", judged: int | None = None) -> str:
+    """The paragraph a report prints under its slice table: how intervals and `weak` were made."""
+    adjust = {"holm": "Holm", "bh": "Benjamini-Hochberg"}[adjustment]
+    gap = f" by more than {min_gap:g}" if min_gap else ""
+    judged_text = f" over the {judged} judged slices" if judged is not None else " over all judged slices"
+    return (f"Intervals: 95% percentile cluster bootstrap over {n_components} split components "
+            f"(components resampled, not facts or records; n_boot={n_boot}, seed={seed}); a metric at exactly 1 "
+            f"(or 0) gets the exact one-sided 95% bound alpha^(1/components) instead. Slices in fewer than "
+            f"{min_components} components are not estimable: counts only, no interval, never weak. "
+            f"Weak: support >= {min_support}, estimable, and F1 below the rest of its family{gap} in a one-sided "
+            f"component-bootstrap test (smallest possible p = 1/(n_boot+1) = {1 / (n_boot + 1):.2g}), p-values "
+            f"{adjust}-adjusted{judged_text}, alpha={alpha:g}.")
+
+
+def _table(specs: Sequence[_Spec], counts: _Counts, replicates: np.ndarray, split_support: dict[str, np.ndarray], *,
+           min_support: int, min_components: int, min_gap: float, alpha: float, adjustment: str, n_boot: int,
+           seed: int, n_components: int) -> pd.DataFrame:
     totals = counts.totals
-    tp, fp, fn = totals[:, 0], totals[:, 1], totals[:, 2]
-    n_records = np.array([len(r) for r in counts.records])
-    n_exact = n_records - np.array([len(b) for b in counts.bad])
-    f1_low, f1_high = _percentiles(boot_f1) if boot_f1.shape[0] else (np.full(len(specs), np.nan),) * 2
+    tp, fp, fn, n_records, n_exact = (totals[:, j] for j in range(5))
+    weights = counts.facts_per_component
+    n_comp = (weights > 0).sum(axis=1)
+    facts = weights.sum(axis=1)
+    estimable = n_comp >= min_components
+    too_small = (tp + fn) < min_support
+    points = {"precision": stats.ratio(tp, tp + fp), "recall": stats.ratio(tp, tp + fn),
+              "f1": stats.f1_score(tp, fp, fn), "exact_rate": stats.ratio(n_exact, n_records)}
+    by = counts.by_component
+    components_of = {"precision": ((by[:, 0] + by[:, 1]) > 0).sum(axis=1),
+                     "recall": ((by[:, 0] + by[:, 2]) > 0).sum(axis=1),
+                     "f1": n_comp, "exact_rate": (by[:, 3] > 0).sum(axis=1)}
+    metrics = _metric_replicates(replicates)
+    intervals = {}
+    for name, values in metrics.items():
+        low, high, _ = stats.percentile_interval(values)
+        low, high = _boundary(points[name], low, high, components_of[name], stats.ALPHA,
+                              _f1_of_q if name == "f1" else None)
+        intervals[name] = (np.where(estimable, low, np.nan), np.where(estimable, high, np.nan))
+
+    # slice against the rest of its family
+    family = _family(specs)
+    has_family = family >= 0
+    fam = np.where(has_family, family, 0)
+    rest_totals = totals[fam] - totals
+    rest_f1 = np.where(has_family, stats.f1_score(rest_totals[:, 0], rest_totals[:, 1], rest_totals[:, 2]), np.nan)
+    rest_components = ((weights[fam] - weights) > 0).sum(axis=1)
+    judged = has_family & estimable & ~too_small & (rest_components >= min_components)
+    p_value = np.full(len(specs), np.nan)
+    if judged.any():
+        rest_reps = replicates[:, fam[judged]] - replicates[:, judged]
+        rest_f1_reps = stats.f1_score(rest_reps[..., 0], rest_reps[..., 1], rest_reps[..., 2])
+        p_value[judged] = stats.bootstrap_p_worse(metrics["f1"][:, judged] - rest_f1_reps, min_gap)
+    p_adjusted = stats.ADJUSTMENTS[adjustment](p_value)
+    weak = judged & (p_adjusted < alpha)
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        largest = np.where(facts > 0, weights.max(axis=1, initial=0) / np.where(facts > 0, facts, 1), np.nan)
     table = pd.DataFrame({
         "slice_kind": [s.kind for s in specs],
         "slice": [s.name for s in specs],
         "support": tp + fn, "tp": tp, "fp": fp, "fn": fn,
-        "precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn), "f1": _f1(tp, fp, fn),
-        "ci_low": f1_low, "ci_high": f1_high,
-        "records": n_records, "exact_records": n_exact, "exact_rate": _ratio(n_exact, n_records),
+        "precision": points["precision"], "recall": points["recall"], "f1": points["f1"],
+        "ci_low": intervals["f1"][0], "ci_high": intervals["f1"][1],
+        "weak": weak, "too_small": too_small, "estimable": estimable,
+        "p_value": p_value, "p_adjusted": p_adjusted, "rest_f1": rest_f1,
+        "n_components": n_comp, "n_eff": stats.kish_n_eff(weights, axis=1), "largest_component_share": largest,
+        "train_support": split_support["train"], "tune_support": split_support["tune"],
+        "records": n_records, "exact_records": n_exact, "exact_rate": points["exact_rate"],
+        "exact_ci_low": intervals["exact_rate"][0], "exact_ci_high": intervals["exact_rate"][1],
+        "precision_ci_low": intervals["precision"][0], "precision_ci_high": intervals["precision"][1],
+        "recall_ci_low": intervals["recall"][0], "recall_ci_high": intervals["recall"][1],
+        "f1_ci_low": intervals["f1"][0], "f1_ci_high": intervals["f1"][1],
+        "boot_no_gold": np.isnan(metrics["recall"]).sum(axis=0),
+        "boot_no_submitted": np.isnan(metrics["precision"]).sum(axis=0),
+        "ci_method": method_text(n_boot=n_boot, seed=seed, n_components=n_components, min_components=min_components,
+                                 min_support=min_support, alpha=alpha, min_gap=min_gap, adjustment=adjustment,
+                                 judged=int(judged.sum())),
     })
-    for name, k, n in (("exact", n_exact, n_records), ("precision", tp, tp + fp), ("recall", tp, tp + fn)):
-        bounds = np.array([wilson_interval(int(a), int(b)) for a, b in zip(k, n)]).reshape(-1, 2)
-        table[f"{name}_ci_low"], table[f"{name}_ci_high"] = bounds[:, 0], bounds[:, 1]
-    table["f1_ci_low"], table["f1_ci_high"] = f1_low, f1_high
-    table["ci_method"] = ci_method
-    table["too_small"] = table["support"] < min_support
-    overall_f1 = table["f1"].iat[0]
-    table["weak"] = (~table["too_small"]) & (table["ci_high"] < overall_f1 - min_gap)  # NaN compares False
-    table.loc[0, "weak"] = False
     return _sorted(table[list(SLICE_COLUMNS)])
 
 
@@ -453,28 +543,34 @@ def _sorted(table: pd.DataFrame) -> pd.DataFrame:
     extra = {k: len(kinds) + i for i, k in enumerate(dict.fromkeys(table["slice_kind"])) if k not in kinds}
     order = table.assign(
         _kind=table["slice_kind"].map(lambda k: kinds.get(k, extra.get(k))),
+        _not_estimable=~table["estimable"].astype(bool),
         _f1=table["f1"].fillna(np.inf), _neg_support=-table["support"],
-    ).sort_values(["_kind", "too_small", "_f1", "_neg_support", "slice"], kind="mergesort")
+    ).sort_values(["_kind", "too_small", "_not_estimable", "_f1", "_neg_support", "slice"], kind="mergesort")
     return table.loc[order.index].reset_index(drop=True)
 
 
-def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = 20, n_boot: int = 1000, seed: int = 0,
-                min_gap: float = 0.0, group_by: Sequence[str] = (), records: pd.DataFrame | None = None) -> pd.DataFrame:
+def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = stats.DEFAULT_MIN_SUPPORT,
+                min_components: int = stats.DEFAULT_MIN_COMPONENTS, n_boot: int = stats.DEFAULT_N_BOOT,
+                seed: int = stats.DEFAULT_SEED, min_gap: float = 0.0, alpha: float = stats.ALPHA,
+                adjustment: str = stats.ADJUSTMENT, group_by: Sequence[str] = (),
+                records: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-slice metrics of one fact table (see the module docstring for slices and columns).
 
     `facts`: a frame from `load_facts`/`facts_frame` (rows that are not scored facts, such as
     aggregate or citation errors, are ignored); `corpus`: the public Corpus the grade was made
     on; `records`: a precomputed `record_table(corpus)` to save recomputing it.
-    Deterministic given `seed`.
+    Deterministic given `seed`: same inputs and options, same table (and same CSV bytes).
     """
+    _check_options(n_boot, min_support, min_components, alpha, adjustment)
     records = record_table(corpus) if records is None else records
     prepared = _prepare(facts, records, "facts")
     specs = _specs([prepared], records, group_by)
     component, n_components = _components([prepared], records)
     counts = _count(prepared, specs, component, n_components)
-    boot = _replicates(_component_draws(n_components, n_boot, seed), lambda w: _bootstrap_f1(counts, w), len(specs))
-    return _table(specs, counts, boot, min_support=min_support, min_gap=min_gap,
-                  ci_method=_ci_method(n_boot, seed, n_components))
+    replicates = stats.bootstrap_totals(counts.per_component(), n_boot, seed).reshape(n_boot, len(specs), len(QUANTITIES))
+    return _table(specs, counts, replicates, _split_support(records, specs), min_support=min_support,
+                  min_components=min_components, min_gap=min_gap, alpha=alpha, adjustment=adjustment, n_boot=n_boot,
+                  seed=seed, n_components=n_components)
 
 
 class SliceFrame:
@@ -482,10 +578,11 @@ class SliceFrame:
 
     `overall`: the overall row as a Series; `by_group`: every other row, indexed by
     (slice_kind, slice); `group_min(metric)` / `group_max(metric)`: per slice kind, the
-    smallest/largest value among slices large enough to judge; `difference(metric)`: per kind,
-    max - min (`method="between_groups"`) or the largest |slice - overall| (`"to_overall"`);
-    `weakest(n)`: the n judged slices with the lowest F1; `too_small()`: the slices too small
-    to judge; `weak()`: the slices marked weak.
+    smallest/largest value among slices large enough to judge (enough support, estimable);
+    `difference(metric)`: per kind, max - min (`method="between_groups"`) or the largest
+    |slice - overall| (`"to_overall"`); `weakest(n)`: the n judged slices with the lowest F1;
+    `too_small()`: the slices too small to judge; `weak()`: the slices marked weak;
+    `not_estimable()`: the slices in too few components for an interval.
     """
 
     def __init__(self, table: pd.DataFrame):
@@ -501,7 +598,7 @@ class SliceFrame:
 
     def _judged(self) -> pd.DataFrame:
         groups = self.by_group
-        return groups[~groups["too_small"]]
+        return groups[~groups["too_small"] & groups["estimable"]]
 
     def group_min(self, metric: str = "f1") -> pd.Series:
         return self._judged().groupby(level="slice_kind", sort=False)[metric].min()
@@ -526,6 +623,9 @@ class SliceFrame:
     def too_small(self) -> pd.DataFrame:
         return self.table[self.table["too_small"]]
 
+    def not_estimable(self) -> pd.DataFrame:
+        return self.table[~self.table["estimable"]]
+
 
 def slice_frame(facts: pd.DataFrame, corpus, **kw) -> SliceFrame:
     """`slice_table` wrapped in a SliceFrame."""
@@ -535,8 +635,7 @@ def slice_frame(facts: pd.DataFrame, corpus, **kw) -> SliceFrame:
 def compare_table(facts_by_candidate: Mapping[str, pd.DataFrame], corpus, **kw) -> pd.DataFrame:
     """The slice table of each candidate, stacked, with a leading `candidate` column.
 
-    Each candidate's table is computed on its own (same seed, so the same component draws);
-    candidates keep their given order.
+    Each candidate's table is computed on its own (same seed); candidates keep their given order.
     """
     records = kw.pop("records", None)
     records = record_table(corpus) if records is None else records
@@ -550,19 +649,56 @@ def compare_table(facts_by_candidate: Mapping[str, pd.DataFrame], corpus, **kw) 
     return pd.concat(tables, ignore_index=True)
 
 
-def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n_boot: int = 1000, seed: int = 0,
-                      min_support: int = 20, group_by: Sequence[str] = (), records: pd.DataFrame | None = None) -> pd.DataFrame:
+# ---------------------------------------------------------------- paired comparison
+
+def _exact_by_component(counts_a: _Counts, counts_b: _Counts, component: np.ndarray, n_components: int):
+    """Per slice and component: records with a slice fact under a or b, those exact under a, under b."""
+    n = len(counts_a.records)
+    union = np.zeros((n, n_components), dtype=np.int64)
+    exact_a = np.zeros_like(union)
+    exact_b = np.zeros_like(union)
+    for i in range(n):
+        records = np.union1d(counts_a.records[i], counts_b.records[i])
+        union[i] = np.bincount(component[records], minlength=n_components)
+        exact_a[i] = union[i] - np.bincount(component[counts_a.bad[i]], minlength=n_components)
+        exact_b[i] = union[i] - np.bincount(component[counts_b.bad[i]], minlength=n_components)
+    return union, exact_a, exact_b
+
+
+def _flip_statistics(a_tot: np.ndarray, b_tot: np.ndarray):
+    """Statistics of swapped candidates from kept sums K of a - b over components (columns
+    tp, fp, fn, exact): a' = b + K and b' = a - K. Returns (F1 difference, exact difference)."""
+    def f1_diff(kept: np.ndarray) -> np.ndarray:
+        a = b_tot[None, :] + kept
+        b = a_tot[None, :] - kept
+        return stats.f1_score(a[:, 0], a[:, 1], a[:, 2]) - stats.f1_score(b[:, 0], b[:, 1], b[:, 2])
+
+    def exact_diff(kept: np.ndarray) -> np.ndarray:
+        return (b_tot[3] + kept[:, 3]) - (a_tot[3] - kept[:, 3])
+
+    return f1_diff, exact_diff
+
+
+def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n_boot: int = stats.DEFAULT_N_BOOT,
+                      seed: int = stats.DEFAULT_SEED, min_support: int = stats.DEFAULT_MIN_SUPPORT,
+                      min_components: int = stats.DEFAULT_MIN_COMPONENTS, alpha: float = stats.ALPHA,
+                      adjustment: str = stats.ADJUSTMENT, group_by: Sequence[str] = (),
+                      records: pd.DataFrame | None = None) -> pd.DataFrame:
     """Candidate a against candidate b on the same records, per slice (every slice kind).
 
-    - McNemar on exact records: over the records that have a fact of the slice in a or in b,
-      b10 = exact under a and not under b, b01 = exact under b and not under a; mcnemar_p is the
-      two-sided exact binomial McNemar p-value (`mcnemar_exact`).
-    - f1_diff = F1(a) - F1(b), with a 95% percentile interval from a paired bootstrap: each
-      replicate draws split components with replacement once and recomputes both F1s on the
-      same draw. f1_diff_excludes_zero is True when the interval lies wholly above or below 0.
+    - f1_diff = F1(a) - F1(b), with a 95% percentile interval from a paired cluster bootstrap:
+      each replicate draws split components with replacement once and recomputes both F1s on
+      the same draw. f1_diff_excludes_zero: that interval lies wholly above or below 0.
+    - p_value: two-sided component sign-flip test of the F1 difference (a's and b's outcomes
+      swapped inside random sets of components; exact for up to 12 discordant components);
+      exact_p: the same test on the difference of exact records (b10 - b01), which replaces the
+      record-level McNemar test (records are not independent). Both are adjusted (Holm by
+      default) over the judged slices: enough support and estimable (n_components >=
+      min_components). significant: judged and p_adjusted < alpha.
     Rows follow the slice order overall, fact_kind, label, state, ...; too_small as in
     `slice_table`. Both fact tables must come from the same answers (equal gold support per slice).
     """
+    _check_options(n_boot, min_support, min_components, alpha, adjustment)
     records = record_table(corpus) if records is None else records
     prepared = [_prepare(facts_a, records, "facts a"), _prepare(facts_b, records, "facts b")]
     specs = _specs(prepared, records, group_by)
@@ -574,23 +710,69 @@ def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n
         raise InputError(facts_b.attrs.get("path", "facts b"),
                          f"gold facts differ from facts a ({support_b[0]} against {support_a[0]}): "
                          "paired comparison needs grades against the same answers")
-    diff = _replicates(_component_draws(n_components, n_boot, seed),
-                       lambda w: _bootstrap_f1(counts_a, w) - _bootstrap_f1(counts_b, w), len(specs))
-    low, high = _percentiles(diff) if n_boot else (np.full(len(specs), np.nan),) * 2
-    f1_a, f1_b = (_f1(*c.totals.T) for c in (counts_a, counts_b))
-    rows = []
+    n_slices = len(specs)
+    union, exact_a, exact_b = _exact_by_component(counts_a, counts_b, component, n_components)
+    by_a = np.concatenate([counts_a.by_component[:, :3], exact_a[:, None]], axis=1)  # (S, 4, G)
+    by_b = np.concatenate([counts_b.by_component[:, :3], exact_b[:, None]], axis=1)
+    a_tot, b_tot = by_a.sum(axis=2).astype(np.float64), by_b.sum(axis=2).astype(np.float64)
+    weights = by_a[:, :3].sum(axis=1) + by_b[:, :3].sum(axis=1)
+    n_comp = (weights > 0).sum(axis=1)
+    estimable = n_comp >= min_components
+    too_small = support_a < min_support
+    judged = estimable & ~too_small
+
+    # paired cluster bootstrap of the F1 difference
+    joint = np.ascontiguousarray(np.concatenate([by_a[:, :3], by_b[:, :3]], axis=1).reshape(n_slices * 6, n_components).T)
+    reps = stats.bootstrap_totals(joint, n_boot, seed).reshape(n_boot, n_slices, 6)
+    diff = stats.f1_score(reps[..., 0], reps[..., 1], reps[..., 2]) - stats.f1_score(reps[..., 3], reps[..., 4], reps[..., 5])
+    low, high, _ = stats.percentile_interval(diff)
+    low, high = np.where(estimable, low, np.nan), np.where(estimable, high, np.nan)
+    f1_a = stats.f1_score(a_tot[:, 0], a_tot[:, 1], a_tot[:, 2])
+    f1_b = stats.f1_score(b_tot[:, 0], b_tot[:, 1], b_tot[:, 2])
+    exact_diff_observed = a_tot[:, 3] - b_tot[:, 3]
+
+    # component sign-flip tests
+    delta = (by_a - by_b).astype(np.float64)  # (S, 4, G)
+    discordant = (delta != 0).any(axis=1)  # (S, G)
+    f1_p = np.full(n_slices, np.nan)
+    exact_p = np.full(n_slices, np.nan)
+    monte_carlo = [i for i in range(n_slices) if judged[i] and discordant[i].sum() > stats.EXACT_FLIP_LIMIT]
+    kept_mc = np.empty((0, 0, 4))
+    position = {i: j for j, i in enumerate(monte_carlo)}
+    if monte_carlo:
+        rows = delta[monte_carlo].reshape(len(monte_carlo) * 4, n_components).T  # (G, len(mc) * 4)
+        rows = rows[(rows != 0).any(axis=1)]
+        profiles, multiplicity = stats.compress(rows)
+        kept_mc = (stats.binomial_flips(multiplicity, n_boot, seed + 1) @ profiles).reshape(n_boot, len(monte_carlo), 4)
+    for i in map(int, np.flatnonzero(judged)):
+        f1_stat, exact_stat = _flip_statistics(a_tot[i], b_tot[i])
+        observed_f1 = f1_a[i] - f1_b[i]
+        if i in position:
+            kept = kept_mc[:, position[i]]
+            f1_p[i] = stats.sign_flip_p_monte_carlo(f1_stat(kept)[:, None], np.array([observed_f1]))[0]
+            exact_p[i] = stats.sign_flip_p_monte_carlo(exact_stat(kept)[:, None], np.array([exact_diff_observed[i]]))[0]
+        else:
+            d = delta[i][:, discordant[i]].T  # (k, 4)
+            f1_p[i] = stats.sign_flip_exact(d, f1_stat, observed_f1)
+            exact_p[i] = stats.sign_flip_exact(d, exact_stat, exact_diff_observed[i])
+    adjust = stats.ADJUSTMENTS[adjustment]
+    f1_p_adjusted, exact_p_adjusted = adjust(f1_p), adjust(exact_p)
+    method = (f"f1_diff: 95% paired percentile cluster bootstrap over {n_components} split components "
+              f"(n_boot={n_boot}, seed={seed}); p_value / exact_p: two-sided component sign-flip tests of the F1 "
+              f"difference / of exact records (exact up to {stats.EXACT_FLIP_LIMIT} discordant components, else "
+              f"{n_boot} random flips, seed={seed + 1}), {adjustment}-adjusted over {int(judged.sum())} judged slices "
+              f"(support >= {min_support}, at least {min_components} components), alpha={alpha:g}")
+    rows_out = []
     for i, spec in enumerate(specs):
-        union = np.union1d(counts_a.records[i], counts_b.records[i])
-        bad_a, bad_b = counts_a.bad[i], counts_b.bad[i]
-        b10 = len(np.setdiff1d(bad_b, bad_a))
-        b01 = len(np.setdiff1d(bad_a, bad_b))
-        rows.append((spec.kind, spec.name, int(support_a[i]), bool(support_a[i] < min_support), len(union),
-                     len(union) - len(bad_a), len(union) - len(bad_b), b10, b01, mcnemar_exact(b01, b10),
-                     f1_a[i], f1_b[i], f1_a[i] - f1_b[i], low[i], high[i],
-                     bool((low[i] > 0) or (high[i] < 0)),
-                     f"McNemar exact binomial on exact records; f1_diff 95% paired percentile bootstrap over "
-                     f"{n_components} split components (n_boot={n_boot}, seed={seed})"))
-    return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
+        n_union = len(np.union1d(counts_a.records[i], counts_b.records[i]))
+        b10 = len(np.setdiff1d(counts_b.bad[i], counts_a.bad[i]))
+        b01 = len(np.setdiff1d(counts_a.bad[i], counts_b.bad[i]))
+        rows_out.append((spec.kind, spec.name, int(support_a[i]), bool(too_small[i]), bool(estimable[i]), int(n_comp[i]),
+                         float(stats.kish_n_eff(weights[i])), n_union, int(a_tot[i, 3]), int(b_tot[i, 3]), b10, b01,
+                         exact_p[i], exact_p_adjusted[i], f1_a[i], f1_b[i], f1_a[i] - f1_b[i], low[i], high[i],
+                         bool((low[i] > 0) or (high[i] < 0)), f1_p[i], f1_p_adjusted[i],
+                         bool(judged[i] and f1_p_adjusted[i] < alpha), method))
+    return pd.DataFrame(rows_out, columns=list(PAIRED_COLUMNS))
 
 
 def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:

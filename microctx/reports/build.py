@@ -134,7 +134,8 @@ def _file_entry(path: Path, root: Path) -> dict:
             "sha256": file_sha256(path)}
 
 
-def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True) -> dict:
+def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True,
+                statistics: dict | None = None) -> dict:
     """Execute, export and publish one report; returns its manifest (also written as report.json)."""
     start = time.perf_counter()
     with staged_folder(destination) as staging:
@@ -152,6 +153,7 @@ def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, 
             "notebook": NOTEBOOKS[kind],
             "parameters": parameters,
             "charts": [p.stem for p in charts],
+            **({"statistics": statistics} if statistics is not None else {}),
             "seconds": round(time.perf_counter() - start, 3),
             "files": [_file_entry(p, staging) for p in files],
         }
@@ -184,25 +186,41 @@ def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
     return make_report("corpus", {"public": str(public)}, out, **kw)
 
 
-def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike, **kw) -> dict:
-    """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts)."""
+def _statistics(statistics: dict | None) -> dict:
+    """The full statistics settings (seed, n_boot, every threshold), checked before a kernel starts."""
+    from microctx.grading.slices import settings
+
+    return settings(**(statistics or {}))
+
+
+def _stat_params(full: dict) -> dict:
+    return {k: full[k] for k in ("seed", "n_boot", "min_support", "min_components")}
+
+
+def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike,
+                 statistics: dict | None = None, **kw) -> dict:
+    """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts).
+    `statistics`: seed, n_boot, min_support, min_components (defaults from the package); all the
+    settings are recorded in report.json under "statistics"."""
+    full = _statistics(statistics)
     _checked_inputs(public, answers, [submission])
-    params = {"public": str(public), "answers": str(answers), "submission": str(submission)}
-    return make_report("grade", params, out, **kw)
+    params = {"public": str(public), "answers": str(answers), "submission": str(submission), **_stat_params(full)}
+    return make_report("grade", params, out, statistics=full, **kw)
 
 
 def compare_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
-                   names: Sequence[str] = (), **kw) -> dict:
+                   names: Sequence[str] = (), statistics: dict | None = None, **kw) -> dict:
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
     names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
+    full = _statistics(statistics)
     _checked_inputs(public, answers, submissions)
     params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
-              "names": names}
-    return make_report("compare", params, out, **kw)
+              "names": names, **_stat_params(full)}
+    return make_report("compare", params, out, statistics=full, **kw)
 
 
 def sweep_report(sweep_dir: str | os.PathLike, out: str | os.PathLike, *, cost: str = "", **kw) -> dict:

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from microctx.contract.patterns import (
@@ -31,7 +32,14 @@ from microctx.contract.split import SPLITS
 from microctx.files import atomic_write
 
 SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])
-STATUS_COLORS = alt.Scale(domain=["judged", "weak", "too small"], range=["#4c78a8", "#e45756", "#bab0ac"])
+# One colour meaning in every slice, comparison and grade chart: red = a finding that needs
+# attention (a weak slice, a significant paired difference, a missed fact), blue = judged with no
+# finding, grey = not judged (too little support, or too few components for an interval: hollow).
+RED, BLUE, GREY, GREEN, ORANGE = "#e45756", "#4c78a8", "#bab0ac", "#54a24b", "#f58518"
+STATUS_ORDER = ["judged", "weak", "too small", "not estimable"]
+STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, GREY])
+PAIRED_ORDER = ["significant", "not significant", "not judged"]
+PAIRED_COLORS = alt.Scale(domain=PAIRED_ORDER, range=[RED, BLUE, GREY])
 PNG_SCALE = 2  # PNGs are rendered at twice the chart's size and shown at half, for sharp text
 ROW_HEIGHT = 14
 
@@ -232,69 +240,119 @@ def timeline_with_labels(events: pd.DataFrame, frame: pd.DataFrame) -> alt.VConc
     return alt.vconcat(timeline, label_chart)
 
 
-def component_sizes_chart(counts: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(counts, title="Split components by size (records joined by titles, bodies or references)").mark_bar().encode(
-        x=alt.X("size:O", title="records in the component"),
-        xOffset=alt.XOffset("split:N", sort=list(SPLITS)),
-        y=alt.Y("components:Q", scale=alt.Scale(type="symlog"), title="components (symlog scale)"),
+def component_sizes_chart(counts: pd.DataFrame) -> alt.TopLevelMixin:
+    """Records per split held in components of each size (so one giant component is one tall bar,
+    labelled with its size and share), on a log axis whose bars start below 1 (a count of 1 is
+    drawn); the number of components of each size is written on its bar."""
+    rows = counts.copy()
+    rows["records"] = rows["size"] * rows["components"]
+    rows["share"] = rows["records"] / rows.groupby("split")["records"].transform("sum")
+    rows["label"] = rows["components"].map(lambda n: f"{n}×")
+    rows["base"] = 0.8
+    sizes = sorted(rows["size"].unique())
+    base = alt.Chart(rows).encode(
+        x=alt.X("size:O", sort=sizes, title="records in the component (one bar per component size)"),
+        xOffset=alt.XOffset("split:N", sort=list(SPLITS)))
+    bars = base.mark_bar().encode(
+        y=alt.Y("records:Q", scale=alt.Scale(type="log", domainMin=0.8), title="records in components of this size (log)"),
+        y2="base:Q",
         color=alt.Color("split:N", scale=SPLIT_COLORS),
-        tooltip=["split", "size", "components"],
-    ).properties(width=520, height=240)
+        tooltip=["split", "size", "components", "records", alt.Tooltip("share:Q", format=".0%", title="share of split")])
+    counts_text = base.mark_text(dy=-6, fontSize=9).encode(y="records:Q", text="label:N")
+    largest = rows.loc[rows.groupby("split")["size"].idxmax()]
+    notes = [f"largest {sp} component: {int(z)} records ({sh:.0%} of {sp})"
+             for sp, z, sh in zip(largest["split"], largest["size"], largest["share"])]
+    return alt.layer(bars, counts_text, title=alt.TitleParams(
+        "Split components by size: records they hold per split (n× on a bar = components of that size)",
+        subtitle=notes, subtitleFontWeight="bold")).properties(
+        width=max(520, 34 * len(sizes)), height=260)
 
 
 # ---------------------------------------------------------------- slice charts
 
 def slice_status(table: pd.DataFrame) -> pd.Series:
-    """'weak', 'too small' or 'judged' per slice row."""
+    """'weak', 'too small', 'not estimable' or 'judged' per slice row."""
     status = pd.Series("judged", index=table.index)
+    if "estimable" in table:
+        status[~table["estimable"].astype(bool)] = "not estimable"
     status[table["too_small"].astype(bool)] = "too small"
     status[table["weak"].astype(bool)] = "weak"
     return status
 
 
-def _slice_rows(table: pd.DataFrame) -> pd.DataFrame:
+def _slice_rows(table: pd.DataFrame, components: bool = True) -> pd.DataFrame:
+    """Rows with a label that carries the support (and, with `components`, the component count)
+    so the static image shows how much each point rests on, the status, and `estimable` as a
+    bool column. Without `components` the label is the same for every candidate (support is)."""
     rows = table.copy()
-    rows["row"] = rows["slice_kind"] + ": " + rows["slice"].astype(str)
+    if "estimable" not in rows:
+        rows["estimable"] = True
+    if components and "n_components" in rows:
+        rows["row"] = [f"{k}: {s}  (n={n}, {c} comp.)" for k, s, n, c in
+                       zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_components"])]
+    else:
+        rows["row"] = [f"{k}: {s}  (n={n})" for k, s, n in zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"])]
     rows["status"] = slice_status(rows)
+    rows["estimable"] = rows["estimable"].astype(bool)
     return rows
 
 
+def _status_points(base: alt.Chart, x: str, tooltip: list, size: int = 40) -> alt.LayerChart:
+    """Filled points for slices with an interval, hollow ones (no interval drawn) for the rest."""
+    color = alt.Color("status:N", scale=STATUS_COLORS, title="slice")
+    filled = base.mark_point(filled=True, size=size).encode(x=f"{x}:Q", color=color, tooltip=tooltip).transform_filter(
+        alt.datum.estimable)
+    hollow = base.mark_point(filled=False, size=size, strokeWidth=1.5).encode(
+        x=f"{x}:Q", color=color, tooltip=tooltip).transform_filter(~alt.datum.estimable)
+    return alt.LayerChart(layer=[filled, hollow])
+
+
 def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
-    """F1 per slice (in table order: worst first within a kind) with its 95% bootstrap interval,
-    the overall F1 as a rule; weak slices red, too-small ones grey."""
+    """F1 per slice (in table order: worst first within a kind) with its 95% cluster-bootstrap
+    interval, the overall F1 as a rule; weak slices red, judged blue, not judged grey; slices in
+    too few components hollow and without an interval. Row labels carry support and components."""
     rows = _slice_rows(table).dropna(subset=["f1"])
     order = list(rows["row"])
     overall = float(table.loc[table["slice_kind"] == "overall", "f1"].iloc[0])
-    base = alt.Chart(rows).encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)))
+    base = alt.Chart(rows).encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     bars = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]), title="F1 with 95% component-bootstrap interval"),
-        x2="ci_high:Q", color=alt.Color("status:N", scale=STATUS_COLORS, title="slice"))
-    points = base.mark_point(filled=True, size=40).encode(
-        x="f1:Q", color=alt.Color("status:N", scale=STATUS_COLORS),
-        tooltip=["slice_kind", "slice", "support", "tp", "fp", "fn", alt.Tooltip("f1:Q", format=".3f"),
-                 alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"])
+        x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]),
+                title="F1 with 95% cluster-bootstrap interval (hollow: too few components, no interval)"),
+        x2="ci_high:Q", color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
+    tooltip = ["slice_kind", "slice", "support", "tp", "fp", "fn", alt.Tooltip("f1:Q", format=".3f"),
+               alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"]
+    tooltip += [c for c in ("n_components", "p_adjusted", "train_support") if c in rows]
+    points = _status_points(base, "f1", tooltip)
     rule = alt.Chart(pd.DataFrame({"overall": [overall]})).mark_rule(strokeDash=[4, 3], color="black").encode(x="overall:Q")
     return alt.layer(bars, points, rule, title=f"F1 per slice, worst first (overall F1 {overall:.3f}, dashed)").properties(
         width=420, height=ROW_HEIGHT * len(order))
 
 
-def precision_recall(table: pd.DataFrame) -> alt.FacetChart:
-    """Precision and recall per slice side by side, each with its 95% Wilson interval."""
+def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
+    """Precision and recall per slice side by side, each with its 95% cluster-bootstrap interval;
+    a slice with gold facts but nothing submitted (precision undefined) stays listed in the
+    precision panel, marked "never predicted"."""
     rows = _slice_rows(table)
     order = list(rows["row"])
     long = pd.concat([
         rows.assign(metric=m, value=rows[m], low=rows[f"{m}_ci_low"], high=rows[f"{m}_ci_high"])
         for m in ("precision", "recall")
-    ])[["row", "slice_kind", "slice", "support", "status", "metric", "value", "low", "high"]].dropna(subset=["value"])
-    base = alt.Chart().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)))
+    ])[["row", "slice_kind", "slice", "support", "status", "estimable", "metric", "value", "low", "high"]]
+    never = long[(long["metric"] == "precision") & long["value"].isna() & (long["support"] > 0)].assign(
+        note="never predicted", note_x=0.0)  # no point (precision is undefined): the note alone
+    long = long.dropna(subset=["value"])
+    base = alt.Chart().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     ci = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="value with 95% Wilson interval"), x2="high:Q",
-        color=alt.Color("status:N", scale=STATUS_COLORS, title="slice"))
-    point = base.mark_point(filled=True, size=36).encode(
-        x="value:Q", color=alt.Color("status:N", scale=STATUS_COLORS),
-        tooltip=["slice_kind", "slice", "metric", "support", alt.Tooltip("value:Q", format=".3f"),
-                 alt.Tooltip("low:Q", format=".3f"), alt.Tooltip("high:Q", format=".3f")])
-    return alt.layer(ci, point, data=long).properties(width=260, height=ROW_HEIGHT * len(order)).facet(
+        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="value with 95% cluster-bootstrap interval"), x2="high:Q",
+        color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
+    point = _status_points(base, "value", ["slice_kind", "slice", "metric", "support", alt.Tooltip("value:Q", format=".3f"),
+                                           alt.Tooltip("low:Q", format=".3f"), alt.Tooltip("high:Q", format=".3f")], size=36)
+    layers = [ci, point]
+    if len(never):
+        layers.append(base.mark_text(align="left", dx=2, fontSize=10, color=RED).encode(
+            x="note_x:Q", text="note:N").transform_filter(alt.datum.note == "never predicted"))
+        long = pd.concat([long, never], ignore_index=True)
+    return alt.layer(*layers, data=long).properties(width=260, height=ROW_HEIGHT * len(order)).facet(
         column=alt.Column("metric:N", title=None, sort=["precision", "recall"])
     ).properties(title="Precision and recall per slice")
 
@@ -315,45 +373,61 @@ def outcomes_by_kind(table: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- comparison charts
 
 def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelMixin:
-    """F1 with its interval per slice, one mark per candidate on the same row."""
-    rows = _slice_rows(compare)
+    """F1 with its interval per slice, one mark per candidate on the same row (shape and offset
+    tell candidates apart; colour is the slice status, as in every chart: red weak, blue judged,
+    grey not judged; hollow and no interval when too few components)."""
+    rows = _slice_rows(compare, components=False)  # components differ by candidate (false positives add some)
     if judged_only:
         rows = rows[~rows["too_small"].astype(bool)]
     rows = rows.dropna(subset=["f1"])
     order = list(dict.fromkeys(rows["row"]))
     candidates = list(dict.fromkeys(rows["candidate"]))
     base = alt.Chart(rows).encode(
-        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
-        yOffset=alt.YOffset("candidate:N", sort=candidates),
-        color=alt.Color("candidate:N", sort=candidates))
-    ci = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]),
-                                                      title="F1 with 95% component-bootstrap interval"), x2="ci_high:Q")
-    point = base.mark_point(filled=True, size=30).encode(
-        x="f1:Q", tooltip=["candidate", "slice_kind", "slice", "support", alt.Tooltip("f1:Q", format=".3f"),
-                           alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
-    return alt.layer(ci, point, title="F1 per slice and candidate (slices with enough support)").properties(
+        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+        yOffset=alt.YOffset("candidate:N", sort=candidates))
+    ci = base.mark_rule(strokeWidth=3).encode(
+        x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]), title="F1 with 95% cluster-bootstrap interval"), x2="ci_high:Q",
+        color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
+    tooltip = ["candidate", "slice_kind", "slice", "support", "n_components", alt.Tooltip("f1:Q", format=".3f"),
+               alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"]
+    color = alt.Color("status:N", scale=STATUS_COLORS, title="slice")
+    shape = alt.Shape("candidate:N", sort=candidates, title="candidate")
+    filled = base.mark_point(filled=True, size=60).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
+                                                          ).transform_filter(alt.datum.estimable)
+    hollow = base.mark_point(filled=False, size=60, strokeWidth=2).encode(x="f1:Q", color=color, shape=shape, tooltip=tooltip
+                                                                          ).transform_filter(~alt.datum.estimable)
+    return alt.layer(ci, filled, hollow, title="F1 per slice and candidate (slices with enough support)").properties(
         width=420, height=ROW_HEIGHT * max(1, len(candidates)) * len(order) / 1.5)
 
 
 def paired_f1_diff(paired: pd.DataFrame) -> alt.TopLevelMixin:
-    """F1(a) - F1(b) per slice with its paired-bootstrap interval; intervals that exclude 0 in red."""
+    """F1(a) - F1(b) per slice with its paired cluster-bootstrap interval; red where the component
+    sign-flip test is significant after adjustment, blue where not, grey hollow where the slice is
+    not judged (too few components: no interval)."""
     rows = paired[~paired["too_small"].astype(bool)].dropna(subset=["f1_diff"]).copy()
-    rows["row"] = rows["slice_kind"] + ": " + rows["slice"].astype(str)
-    rows["interval"] = rows["f1_diff_excludes_zero"].map({True: "excludes 0", False: "includes 0"})
+    rows["row"] = [f"{k}: {s}  (n={n}, {c} comp.)" for k, s, n, c in
+                   zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_components"])]
+    rows["estimable"] = rows["estimable"].astype(bool)
+    rows["test"] = np.where(~rows["estimable"], "not judged",
+                            np.where(rows["significant"].astype(bool), "significant", "not significant"))
     order = list(dict.fromkeys(rows["row"]))
     pairs = list(dict.fromkeys(rows["pair"]))
+    color = alt.Color("test:N", scale=PAIRED_COLORS, title="sign-flip test (adjusted)")
     base = alt.Chart(rows).encode(
-        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
-        yOffset=alt.YOffset("pair:N", sort=pairs),
-        color=alt.Color("interval:N", scale=alt.Scale(domain=["excludes 0", "includes 0"], range=["#e45756", "#4c78a8"])))
-    ci = base.mark_rule(strokeWidth=2).encode(x=alt.X("f1_diff_ci_low:Q", title="F1(a) - F1(b), 95% paired bootstrap"),
-                                              x2="f1_diff_ci_high:Q")
-    point = base.mark_point(filled=True, size=36, opacity=1).encode(
-        x="f1_diff:Q", shape=alt.Shape("pair:N", sort=pairs), tooltip=["pair", "slice_kind", "slice", alt.Tooltip("f1_diff:Q", format=".3f"),
-                                alt.Tooltip("f1_diff_ci_low:Q", format=".3f"), alt.Tooltip("f1_diff_ci_high:Q", format=".3f"),
-                                "b10", "b01", alt.Tooltip("mcnemar_p:Q", format=".3g")])
+        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+        yOffset=alt.YOffset("pair:N", sort=pairs))
+    ci = base.mark_rule(strokeWidth=2).encode(x=alt.X("f1_diff_ci_low:Q", title="F1(a) - F1(b), 95% paired cluster bootstrap"),
+                                              x2="f1_diff_ci_high:Q", color=color).transform_filter(alt.datum.estimable)
+    tooltip = ["pair", "slice_kind", "slice", alt.Tooltip("f1_diff:Q", format=".3f"),
+               alt.Tooltip("f1_diff_ci_low:Q", format=".3f"), alt.Tooltip("f1_diff_ci_high:Q", format=".3f"),
+               "b10", "b01", alt.Tooltip("p_adjusted:Q", format=".2g"), alt.Tooltip("exact_p_adjusted:Q", format=".2g")]
+    shape = alt.Shape("pair:N", sort=pairs)
+    filled = base.mark_point(filled=True, size=36, opacity=1).encode(x="f1_diff:Q", color=color, shape=shape, tooltip=tooltip
+                                                                     ).transform_filter(alt.datum.estimable)
+    hollow = base.mark_point(filled=False, size=36).encode(x="f1_diff:Q", color=color, shape=shape, tooltip=tooltip
+                                                           ).transform_filter(~alt.datum.estimable)
     zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="black", strokeDash=[4, 3]).encode(x="zero:Q")
-    return alt.layer(ci, point, zero, title="Paired F1 difference per slice (a - b, same records)").properties(
+    return alt.layer(ci, filled, hollow, zero, title="Paired F1 difference per slice (a - b, same records)").properties(
         width=420, height=ROW_HEIGHT * max(1, len(pairs)) * len(order) / 1.5)
 
 

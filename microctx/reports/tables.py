@@ -95,14 +95,19 @@ class GradeOutputs:
     look: dict | None = None  # the held-out ledger entry this grade appended (microctx.grading.ledger)
 
 
-def grade_one(name: str, inputs: Inputs, *, n_boot: int = 1000, seed: int = 0, min_support: int = 20,
-              records=None) -> GradeOutputs:
+# statistics defaults (microctx.grading.stats), repeated here so this module imports no numpy
+N_BOOT, SEED, MIN_SUPPORT, MIN_COMPONENTS = 10_000, 0, 20, 10
+
+
+def grade_one(name: str, inputs: Inputs, *, n_boot: int = N_BOOT, seed: int = SEED, min_support: int = MIN_SUPPORT,
+              min_components: int = MIN_COMPONENTS, records=None) -> GradeOutputs:
     from microctx.grading import slices
     from microctx.grading.score import grade
 
     result = grade(inputs.answers, inputs.submissions[name])
     facts = slices.facts_frame(result.facts)
-    table = slices.slice_table(facts, inputs.corpus, n_boot=n_boot, seed=seed, min_support=min_support, records=records)
+    table = slices.slice_table(facts, inputs.corpus, n_boot=n_boot, seed=seed, min_support=min_support,
+                               min_components=min_components, records=records)
     return GradeOutputs(name, result, facts, table)
 
 
@@ -129,8 +134,8 @@ class CompareOutputs:
     paired: object  # DataFrame: paired comparisons of every pair, with `pair`, `a`, `b` columns
 
 
-def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000, seed: int = 0,
-                    min_support: int = 20) -> CompareOutputs:
+def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOOT, seed: int = SEED,
+                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS) -> CompareOutputs:
     """Grade and slice every submission, and compare every pair on the same records.
 
     With `output_dir`: slices.csv (stacked slice tables), paired.csv, and
@@ -143,15 +148,18 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = 1000,
     if len(inputs.submissions) < 2:
         raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
     records = slices.record_table(inputs.corpus)
-    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support)
+    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
         g.look = _record_look(inputs, name, g.result, "report compare")
-    table = pd.concat([g.slices.assign(candidate=name)[["candidate", *g.slices.columns]] for name, g in grades.items()],
+    frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
+    table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
     pairs = []
     for a, b in itertools.combinations(grades, 2):
-        paired = slices.paired_comparison(grades[a].facts, grades[b].facts, inputs.corpus, records=records, **kw)
+        paired = slices.paired_comparison(grades[a].facts, grades[b].facts, inputs.corpus, records=records,
+                                          n_boot=n_boot, seed=seed, min_support=min_support,
+                                          min_components=min_components)
         paired.insert(0, "b", b)
         paired.insert(0, "a", a)
         paired.insert(0, "pair", f"{a} vs {b}")
@@ -191,13 +199,82 @@ def held_out_looks(outputs) -> str:
     return "\n".join(lines)
 
 
+def interval_text(value, low, high, estimable=True, n_components=None) -> str:
+    """A metric with its interval as text: "0.912 [0.894, 0.929]"; a perfect (or all-wrong)
+    slice's one-sided bound as "1 (at least 0.989)" ("0 (at most 0.131)"); a slice in too
+    few components as "0.950 (no interval: 4 components)"; "n/a" when undefined."""
+    import math
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if not estimable:
+        where = f": {int(n_components)} components" if n_components is not None else ""
+        return f"{value:.3f} (no interval{where})"
+    if low is None or (isinstance(low, float) and math.isnan(low)):
+        return f"{value:.3f}"
+    if value == 1 and high == 1:
+        return f"1 (at least {low:.3f})"
+    if value == 0 and low == 0:
+        return f"0 (at most {high:.3f})"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def p_text(p) -> str:
+    """A p-value for display: two significant digits, never rounded to 0; "" when not tested."""
+    import math
+
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return ""
+    return f"{p:.2g}"
+
+
+SLICE_VIEW_COLUMNS = ("slice_kind", "slice", "support", "train_support", "tune_support", "tp", "fp", "fn",
+                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "estimable",
+                      "n_components", "n_eff", "largest_component_share", "records", "exact_rate")
+
+
+def slice_view(table) -> "object":
+    """The slice table as a report shows it: each metric with its interval as one text cell
+    (`interval_text`), p-values with two significant digits (`p_text`), the component columns."""
+    view = table.copy()
+    for metric, low, high in (("f1", "ci_low", "ci_high"), ("precision", "precision_ci_low", "precision_ci_high"),
+                              ("recall", "recall_ci_low", "recall_ci_high"), ("exact_rate", "exact_ci_low", "exact_ci_high")):
+        view[metric] = [interval_text(v, lo, hi, e, n) for v, lo, hi, e, n in
+                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"])]
+    for column in ("p_value", "p_adjusted"):
+        view[column] = [p_text(p) for p in table[column]]
+    for column in ("rest_f1", "n_eff", "largest_component_share"):
+        view[column] = table[column].round(3)
+    return view[list(SLICE_VIEW_COLUMNS)].reset_index(drop=True)
+
+
+def paired_view(paired) -> "object":
+    """The paired table as a report shows it: p-values with two significant digits."""
+    columns = ["pair", "slice_kind", "slice", "support", "estimable", "n_components", "records", "exact_a", "exact_b",
+               "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff", "f1_diff_ci_low",
+               "f1_diff_ci_high", "p_value", "p_adjusted", "significant"]
+    view = paired[[c for c in columns if c in paired.columns]].copy()
+    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted"):
+        view[column] = [p_text(p) for p in paired[column]]
+    for column in ("f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high"):
+        view[column] = paired[column].round(4)
+    return view.reset_index(drop=True)
+
+
+def statistics_notes(method: str = "") -> str:
+    """The method paragraph every grade and compare report prints (markdown), from the package,
+    followed by `method` (a table's `ci_method`/`method` text: this report's settings)."""
+    from microctx.grading.stats import METHOD_SUMMARY
+
+    return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "")
+
+
 def side_by_side(table, metric: str = "f1") -> "object":
     """One row per slice, one column per candidate: `metric` with its interval as text
-    ("0.912 [0.894, 0.929]"), support, and how many candidates find the slice weak."""
-    import pandas as pd
-
+    ("0.912 [0.894, 0.929]", see `interval_text`), support, and how many candidates find the slice weak."""
     low, high = ("ci_low", "ci_high") if metric == "f1" else (f"{metric}_ci_low", f"{metric}_ci_high")
-    cell = table.apply(lambda r: "n/a" if pd.isna(r[metric]) else f"{r[metric]:.3f} [{r[low]:.3f}, {r[high]:.3f}]", axis=1)
+    cell = table.apply(lambda r: interval_text(r[metric], r[low], r[high], r.get("estimable", True),
+                                               r.get("n_components")), axis=1)
     wide = table.assign(cell=cell).pivot_table(index=["slice_kind", "slice"], columns="candidate", values="cell",
                                                aggfunc="first", sort=False)
     wide.columns = [f"{metric} {c}" for c in wide.columns]
@@ -388,7 +465,8 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
         row.update({k: g.result.grade[k] for k in ("exact_records", "test_records", "false_positive_facts",
                                                     "false_negative_facts", "aggregate_errors", "citation_errors")})
         row.update(f1=overall["f1"], f1_ci_low=overall["ci_low"], f1_ci_high=overall["ci_high"],
-                   weak_slices=int(g.slices["weak"].sum()), too_small_slices=int(g.slices["too_small"].sum()))
+                   weak_slices=int(g.slices["weak"].sum()), too_small_slices=int(g.slices["too_small"].sum()),
+                   not_estimable_slices=int((~g.slices["estimable"]).sum()))
         rows.append(row)
     summary = pd.DataFrame(rows)
     if costs is not None and len(costs):

@@ -1,0 +1,286 @@
+"""The statistics behind slice tables: cluster bootstrap, effective sizes, tests and adjustments.
+
+Facts are not independent trials here: records joined by duplicate text or references (the split
+components) succeed or fail together, and on s8f one component holds about half the test records.
+So every interval and test in this module resamples or flips *components*, never facts or records,
+and says so. The machinery is numpy only and vectorised; `slices` composes it into tables.
+
+What each function assumes (the plain-words version is docs/statistics.md):
+- `bootstrap_totals`: components are independent draws from a population of components (the
+  cluster bootstrap). Components with identical count vectors are merged into one category
+  before drawing, which is exact: drawing G components uniformly with replacement and counting
+  how often each *kind* of component came up is a multinomial draw over the kinds with
+  probabilities multiplicity / G. Exact in distribution, and far faster on large corpora.
+- `percentile_interval`: the percentile interval of the replicates in which the statistic is
+  defined; the number of replicates where it is not (no fact of the slice drawn) is returned,
+  never dropped silently.
+- `boundary_bound`: a slice whose n components are all right (or all wrong) has no bootstrap
+  spread at all. Assuming only that components are independent (facts inside one component may
+  be perfectly correlated), the exact one-sided Clopper-Pearson bound for n successes in n
+  component trials is alpha ** (1 / n): "at least ...", not "exactly 1".
+- `kish_n_eff`: Kish's effective number of components, (sum w)^2 / sum w^2 with w the facts per
+  component: 10 components of which one holds 90% of the facts count as about 1.2.
+- `holm`: Holm's step-down adjustment (family-wise error rate), valid under any dependence
+  between the tests. `benjamini_hochberg` is offered for readers who prefer FDR control.
+- `sign_flip_*`: the paired randomisation test over components. Under the null that candidates
+  a and b are exchangeable within every component, swapping a's and b's outcomes inside any
+  set of components leaves the distribution unchanged; the p-value is the share of swaps whose
+  statistic is at least as extreme as the observed one (exact enumeration for up to
+  `EXACT_FLIP_LIMIT` discordant components, Monte Carlo with the +1 correction beyond).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+CONFIDENCE = 0.95
+ALPHA = 0.05
+DEFAULT_N_BOOT = 10_000
+DEFAULT_SEED = 0
+DEFAULT_MIN_SUPPORT = 20
+DEFAULT_MIN_COMPONENTS = 10
+ADJUSTMENT = "holm"
+EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
+BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
+
+
+# what a report prints (markdown) so every interval states what it assumes; docs/statistics.md says more
+METHOD_SUMMARY = (
+    "**How these numbers were made.** Facts are not independent: records linked by duplicate text or "
+    "references (a *split component*) succeed or fail together, and one component can hold half the test "
+    "records. So every interval here (precision, recall, F1, exact-record rate) is a 95% percentile *cluster "
+    "bootstrap*: whole components are resampled with replacement, 10,000 times by default, with a fixed seed. "
+    "Assumption: components are independent of each other; nothing is assumed inside a component. "
+    "A slice whose facts sit in fewer than 10 components (by default) is *not estimable*: it is listed with its "
+    "counts, gets no interval and is never called weak. A slice with every fact right gets the exact one-sided "
+    "95% bound `at least 0.05^(1/components)` instead of a certain 1 (and every fact wrong, `at most ...`). "
+    "`n_eff` (Kish's effective number of components) and `largest_component_share` say how much one "
+    "component dominates a slice: with a small `n_eff` an interval rests on few independent units, read it "
+    "as rough. A slice is *weak* when it is judged (enough support and components) and a one-sided bootstrap "
+    "test finds its F1 below that of the rest of its family (`rest_f1`: the other labels for a label, the "
+    "other cue words for a cue word, all other facts otherwise), with p-values Holm-adjusted over every "
+    "judged slice at 0.05. Paired comparisons use a sign-flip test over components (outcomes of the two "
+    "candidates swapped inside random sets of components), with the same adjustment. `train_support` and "
+    "`tune_support` count each slice's facts in the training and tuning records: a weak label with few "
+    "training examples is label shift."
+)
+
+
+# ---------------------------------------------------------------- classic helpers
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n *independent* trials; (nan, nan) when n == 0.
+
+    Not used for slice intervals (facts are clustered); kept as the reference an independence
+    assumption would give, e.g. to measure how much clustering widens an interval.
+    """
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar_exact(b01: int, b10: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of min(b01, b10) in b01 + b10 at 1/2.
+
+    It treats records as independent; the paired comparison uses the component-level sign-flip
+    test instead (to which this is equal when every discordant component holds one record).
+    """
+    n = b01 + b10
+    if n == 0:
+        return 1.0
+    tail, term = 0, 1  # exact integers: term walks C(n, 0), C(n, 1), ... C(n, min)
+    for i in range(min(b01, b10) + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return min(1.0, 2 * tail / 2 ** n)  # int / int is correctly rounded, even for huge n
+
+
+def kish_n_eff(weights: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Kish's effective sample size (sum w)^2 / sum w^2 along `axis`; 0 where every weight is 0."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = w.sum(axis=axis)
+    squares = (w * w).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(squares > 0, total * total / np.where(squares > 0, squares, 1), 0.0)
+
+
+def boundary_bound(n: np.ndarray | int, alpha: float = ALPHA) -> np.ndarray:
+    """Exact one-sided lower bound on a success probability after n successes in n independent
+    trials (Clopper-Pearson): alpha ** (1 / n). NaN for n == 0. 1 - bound is the upper bound
+    after n failures in n trials."""
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, alpha ** (1 / np.where(n > 0, n, 1)), np.nan)
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values; NaN entries are not tests (left NaN, not counted)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    m = len(idx)
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="mergesort")]
+    steps = p[order] * (m - np.arange(m))
+    out[order] = np.minimum(1.0, np.maximum.accumulate(steps))
+    return out
+
+
+def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg step-up adjusted p-values (false discovery rate); NaN left out."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    m = len(idx)
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="mergesort")]
+    steps = p[order] * m / np.arange(1, m + 1)
+    out[order] = np.minimum(1.0, np.minimum.accumulate(steps[::-1])[::-1])
+    return out
+
+
+ADJUSTMENTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"holm": holm, "bh": benjamini_hochberg}
+
+
+# ---------------------------------------------------------------- ratios
+
+def ratio(num, den) -> np.ndarray:
+    """num / den elementwise, NaN where den == 0."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def f1_score(tp, fp, fn) -> np.ndarray:
+    """2tp / (2tp + fp + fn), NaN when there is no fact at all."""
+    tp = np.asarray(tp, dtype=np.float64)
+    return ratio(2 * tp, 2 * tp + np.asarray(fp, dtype=np.float64) + np.asarray(fn, dtype=np.float64))
+
+
+# ---------------------------------------------------------------- the cluster bootstrap
+
+def compress(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge identical rows: (distinct rows in a fixed order, how many times each occurs).
+
+    The order is that of the rows' bytes, so the result depends on the data alone.
+    """
+    rows = np.ascontiguousarray(rows)
+    if rows.shape[0] == 0:
+        return rows.reshape(0, rows.shape[1] if rows.ndim == 2 else 0), np.zeros(0, dtype=np.int64)
+    width = rows.dtype.itemsize * rows.shape[1]
+    if width == 0:
+        return rows[:1], np.array([rows.shape[0]], dtype=np.int64)
+    keys = rows.view(np.dtype((np.void, width))).ravel()
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return rows[first], counts.astype(np.int64)
+
+
+def multinomial_draws(multiplicity: np.ndarray, n_boot: int, seed: int, block: int = BLOCK) -> Iterator[np.ndarray]:
+    """Cluster-bootstrap draws over merged components: blocks of (replicates, categories) counts.
+
+    Each replicate draws G = multiplicity.sum() components uniformly with replacement; a row
+    says how many of the draws fell in each category (a multinomial draw with probabilities
+    multiplicity / G). One generator seeded with `seed` makes every block, so the draws depend
+    on the seed, n_boot and the data alone.
+    """
+    rng = np.random.default_rng(seed)
+    multiplicity = np.asarray(multiplicity, dtype=np.int64)
+    total = int(multiplicity.sum())
+    probabilities = multiplicity / total if total else multiplicity.astype(np.float64)
+    for start in range(0, n_boot, block):
+        size = min(block, n_boot - start)
+        if total == 0:
+            yield np.zeros((size, len(multiplicity)), dtype=np.float64)
+            continue
+        yield rng.multinomial(total, probabilities, size=size).astype(np.float64)
+
+
+def bootstrap_totals(per_component: np.ndarray, n_boot: int, seed: int, block: int = BLOCK) -> np.ndarray:
+    """Cluster-bootstrap replicates of column totals: (n_boot, K) from (G components, K counts).
+
+    Replicate r is the column sums over G components drawn with replacement (multinomial draws
+    over the distinct rows, `compress`); float64 totals are exact below 2**53.
+    """
+    profiles, multiplicity = compress(np.asarray(per_component))
+    weights = profiles.astype(np.float64)
+    parts = [draws @ weights for draws in multinomial_draws(multiplicity, n_boot, seed, block)]
+    return np.vstack(parts) if parts else np.empty((0, per_component.shape[1]))
+
+
+def percentile_interval(replicates: np.ndarray, level: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, undefined) per column of (replicates, columns): the central `level` percentile
+    interval over the replicates that are not NaN, and how many were NaN (NaN bounds when all)."""
+    values = np.asarray(replicates, dtype=np.float64)
+    undefined = np.isnan(values).sum(axis=0)
+    valid = values.shape[0] - undefined
+    ordered = np.sort(values, axis=0)  # NaN sorts last, so each column's defined values come first
+    tail = (1 - level) / 2
+    bounds = []
+    columns = np.arange(values.shape[1])
+    for q in (tail, 1 - tail):
+        # numpy's default ("linear") percentile over the valid values of each column
+        position = q * np.maximum(valid - 1, 0)
+        below = np.floor(position).astype(np.int64)
+        above = np.minimum(below + 1, np.maximum(valid - 1, 0))
+        if values.shape[0] == 0:
+            bounds.append(np.full(values.shape[1], np.nan))
+            continue
+        low_value, high_value = ordered[below, columns], ordered[above, columns]
+        with np.errstate(invalid="ignore"):
+            bound = low_value + (position - below) * (high_value - low_value)
+        bound = np.where(high_value == low_value, low_value, bound)  # no rounding drift on flat stretches
+        bounds.append(np.where(valid > 0, bound, np.nan))
+    return bounds[0], bounds[1], undefined
+
+
+def bootstrap_p_worse(diff: np.ndarray, margin: float = 0.0) -> np.ndarray:
+    """One-sided bootstrap p-value that a difference is below -margin, per column.
+
+    (1 + replicates with diff >= -margin or undefined) / (n + 1): the share of resamples in
+    which the slice was not worse, with the +1 that keeps a p-value from being 0. Undefined
+    replicates count as "not worse" (conservative).
+    """
+    d = np.asarray(diff, dtype=np.float64)
+    not_worse = ~(d < -margin)  # NaN compares False, so NaN counts as not worse
+    return (1 + not_worse.sum(axis=0)) / (d.shape[0] + 1)
+
+
+# ---------------------------------------------------------------- the paired sign-flip test
+
+def sign_flip_exact(delta: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], observed: float,
+                    tol: float = 1e-12) -> float:
+    """Exact two-sided sign-flip p-value over k components (k small: 2**k swaps enumerated).
+
+    `delta`: (k, q) per component a-minus-b counts; `statistic(kept)` maps (n, q) sums of delta
+    over the kept components to n statistic values. p = share of the 2**k keep/swap patterns
+    whose |statistic| is at least |observed|.
+    """
+    k = delta.shape[0]
+    patterns = ((np.arange(2 ** k)[:, None] >> np.arange(k)) & 1).astype(np.float64)
+    values = statistic(patterns @ delta)
+    return float(np.mean(np.abs(values) >= abs(observed) - tol))
+
+
+def binomial_flips(multiplicity: np.ndarray, n_flips: int, seed: int) -> np.ndarray:
+    """Monte Carlo sign flips over merged components: (n_flips, categories) counts of the
+    components kept (not swapped), Binomial(multiplicity, 1/2) per category."""
+    rng = np.random.default_rng(seed)
+    return rng.binomial(multiplicity[None, :], 0.5, size=(n_flips, len(multiplicity))).astype(np.float64)
+
+
+def sign_flip_p_monte_carlo(values: np.ndarray, observed: np.ndarray, tol: float = 1e-12) -> np.ndarray:
+    """(1 + flips with |statistic| >= |observed|) / (n + 1), per column of (flips, columns)."""
+    v = np.asarray(values, dtype=np.float64)
+    extreme = ~(np.abs(v) < np.abs(observed)[None, :] - tol)  # NaN counts as extreme (conservative)
+    return (1 + extreme.sum(axis=0)) / (v.shape[0] + 1)

@@ -1,0 +1,282 @@
+"""The statistics of slice tables checked against independent implementations (scipy,
+statsmodels, plain loops) and by what they must do: same bytes for the same inputs, no
+silent dropping of empty resamples, exact bounds at the boundary, tests that can fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+
+from microctx.grading import slices, stats
+from microctx.grading.score import grade
+
+# ---------------------------------------------------------------- classic helpers against statsmodels / scipy
+
+@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 10), (5, 10), (10, 10), (81, 263), (669, 680), (3, 4000)])
+def test_wilson_matches_statsmodels(k, n):
+    assert stats.wilson_interval(k, n) == pytest.approx(proportion_confint(k, n, alpha=0.05, method="wilson"), abs=1e-9)
+
+
+@pytest.mark.parametrize("b01,b10", [(0, 1), (0, 5), (9, 1), (3, 3), (2, 8), (17, 40), (0, 163)])
+def test_mcnemar_matches_scipy_binomtest(b01, b10):
+    assert stats.mcnemar_exact(b01, b10) == pytest.approx(sps.binomtest(b01, b01 + b10, 0.5).pvalue, rel=1e-9)
+
+
+def test_holm_and_bh_match_statsmodels():
+    rng = np.random.default_rng(3)
+    p = np.concatenate([rng.uniform(size=30), rng.uniform(0, 0.002, size=6)])
+    for ours, method in ((stats.holm, "holm"), (stats.benjamini_hochberg, "fdr_bh")):
+        assert np.allclose(ours(p), multipletests(p, alpha=0.05, method=method)[1])
+    with_nan = np.array([0.01, np.nan, 0.04, 0.03, np.nan])
+    adjusted = stats.holm(with_nan)
+    assert np.isnan(adjusted[[1, 4]]).all()  # not tests: not counted in m
+    assert np.allclose(adjusted[[0, 2, 3]], multipletests([0.01, 0.04, 0.03], method="holm")[1])
+
+
+def test_boundary_bound_is_clopper_pearson():
+    for n in (1, 4, 10, 41, 257):
+        # the exact lower bound after n successes in n trials: the alpha quantile of Beta(n, 1)
+        assert stats.boundary_bound(n) == pytest.approx(sps.beta.ppf(0.05, n, 1))
+        assert stats.boundary_bound(n) == pytest.approx(sps.binomtest(n, n).proportion_ci(0.90).low)
+    assert np.isnan(stats.boundary_bound(0))
+
+
+def test_kish_n_eff_known_values():
+    assert stats.kish_n_eff(np.array([5, 5, 5, 5])) == 4
+    assert stats.kish_n_eff(np.array([90] + [1] * 10)) == pytest.approx(100 ** 2 / (8100 + 10))
+    assert stats.kish_n_eff(np.array([0, 0])) == 0
+    assert np.allclose(stats.kish_n_eff(np.array([[1, 1], [3, 0]]), axis=1), [2, 1])
+
+
+# ---------------------------------------------------------------- the cluster bootstrap against scipy and a loop
+
+def _clustered_counts(rng, n_components=60):
+    """tp, fp, fn per component: component sizes from 1 to 40, per-component error rates."""
+    sizes = rng.integers(1, 40, size=n_components)
+    miss = rng.beta(1, 6, size=n_components)
+    fn = rng.binomial(sizes, miss)
+    fp = rng.binomial(sizes, miss / 3)
+    return np.stack([sizes - fn, fp, fn], axis=1)
+
+
+def _f1_of_totals(t):
+    return stats.f1_score(t[..., 0], t[..., 1], t[..., 2])
+
+
+def test_cluster_bootstrap_matches_scipy_percentile_bootstrap():
+    counts = _clustered_counts(np.random.default_rng(11))
+    replicates = stats.bootstrap_totals(counts, 20_000, seed=5)
+    low, high, undefined = stats.percentile_interval(_f1_of_totals(replicates)[:, None])
+    assert undefined[0] == 0
+
+    def f1(tp, fp, fn, axis=-1):
+        return stats.f1_score(tp.sum(axis=axis), fp.sum(axis=axis), fn.sum(axis=axis))
+
+    reference = sps.bootstrap((counts[:, 0], counts[:, 1], counts[:, 2]), f1, paired=True, vectorized=True,
+                              n_resamples=20_000, confidence_level=0.95, method="percentile",
+                              random_state=np.random.default_rng(6)).confidence_interval
+    # two Monte-Carlo estimates of the same interval: ends agree to well within 0.005
+    assert low[0] == pytest.approx(reference.low, abs=0.004)
+    assert high[0] == pytest.approx(reference.high, abs=0.004)
+
+
+def test_merging_identical_components_is_exact_in_distribution():
+    """Drawing merged categories (multinomial over distinct rows) against a plain loop that
+    draws component indices: same mean and variance of the totals (G * population variance)."""
+    rng = np.random.default_rng(2)
+    rows = np.repeat(np.array([[1, 0, 0], [3, 1, 0], [0, 0, 2], [5, 0, 5]]), [40, 25, 10, 5], axis=0)
+    profiles, multiplicity = stats.compress(rows)
+    assert multiplicity.sum() == len(rows) and len(profiles) == 4
+    ours = stats.bootstrap_totals(rows, 20_000, seed=1)
+    loop = np.array([rows[rng.integers(0, len(rows), len(rows))].sum(axis=0) for _ in range(20_000)])
+    expected_mean = rows.sum(axis=0)
+    expected_var = len(rows) * rows.var(axis=0)
+    for sample in (ours, loop):
+        assert np.allclose(sample.mean(axis=0), expected_mean, rtol=0.01)
+        assert np.allclose(sample.var(axis=0), expected_var, rtol=0.05)
+
+
+def test_bootstrap_is_a_pure_function_of_data_and_seed():
+    rows = _clustered_counts(np.random.default_rng(4))
+    again = rows[np.random.default_rng(9).permutation(len(rows))]  # same components, another order
+    assert np.array_equal(stats.bootstrap_totals(rows, 500, 3), stats.bootstrap_totals(again, 500, 3))
+    assert not np.array_equal(stats.bootstrap_totals(rows, 500, 3), stats.bootstrap_totals(rows, 500, 4))
+
+
+def test_percentile_interval_counts_undefined_replicates():
+    values = np.array([[np.nan, 1.0], [0.5, np.nan], [np.nan, np.nan], [0.7, 0.2]])
+    low, high, undefined = stats.percentile_interval(values)
+    assert undefined.tolist() == [2, 2]
+    assert (low[0], high[0]) == pytest.approx(tuple(np.percentile([0.5, 0.7], [2.5, 97.5])))
+    low, high, undefined = stats.percentile_interval(np.full((3, 1), np.nan))
+    assert np.isnan(low[0]) and undefined[0] == 3
+
+
+def test_bootstrap_p_counts_undefined_as_not_worse():
+    diff = np.array([[-0.2], [-0.1], [np.nan], [0.0]])
+    assert stats.bootstrap_p_worse(diff)[0] == (1 + 2) / 5
+    assert stats.bootstrap_p_worse(diff, margin=0.15)[0] == (1 + 3) / 5
+
+
+# ---------------------------------------------------------------- the sign-flip test against brute force
+
+def _brute_force_flip_p(a, b, statistic):
+    """Every way of swapping a's and b's counts inside each component, enumerated in a loop."""
+    observed = statistic(a.sum(axis=0), b.sum(axis=0))
+    hits = total = 0
+    for swap in itertools.product((False, True), repeat=len(a)):
+        s = np.array(swap)
+        a2 = np.where(s[:, None], b, a).sum(axis=0)
+        b2 = np.where(s[:, None], a, b).sum(axis=0)
+        hits += abs(statistic(a2, b2)) >= abs(observed) - 1e-12
+        total += 1
+    return hits / total
+
+
+def test_sign_flip_exact_matches_brute_force_permutation():
+    rng = np.random.default_rng(8)
+    for _ in range(5):
+        a = np.concatenate([_clustered_counts(rng, 9), rng.integers(0, 3, (9, 1))], axis=1)
+        b = np.concatenate([_clustered_counts(rng, 9), rng.integers(0, 3, (9, 1))], axis=1)
+        b[:, 0] = a[:, 0] + a[:, 2] - b[:, 2]  # same gold per component: tp + fn equal
+        b = np.maximum(b, 0)
+        a_tot, b_tot = a.sum(axis=0).astype(float), b.sum(axis=0).astype(float)
+        f1_stat, exact_stat = slices._flip_statistics(a_tot, b_tot)
+        delta = (a - b).astype(float)
+        ours = stats.sign_flip_exact(delta, f1_stat, float(_f1_of_totals(a_tot) - _f1_of_totals(b_tot)))
+        brute = _brute_force_flip_p(a, b, lambda x, y: float(_f1_of_totals(x[:3].astype(float)) - _f1_of_totals(y[:3].astype(float))))
+        assert ours == pytest.approx(brute)
+        ours_exact = stats.sign_flip_exact(delta, exact_stat, a_tot[3] - b_tot[3])
+        assert ours_exact == pytest.approx(_brute_force_flip_p(a, b, lambda x, y: float(x[3] - y[3])))
+
+
+@pytest.mark.parametrize("plus,minus", [(0, 5), (9, 1), (3, 3), (2, 8), (1, 10)])
+def test_sign_flip_on_one_record_components_is_the_binomial_sign_test(plus, minus):
+    """Every discordant component holds one record exact under one candidate only: the
+    component test is then McNemar's exact test, so scipy's binomtest must agree."""
+    delta = np.zeros((plus + minus, 4))
+    delta[:plus, 3], delta[plus:, 3] = 1, -1
+    a_tot = np.array([0, 0, 0, plus], dtype=float)
+    b_tot = np.array([0, 0, 0, minus], dtype=float)
+    _, exact_stat = slices._flip_statistics(a_tot, b_tot)
+    p = stats.sign_flip_exact(delta, exact_stat, plus - minus)
+    assert p == pytest.approx(sps.binomtest(plus, plus + minus, 0.5).pvalue)
+
+
+def test_monte_carlo_flips_agree_with_exact_enumeration():
+    rng = np.random.default_rng(12)
+    delta = rng.integers(-3, 4, size=(12, 1)).astype(float)
+    observed = float(delta.sum())
+
+    def statistic(kept):
+        return 2 * kept[:, 0] - delta.sum()
+
+    exact = stats.sign_flip_exact(delta, statistic, observed)
+    profiles, multiplicity = stats.compress(delta)
+    kept = stats.binomial_flips(multiplicity, 40_000, seed=2) @ profiles
+    mc = stats.sign_flip_p_monte_carlo(statistic(kept)[:, None], np.array([observed]))[0]
+    assert mc == pytest.approx(exact, abs=0.01)
+
+
+# ---------------------------------------------------------------- on s8f: counted, not dropped; same bytes
+
+@pytest.fixture(scope="module")
+def records(s8f_corpus):
+    return slices.record_table(s8f_corpus)
+
+
+@pytest.fixture(scope="module")
+def oracle_facts(s8f_answers):
+    return slices.facts_frame(grade(s8f_answers, s8f_answers).facts)
+
+
+def test_resamples_without_gold_are_counted(oracle_facts, s8f_corpus, records):
+    """A slice whose gold sits in k of the G components draws none of them with probability
+    (1 - k/G)^G; boot_no_gold counts those replicates (and the interval leaves them out)."""
+    table = slices.slice_table(oracle_facts, s8f_corpus, records=records)
+    overall = table.iloc[0]
+    n_boot, g = 10_000, int(overall["n_components"])
+    assert overall["boot_no_gold"] == 0
+    for name in ("trust-floor", "moe", "priority/P1", "generation"):
+        row = table[(table["slice_kind"] == "label") & (table["slice"] == name)].iloc[0]
+        expected = n_boot * (1 - row["n_components"] / g) ** g
+        sd = np.sqrt(n_boot * (expected / n_boot) * (1 - expected / n_boot))
+        assert abs(row["boot_no_gold"] - expected) <= 4 * sd + 1, name
+    never = table[table["slice_kind"] == "split"].set_index("slice")
+    assert never.loc["train", "boot_no_gold"] == n_boot  # never graded: no gold in any resample
+
+
+def test_same_inputs_give_the_same_bytes(oracle_facts, s8f_corpus, records, tmp_path):
+    facts = oracle_facts.copy()
+    facts.loc[facts.index[::7], "outcome"] = "fn"
+    paths = []
+    for i in range(2):
+        table = slices.slice_table(facts, s8f_corpus, records=slices.record_table(s8f_corpus) if i else records)
+        paths.append(tmp_path / f"{i}.csv")
+        slices.write_slices_csv(table, paths[-1])
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    other = slices.slice_table(facts, s8f_corpus, records=records, seed=1)
+    assert not np.allclose(other["ci_low"].fillna(-1), table["ci_low"].fillna(-1))
+
+
+def test_options_are_checked(oracle_facts, s8f_corpus, records):
+    from microctx.errors import InputError
+
+    for kw, field in (({"n_boot": 0}, "--n-boot"), ({"min_components": 0}, "--min-components"),
+                      ({"min_support": -1}, "--min-support"), ({"adjustment": "bonferroni"}, "adjustment")):
+        with pytest.raises(InputError, match=field):
+            slices.slice_table(oracle_facts, s8f_corpus, records=records, **kw)
+
+
+def test_min_components_decides_estimability(oracle_facts, s8f_corpus, records):
+    table = slices.slice_table(oracle_facts, s8f_corpus, records=records, min_components=40, n_boot=200)
+    assert (table["estimable"] == (table["n_components"] >= 40)).all()
+    assert table.loc[~table["estimable"], "ci_low"].isna().all()
+    assert "fewer than 40 components" in table["ci_method"].iat[0] and "n_boot=200" in table["ci_method"].iat[0]
+
+
+def test_public_facts_are_the_answers(records, s8f_answers):
+    """Train/tune support comes from facts derived from the public text: they are the answers."""
+    from microctx.grading.score import record_facts
+
+    gold = {a["id"]: record_facts(a) for a in s8f_answers["answers"]}
+    assert all(set(facts) == gold[i] for i, facts in zip(records["id"], records["public_facts"]))
+
+
+def test_train_and_tune_support_count_the_answers(oracle_facts, s8f_corpus, records, s8f_answers):
+    table = slices.slice_table(oracle_facts, s8f_corpus, records=records, n_boot=100)
+    labels = table[table["slice_kind"] == "label"].set_index("slice")
+    for split in ("train", "tune"):
+        counted = {}
+        for a in s8f_answers["answers"]:
+            if a["split"] == split:
+                for label in a["labels"]:
+                    counted[label] = counted.get(label, 0) + 1
+        listed = labels[f"{split}_support"]
+        assert listed.to_dict() == {label: counted.get(label, 0) for label in listed.index}
+    assert labels.loc["moe", ["train_support", "tune_support"]].tolist() == [0, 0]  # label shift, visible
+
+
+def test_defaults_agree_everywhere():
+    """The package's statistics defaults, the report tables' copy and the notebooks' parameters."""
+    import json
+    from pathlib import Path
+
+    from microctx.reports import tables
+
+    assert (tables.N_BOOT, tables.SEED, tables.MIN_SUPPORT, tables.MIN_COMPONENTS) == (
+        stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS)
+    assert stats.DEFAULT_N_BOOT >= 10_000
+    for name in ("grade_report.ipynb", "compare_candidates.ipynb"):
+        book = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / name).read_text())
+        cell = next(c for c in book["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+        namespace: dict = {}
+        exec("".join(cell["source"]), namespace)
+        assert (namespace["n_boot"], namespace["seed"], namespace["min_support"], namespace["min_components"]) == (
+            stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS), name
