@@ -17,19 +17,21 @@ from microctx.corpus.freeze import Frozen
 from microctx.corpus.freeze import freeze as _freeze
 from microctx.corpus.public import Corpus, load_corpus
 from microctx.corpus.redact import Rule, load_rules
+from microctx.corpus.verify import Verification
 from microctx.grading.score import GradeResult
 from microctx.grading.score import grade as _grade
 
 PathLike = str | os.PathLike
 
-__all__ = ["freeze", "verify", "grade", "load_corpus", "load_answers", "load_submission", "Corpus"]
+__all__ = ["freeze", "verify", "grade", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen",
+           "GradeResult", "Verification"]
 
 
 def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
            redactions: PathLike | Sequence[Rule] | None = None) -> Frozen:
     """Freeze a raw export (a path, parsed export rows, or RawIssues) into the three documents.
 
-    Nothing is written; pass the result to `microctx.corpus.freeze.write_frozen` to write the files.
+    Nothing is written; `frozen.write(public, answers, report)` writes the three files.
     """
     if isinstance(raw, (str, os.PathLike)):
         issues = read_export(raw)
@@ -55,7 +57,7 @@ def grade(answers: PathLike | dict, submission: PathLike | dict) -> GradeResult:
     return _grade(answers, submission)
 
 
-def verify(public: PathLike, answers: PathLike, report: PathLike):
+def verify(public: PathLike, answers: PathLike, report: PathLike) -> Verification:
     """Verify three artifact files; returns a Verification with every problem found."""
     from microctx.corpus.verify import verify_files
 

@@ -39,10 +39,19 @@ ROW_HEIGHT = 14
 
 def render(chart: alt.TopLevelMixin) -> tuple[bytes, str]:
     """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network)."""
+    return _render_dict(chart.to_dict())
+
+
+def _render_dict(spec: dict) -> tuple[bytes, str]:
     import vl_convert as vlc
 
-    svg = vlc.vegalite_to_svg(chart.to_dict())
+    svg = vlc.vegalite_to_svg(spec)
     return vlc.svg_to_png(svg, scale=PNG_SCALE), svg  # rasterising the SVG skips a second vega run
+
+
+def render_spec(spec: dict) -> bytes:
+    """The PNG of a Vega-Lite spec (what the notebook renderer `microctx.notebook_setup()` shows)."""
+    return _render_dict(spec)[0]
 
 
 def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
