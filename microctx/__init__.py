@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 from microctx.api import (  # noqa: E402
     Corpus,
     Frozen,
+    Grade,
     GradeResult,
     Verification,
     freeze,
@@ -31,7 +32,7 @@ from microctx.api import (  # noqa: E402
     verify,
 )
 
-__all__ = ["freeze", "grade", "verify", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen",
+__all__ = ["freeze", "grade", "verify", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen", "Grade",
            "GradeResult", "Verification", "SliceFrame", "explore", "notebook_setup", "charts", "slices", "__version__"]
 
 _LAZY = {"charts": "microctx.reports.charts", "slices": "microctx.grading.slices"}

@@ -24,7 +24,19 @@ from microctx.grading.score import grade as _grade
 PathLike = str | os.PathLike
 
 __all__ = ["freeze", "verify", "grade", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen",
-           "GradeResult", "Verification"]
+           "Grade", "GradeResult", "Verification"]
+
+
+class Grade(GradeResult):
+    """What `microctx.grade` returns: a GradeResult that also slices itself."""
+
+    def slices(self, corpus: Corpus, **kw):
+        """The slice statistics of this grade on `corpus` (a SliceFrame: `.table` is the DataFrame,
+        `.weakest()`, `.too_small()`, ...). Keyword arguments go to `slices.slice_table`
+        (min_support, n_boot, seed, group_by, ...)."""
+        from microctx.grading.slices import slice_frame
+
+        return slice_frame(self.facts_frame(), corpus, **kw)
 
 
 def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
@@ -48,13 +60,14 @@ def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
     return _freeze(issues, source, rules)
 
 
-def grade(answers: PathLike | dict, submission: PathLike | dict) -> GradeResult:
+def grade(answers: PathLike | dict, submission: PathLike | dict) -> Grade:
     """Grade a submission (path or parsed dict) against an answer bundle (path or parsed dict)."""
     if not isinstance(answers, dict):
         answers = load_answers(answers)
     if not isinstance(submission, dict):
         submission = load_submission(submission)
-    return _grade(answers, submission)
+    result = _grade(answers, submission)
+    return Grade(result.grade, result.facts)
 
 
 def verify(public: PathLike, answers: PathLike, report: PathLike) -> Verification:

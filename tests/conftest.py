@@ -37,3 +37,30 @@ def s8f_answers(s8f):
     from microctx import load_answers
 
     return load_answers(s8f.answers)
+
+
+# ---- the tiny synthetic corpus (tests/data, made by tests/data/make_synthetic.py): no s8f needed
+
+SYNTHETIC = ROOT / "tests" / "data"
+
+
+@pytest.fixture(scope="session")
+def synthetic():
+    """Paths of the synthetic public corpus, answers, report and raw export (60 issues)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{key: SYNTHETIC / f"synthetic-{key}.json" for key in ("public", "answers", "report", "raw")})
+
+
+@pytest.fixture(scope="session")
+def synthetic_corpus(synthetic):
+    from microctx import load_corpus
+
+    return load_corpus(synthetic.public)
+
+
+@pytest.fixture(scope="session")
+def synthetic_answers(synthetic):
+    from microctx import load_answers
+
+    return load_answers(synthetic.answers)

@@ -26,7 +26,8 @@ class GradeResult:
     """A grade (`.grade`, the contract's document) and its fact table (`.facts`, FactRows).
 
     `.passed`/`.ok` the quality floor, `.summary` one line, `.facts_frame()` the fact table as a
-    DataFrame, `.slices(corpus)` the slice statistics, `.write(path)` the grade and its table.
+    DataFrame, `.write(path)` the grade and its table. `microctx.grade` returns the subclass
+    `microctx.api.Grade`, which adds `.slices(corpus)` (slices sit above the scorer).
     """
 
     grade: dict
@@ -48,19 +49,16 @@ class GradeResult:
                        f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
 
     def facts_frame(self):
-        """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome, detail)."""
-        from microctx.grading.slices import facts_frame
+        """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome,
+        detail; every cell a string, as `slices.load_facts` reads a facts.csv)."""
+        import pandas as pd
 
-        return facts_frame(self.facts)
+        from microctx.grading.facts import FACT_COLUMNS
+
+        data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in self.facts]
+        return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
 
     frame = facts_frame
-
-    def slices(self, corpus, **kw):
-        """The slice statistics of this grade on `corpus` (a SliceFrame; `.table` is the DataFrame).
-        Keyword arguments go to `slice_table` (min_support, n_boot, seed, group_by, ...)."""
-        from microctx.grading.slices import slice_frame
-
-        return slice_frame(self.facts_frame(), corpus, **kw)
 
     def write(self, path) -> None:
         """Write the grade JSON and its fact table beside it (`<grade>.facts.csv`), atomically."""
