@@ -192,7 +192,7 @@ class ExplorerData:
 
     def option(self, i: int) -> str:
         t = self.table
-        flags = ("⧉ " if t["has_duplicate"].iat[i] else "") + ("✗ " if t["id"].iat[i] in self.fact_outcomes else "")
+        flags = ("[dup] " if t["has_duplicate"].iat[i] else "") + ("[errors] " if t["id"].iat[i] in self.fact_outcomes else "")
         title = " ".join(str(t["title"].iat[i]).split())
         return f"#{t['number'].iat[i]} [{t['split'].iat[i]}/{t['state'].iat[i]}] {flags}{title[:90]}"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +32,7 @@ WORDS = ("parser cache index loader export grade split corpus token widget chart
 
 def make_export() -> list[dict]:
     rng = random.Random(12)
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     rows = []
     for k in range(N):
         number = FIRST + k
