@@ -55,7 +55,10 @@ class ExplorerData:
         self.corpus = corpus
         records = corpus.records
         n = len(records)
-        refs, dups, cues, lowered = [], [], [], []
+        refs: list[list[int]] = []
+        dups: list[list[int]] = []
+        cues: list[list[str]] = []
+        lowered: list[bytes] = []
         starts = np.zeros(n + 1, dtype=np.int64)
         offset = 0
         for i, r in enumerate(records):
@@ -105,8 +108,8 @@ class ExplorerData:
         bounds = np.flatnonzero(np.r_[True, roots_array[order][1:] != roots_array[order][:-1], True])
         self._component_rows = {int(roots_array[order[a]]): order[a:b] for a, b in zip(bounds[:-1], bounds[1:])}
         self._cited_by: dict[int, list[int]] = {}
-        for row, found in enumerate(refs):
-            for number in found:
+        for row, cited in enumerate(refs):
+            for number in cited:
                 if number in self.position:
                     self._cited_by.setdefault(number, []).append(row)
         self.fact_outcomes: dict[str, list[tuple[str, str, str]]] = {}

@@ -100,6 +100,7 @@ def project_data_dir(start: str | os.PathLike | None = None) -> Path | None:
             path = place / name
             if not path.is_file():
                 continue
+            settings: object
             try:
                 settings = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
