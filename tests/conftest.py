@@ -22,7 +22,13 @@ def s8f():
     """Paths of the published public corpus, answers and report (digests checked)."""
     from microctx.corpus import snapshot as data
 
-    return data.s8f()
+    paths = data.s8f()
+    # a lone clone: found in the cache (or downloaded into it); from here on the session reads
+    # them through MICROCTX_DATA_DIR like any other run, so the isolation tests see the variable
+    # they check the runner strips
+    if not os.environ.get(data.DATA_DIR_ENV) and len({p.parent for p in (paths.public, paths.answers, paths.report)}) == 1:
+        os.environ[data.DATA_DIR_ENV] = str(paths.public.parent)
+    return paths
 
 
 @pytest.fixture(scope="session")
