@@ -74,9 +74,10 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
     assert "<script src=" not in page_file.read_text()  # everything inlined: no network
 
     daily = charts.daily_events(charts.timeline_events(frame))
-    first, last = int(daily["date"].min()), int(daily["date"].max())
+    first = int(daily["date"].min()) - DAY_MS // 2  # the x domain: the first day's midnight ..
+    last = int(daily["date"].max()) + DAY_MS // 2  # .. the end of the last day
     labels = frame.explode("labels").dropna(subset=["labels"])
-    created_ms = (labels["created_at"].dt.tz_convert("UTC").dt.floor("D").dt.tz_localize(None) - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
+    created_day = (labels["created_at"].dt.tz_convert("UTC").dt.floor("D").dt.tz_localize(None) - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
     every = labels["labels"].value_counts().to_dict()
 
     with browser_page() as page:
@@ -84,23 +85,24 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
         page.wait_for_selector(BAR, state="attached")
         assert {k: v for k, v in _bar_counts(page).items() if v} == every  # nothing brushed: every record
 
-        # the line spans the x scale's domain (first day .. last day, no nice rounding); its box is
-        # a few pixels wider than the plot, so brushes start and end well inside a day
+        # the lines span the x domain (no nice rounding); the frame of the plot is the chart's
+        # background rect, the same width as the lines' box give or take a stroke
         box = page.locator("svg .mark-line").first.bounding_box()
 
         def x_of(ms: float) -> float:
             return box["x"] + box["width"] * (ms - first) / (last - first)
 
-        # brush days 5..9 (from 12:00 before day 5 to 12:00 after day 9): exactly those days' records
+        # brush across days 5..9 (from a quarter into day 5 to three quarters into day 9): a day
+        # counts when the brush holds its noon, the middle of its step
+        _drag(page, x_of(first + 5.25 * DAY_MS), x_of(first + 9.75 * DAY_MS))
         lo, hi = first + 5 * DAY_MS, first + 9 * DAY_MS
-        _drag(page, x_of(lo - DAY_MS / 2), x_of(hi + DAY_MS / 2))
-        expected = labels[(created_ms >= lo) & (created_ms <= hi)]["labels"].value_counts().to_dict()
+        expected = labels[(created_day >= lo) & (created_day <= hi)]["labels"].value_counts().to_dict()
         got = _bar_counts(page)
         assert expected and {k: v for k, v in got.items() if v} == expected
         assert set(got) == set(every)  # every label keeps its row (zero-length bars)
 
-        # brush inside one day, between two midnights: no issue is dated there; nothing goes empty
-        _drag(page, x_of(first + 10.3 * DAY_MS), x_of(first + 10.7 * DAY_MS))
+        # brush inside one day's afternoon, past its noon: no day is taken; nothing goes empty
+        _drag(page, x_of(first + 10.65 * DAY_MS), x_of(first + 10.9 * DAY_MS))
         got = _bar_counts(page)
         assert set(got) == set(every) and not any(got.values()), {k: v for k, v in got.items() if v}
         assert page.locator("svg .role-axis").count() >= 4  # both charts keep their axes

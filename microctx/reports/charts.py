@@ -218,15 +218,20 @@ def cue_words_chart(counts: pd.DataFrame) -> alt.Chart:
     ).properties(width=380, height=220)
 
 
-def _epoch_ms(dates: pd.Series) -> pd.Series:
-    """Naive UTC days as integer milliseconds since the epoch: how both charts of the timeline carry
-    dates, so the brush (on a UTC scale) and the label filter compare numbers, never local-time strings."""
-    return (dates - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
+_NOON = pd.Timedelta(hours=12)
+
+
+def _epoch_ms(days: pd.Series) -> pd.Series:
+    """Naive UTC days as integer milliseconds since the epoch, at noon: how both charts of the
+    timeline carry dates, so the brush (on a UTC scale) and the label filter compare numbers, never
+    local-time strings. A day is drawn as a step from its midnight to the next, centred on its
+    noon, so brushing most of a day's step takes that day."""
+    return (days + _NOON - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
 
 
 def daily_events(events: pd.DataFrame) -> pd.DataFrame:
     """Created and closed issues per day, every day from the first event to the last (days
-    without one are 0): columns date (epoch ms, UTC midnight), day (YYYY-MM-DD), event, issues."""
+    without one are 0): columns date (epoch ms, UTC noon of the day), day (YYYY-MM-DD), event, issues."""
     days = pd.date_range(events["date"].min(), events["date"].max(), freq="D")
     full = pd.MultiIndex.from_product([days, ["created", "closed"]], names=["date", "event"])
     daily = events.groupby(["date", "event"]).size().reindex(full, fill_value=0).rename("issues").reset_index()
@@ -246,10 +251,11 @@ def timeline_with_labels(events: pd.DataFrame, frame: pd.DataFrame) -> alt.VConc
     """
     brush = alt.selection_interval(encodings=["x"], name="brush")
     daily = daily_events(events)
+    half_day = 12 * 3600 * 1000
+    domain = [int(daily["date"].min()) - half_day, int(daily["date"].max()) + half_day]  # first midnight .. last day's end
     timeline = alt.Chart(daily, title="Issues created and closed per day, every day (drag to filter the labels below)").mark_line(
-        strokeWidth=1.2, interpolate="step-after").encode(
-        x=alt.X("date:T", title="day (UTC)", scale=alt.Scale(type="utc", nice=False,
-                                                              domain=[int(daily["date"].min()), int(daily["date"].max())])),
+        strokeWidth=1.2, interpolate="step").encode(
+        x=alt.X("date:T", title="day (UTC)", scale=alt.Scale(type="utc", nice=False, domain=domain)),
         y=alt.Y("issues:Q", title="issues per day"),
         color=alt.Color("event:N", scale=alt.Scale(domain=["created", "closed"], range=["#4c78a8", "#e45756"])),
         tooltip=[alt.Tooltip("day:N", title="day (UTC)"), "event", "issues"],
