@@ -58,7 +58,7 @@ def _bar_counts(page) -> dict[str, int]:
 
 def _drag(page, x0: float, x1: float) -> None:
     box = page.locator("svg .mark-line").first.bounding_box()
-    y = box["y"] + box["height"] / 2
+    y = box["y"] + box["height"] / 2  # inside the timeline's plot
     page.mouse.move(x0, y)
     page.mouse.down()
     page.mouse.move(x1, y, steps=6)
@@ -85,16 +85,18 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
         page.wait_for_selector(BAR, state="attached")
         assert {k: v for k, v in _bar_counts(page).items() if v} == every  # nothing brushed: every record
 
-        # the lines span the x domain (no nice rounding); the frame of the plot is the chart's
-        # background rect, the same width as the lines' box give or take a stroke
-        box = page.locator("svg .mark-line").first.bounding_box()
+        # the timeline's plot area (its group's background, 640 px wide) spans the x domain exactly
+        frames = page.eval_on_selector_all("svg g.mark-group.role-scope > g > path.background",
+                                           "els => els.map(e => { const r = e.getBoundingClientRect(); "
+                                           "return {x: r.x, y: r.y, width: r.width, height: r.height}; })")
+        box = next(f for f in frames if round(f["width"]) == 640 and round(f["height"]) == 200)
 
         def x_of(ms: float) -> float:
             return box["x"] + box["width"] * (ms - first) / (last - first)
 
-        # brush across days 5..9 (from a quarter into day 5 to three quarters into day 9): a day
-        # counts when the brush holds its noon, the middle of its step
-        _drag(page, x_of(first + 5.25 * DAY_MS), x_of(first + 9.75 * DAY_MS))
+        # brush across days 5..9 (from 0.4 into day 5 to 0.6 into day 9): a day counts when the
+        # brush holds its noon, the middle of its step
+        _drag(page, x_of(first + 5.4 * DAY_MS), x_of(first + 9.6 * DAY_MS))
         lo, hi = first + 5 * DAY_MS, first + 9 * DAY_MS
         expected = labels[(created_day >= lo) & (created_day <= hi)]["labels"].value_counts().to_dict()
         got = _bar_counts(page)
@@ -102,7 +104,7 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
         assert set(got) == set(every)  # every label keeps its row (zero-length bars)
 
         # brush inside one day's afternoon, past its noon: no day is taken; nothing goes empty
-        _drag(page, x_of(first + 10.65 * DAY_MS), x_of(first + 10.9 * DAY_MS))
+        _drag(page, x_of(first + 10.6 * DAY_MS), x_of(first + 10.9 * DAY_MS))
         got = _bar_counts(page)
         assert set(got) == set(every) and not any(got.values()), {k: v for k, v in got.items() if v}
         assert page.locator("svg .role-axis").count() >= 4  # both charts keep their axes
