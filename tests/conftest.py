@@ -31,20 +31,6 @@ def s8f():
     return paths
 
 
-@pytest.fixture(scope="session")
-def s8f_corpus(s8f):
-    from microctx import load_corpus
-
-    return load_corpus(s8f.public)
-
-
-@pytest.fixture(scope="session")
-def s8f_answers(s8f):
-    from microctx import load_answers
-
-    return load_answers(s8f.answers)
-
-
 # ---- the tiny synthetic corpus (tests/data, made by tests/data/make_synthetic.py): no s8f needed
 
 SYNTHETIC = ROOT / "tests" / "data"
@@ -70,3 +56,18 @@ def synthetic_answers(synthetic):
     from microctx import load_answers
 
     return load_answers(synthetic.answers)
+
+
+@pytest.fixture(scope="session")
+def s8f_corpus(s8f):
+    from microctx import load_corpus
+
+    return load_corpus(s8f.public)
+
+
+@pytest.fixture(scope="session")
+def s8f_answers(s8f):
+    from microctx import load_answers
+
+    return load_answers(s8f.answers)
+

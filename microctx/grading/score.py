@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
-from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short_digest, table_html, verdict_html
+from microctx.display import MAX_ROWS, Markup, card_html, fields_html, short_digest, table_html, verdict_html
 from microctx.files import gc_paused
 from microctx.grading.facts import FACT_KINDS, FactRow
 
@@ -25,7 +25,7 @@ from microctx.grading.facts import FACT_KINDS, FactRow
 class GradeResult:
     """A grade (`.grade`, the contract's document) and its fact table (`.facts`, FactRows).
 
-    `.passed`/`.ok` the quality floor, `.summary` one line, `.facts_frame()` the fact table as a
+    `.passed`/`.ok` the quality floor, `.summary()` one line, `.facts_frame()` the fact table as a
     DataFrame, `.write(path)` the grade and its table. `microctx.grade` returns the subclass
     `microctx.api.Grade`, which adds `.slices(corpus)` (slices sit above the scorer).
     """
@@ -37,16 +37,17 @@ class GradeResult:
     def passed(self) -> bool:
         return bool(self.grade["quality_pass"])
 
-    ok = passed
-
-    @property
-    def summary(self) -> Summary:
-        """One line (also callable: `summary()`, the older spelling)."""
+    def summary(self) -> str:
         g = self.grade
         verdict = "PASS" if g["quality_pass"] else "FAIL"
-        return Summary(f"{verdict}: {g['exact_records']}/{g['test_records']} test records exact, "
-                       f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
-                       f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
+        return (f"{verdict}: {g['exact_records']}/{g['test_records']} test records exact, "
+                f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
+                f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
+
+    # notebook side: the same verdict as `ok`, the fact table as a frame, writing, the views
+    @property
+    def ok(self) -> bool:
+        return self.passed
 
     def facts_frame(self):
         """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome,
@@ -75,12 +76,13 @@ class GradeResult:
         return {kind: table[kind] for kind in FACT_KINDS if kind in table}
 
     def __repr__(self) -> str:
-        return f"GradeResult({self.summary}; {len(self.facts):,} fact rows, corpus {short_digest(self.grade['corpus_sha256'])})"
+        return f"GradeResult({self.summary()}; {len(self.facts):,} fact rows, corpus {short_digest(self.grade['corpus_sha256'])})"
 
     def _repr_html_(self) -> str:
         g = self.grade
         fields = fields_html([
             ("quality floor", Markup(verdict_html(self.passed))),
+            ("summary", self.summary()),
             ("exact test records", f"{g['exact_records']:,} / {g['test_records']:,}"),
             ("false positive facts", f"{g['false_positive_facts']:,}"),
             ("false negative facts", f"{g['false_negative_facts']:,}"),

@@ -305,7 +305,7 @@ def _slice_rows(table: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
+def slice_f1(table: pd.DataFrame) -> alt.LayerChart:
     """F1 per slice (in table order: worst first within a kind) with its 95% bootstrap interval,
     the overall F1 as a rule; weak slices red, too-small ones grey."""
     rows = _slice_rows(table).dropna(subset=["f1"])
@@ -360,7 +360,7 @@ def outcomes_by_kind(table: pd.DataFrame) -> alt.Chart:
 
 # ---------------------------------------------------------------- comparison charts
 
-def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelMixin:
+def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.Chart:
     """F1 with its interval per slice, one mark per candidate on the same row."""
     rows = _slice_rows(compare)
     if judged_only:
@@ -381,7 +381,7 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelM
         width=420, height=ROW_HEIGHT * max(1, len(candidates)) * len(order) / 1.5)
 
 
-def paired_f1_diff(paired: pd.DataFrame) -> alt.TopLevelMixin:
+def paired_f1_diff(paired: pd.DataFrame) -> alt.Chart:
     """F1(a) - F1(b) per slice with its paired-bootstrap interval; intervals that exclude 0 in red."""
     rows = paired[~paired["too_small"].astype(bool)].dropna(subset=["f1_diff"]).copy()
     rows["row"] = rows["slice_kind"] + ": " + rows["slice"].astype(str)
