@@ -70,4 +70,3 @@ def s8f_answers(s8f):
     from microctx import load_answers
 
     return load_answers(s8f.answers)
-

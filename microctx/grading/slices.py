@@ -497,9 +497,11 @@ class SliceFrame:
 
     @property
     def summary(self) -> str:
+        from microctx.display import Summary
+
         o = self.overall
-        return (f"{len(self.table):,} slices ({int(self.table['weak'].sum()):,} weak, {int(self.table['too_small'].sum()):,} too small); "
-                f"overall F1 {o['f1']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}] on {int(o['support']):,} facts")
+        return Summary(f"{len(self.table):,} slices ({int(self.table['weak'].sum()):,} weak, {int(self.table['too_small'].sum()):,} too small); "
+                       f"overall F1 {o['f1']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}] on {int(o['support']):,} facts")
 
     def __repr__(self) -> str:
         return f"SliceFrame({self.summary})"
