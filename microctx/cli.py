@@ -339,8 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _core_parsers(sub)
     _candidate_parsers(sub)
-    _fetch_parsers(sub)
     _lab_parsers(sub)
+    _fetch_parsers(sub)
     _report_parsers(sub)
     return parser
 
