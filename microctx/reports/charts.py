@@ -87,11 +87,6 @@ def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | No
     return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
 
 
-def interactive_page(chart: alt.TopLevelMixin) -> str:
-    """A self-contained HTML page of the live chart (vega, vega-lite and vega-embed inlined)."""
-    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
-
-
 def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None,
                      height: int | None = None):
     """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
@@ -101,17 +96,22 @@ def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.P
     `height` (pixels) to override."""
     from IPython.display import HTML
 
-    image = show(chart, name, charts_dir)
-    if height is None:
-        height = png_size(image.data)[1] // PNG_SCALE + 40
-    page = interactive_page(chart)
+    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
     if charts_dir:
         Path(charts_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
+    image = show(chart, name, charts_dir)
+    if height is None:
+        height = png_size(image.data)[1] // PNG_SCALE + 40
     # inside a <div>: IPython warns (a red UserWarning box in a report) about HTML that starts with <iframe
     frame = HTML(f'<div class="microctx-interactive"><iframe title="{html.escape(name)}" style="width:100%;height:{height}px;'
                  f'border:0" srcdoc="{html.escape(page, quote=True)}"></iframe></div>')
     return image, frame
+
+
+def interactive_page(chart: alt.TopLevelMixin) -> str:
+    """The self-contained HTML page `show_interactive` writes (vega, vega-lite and vega-embed inlined)."""
+    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
 
 
 # ---------------------------------------------------------------- corpus tables
