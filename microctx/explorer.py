@@ -312,7 +312,6 @@ class Explorer:
             self.view.value = f"<i>no record {html.escape(str(record))} in this corpus</i>"
             return
         i = int(i)
-        self.view.value = self.data.record_html(i)
         buttons = []
         for j in self.data.neighbours(i)[:40]:
             number = int(self.data.table["number"].iat[j])
@@ -326,6 +325,7 @@ class Explorer:
         whole = w.Button(description="list its component", layout=w.Layout(width="auto"), button_style="info")
         whole.on_click(lambda _b, n=int(self.data.table["number"].iat[i]): setattr(self.component, "value", f"#{n}"))
         self.nearby.children = [header, *buttons, *([whole] if size > 1 else [])]
+        self.view.value = self.data.record_html(i)  # last: once it shows, its neighbours are in place
 
     def _repr_mimebundle_(self, **kw):
         return self.widget._repr_mimebundle_(**kw)

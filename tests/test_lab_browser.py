@@ -18,8 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from tests.browser import browser_page, need_browser
+from browser import browser_page, need_browser
 
 SHOTS = os.environ.get("MICROCTX_SCREENSHOTS")  # a folder to keep the screenshots in (optional)
 
@@ -133,9 +132,10 @@ def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
         assert numbers == component and f"{len(component)} of 60" in count.inner_text()
         page.locator(".microctx-results select").select_option(index=numbers.index(146))
         view.get_by_text("#146 ", exact=False).first.wait_for(timeout=30_000)
-        first_neighbour = page.locator(".microctx-neighbour").first
-        assert first_neighbour.inner_text().strip() == "#145"  # what it references comes first
-        first_neighbour.click()
+        # what it references comes first
+        page.wait_for_function("() => { const b = document.querySelector('.microctx-neighbour');"
+                               " return b && b.innerText.trim() === '#145'; }", timeout=30_000)
+        page.locator(".microctx-neighbour").first.click()
         page.wait_for_function("() => document.querySelector('.microctx-explorer .microctx-view').innerText.includes('#145 ')",
                                timeout=30_000)
         _shot(page, tmp_path, "explorer-neighbour.png")

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_github import FileServer
 
 from microctx.corpus import snapshot as data
-from tests.fake_github import FileServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["tests/test_running.py", "tests/test_data.py", "tests/test_verify.py", "tests/test_freeze_conformance.py"]

@@ -10,9 +10,9 @@ import re
 
 import pandas as pd
 import pytest
+from browser import browser_page
 
 from microctx.reports import charts
-from tests.browser import browser_page
 
 BAR = "path[aria-roledescription=bar]"
 DAY_MS = 86_400_000
