@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 SHARED_S8F := $(abspath ../shared/s8f)
 export MICROCTX_DATA_DIR ?= $(if $(wildcard $(SHARED_S8F)/*.json),$(SHARED_S8F),)
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench lab test-fast
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -28,3 +28,12 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py
+
+# JupyterLab on working copies of the notebooks in lab/ (the tracked notebooks stay clean), with
+# MICROCTX_DATA_DIR as above (or a microctx.toml data_dir), so notebooks find the data like the CLI.
+lab: setup
+	$(BIN)/microctx lab --dir lab
+
+# The quick run: everything but the tests marked slow (`make test` runs them all).
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"

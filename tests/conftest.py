@@ -22,7 +22,40 @@ def s8f():
     """Paths of the published public corpus, answers and report (digests checked)."""
     from microctx.corpus import snapshot as data
 
-    return data.s8f()
+    paths = data.s8f()
+    # a lone clone: found in the cache (or downloaded into it); from here on the session reads
+    # them through MICROCTX_DATA_DIR like any other run, so the isolation tests see the variable
+    # they check the runner strips
+    if not os.environ.get(data.DATA_DIR_ENV) and len({p.parent for p in (paths.public, paths.answers, paths.report)}) == 1:
+        os.environ[data.DATA_DIR_ENV] = str(paths.public.parent)
+    return paths
+
+
+# ---- the tiny synthetic corpus (tests/data, made by tests/data/make_synthetic.py): no s8f needed
+
+SYNTHETIC = ROOT / "tests" / "data"
+
+
+@pytest.fixture(scope="session")
+def synthetic():
+    """Paths of the synthetic public corpus, answers, report and raw export (60 issues)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{key: SYNTHETIC / f"synthetic-{key}.json" for key in ("public", "answers", "report", "raw")})
+
+
+@pytest.fixture(scope="session")
+def synthetic_corpus(synthetic):
+    from microctx import load_corpus
+
+    return load_corpus(synthetic.public)
+
+
+@pytest.fixture(scope="session")
+def synthetic_answers(synthetic):
+    from microctx import load_answers
+
+    return load_answers(synthetic.answers)
 
 
 @pytest.fixture(scope="session")

@@ -111,6 +111,8 @@ def test_bad_redaction_map_is_refused(tmp_path, raw_rows, capsys):
 
 
 def test_data_registry_matches_shared_readme(s8f):
+    if not (Path(s8f.public).parent / "README.md").is_file():
+        pytest.skip("no s8f README beside the data (a lone clone downloads only the three files)")
     readme = (Path(s8f.public).parent / "README.md").read_text()
     for item in data.S8F.values():
         row = next(line for line in readme.splitlines() if line.startswith(f"| {item.name} "))

@@ -7,6 +7,7 @@ pass.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from microctx.contract.split import assign_splits
 from microctx.contract.timestamps import utc_second
 from microctx.corpus.export import RawIssue
 from microctx.corpus.redact import MARKER, Rule, scrub
+from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, short_digest, table_html, verdict_html
 from microctx.errors import ContractError
 from microctx.files import AtomicOutputs, gc_paused
 from microctx.grading.score import grade_counts
@@ -41,11 +43,56 @@ QUESTION_SLICES = [
 
 @dataclass
 class Frozen:
+    """The three documents of a freeze (all leak checks and the blind oracle passed, or there
+    would be no Frozen); `write(public, answers, report)` writes them."""
+
     public: dict
     answers: dict
     report: dict
     public_sha256: str
     answers_sha256: str
+
+    @property
+    def ok(self) -> bool:
+        """Every leak check and the blind oracle passed (freeze refuses otherwise)."""
+        checks = self.report.get("leak_checks") or {}
+        return bool(checks) and all(v is True for v in checks.values())
+
+    passed = ok
+
+    @property
+    def summary(self) -> Summary:
+        r = self.report
+        checks = r.get("leak_checks") or {}
+        return Summary(f"{r['records']:,} records (train {r['train_records']:,} / tune {r['tune_records']:,} / "
+                       f"test {r['test_records']:,}); {sum(v is True for v in checks.values())}/{len(checks)} leak checks pass; "
+                       f"public {short_digest(self.public_sha256)}, answers {short_digest(self.answers_sha256)}")
+
+    def write(self, public: str | os.PathLike, answers: str | os.PathLike, report: str | os.PathLike) -> None:
+        """Write the three files together, atomically (parent folders are created)."""
+        for path in (public, answers, report):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write_frozen(self, public, answers, report)
+
+    def __repr__(self) -> str:
+        return f"Frozen({self.summary}, source={short(self.public.get('source', ''), 60)!r})"
+
+    def _repr_html_(self) -> str:
+        r = self.report
+        counts = [(k.replace("_", " "), f"{r[k]:,}") for k in ("records", "train_records", "tune_records", "test_records",
+                                                                "open_records", "closed_records", "reference_edges",
+                                                                "duplicate_edges", "scope_contradictions", "scrubbed_records")
+                  if isinstance(r.get(k), int)]
+        checks = "".join(f"<li>{verdict_html(v is True, 'pass', 'FAIL')} {html.escape(k)}</li>"
+                         for k, v in sorted((r.get("leak_checks") or {}).items()))
+        fields = fields_html([("public sha256", Markup(f"<code>{self.public_sha256}</code>")),
+                              ("answers sha256", Markup(f"<code>{self.answers_sha256}</code>")),
+                              ("source", short(self.public.get("source", "")))] + counts
+                             + [("leak checks", Markup(f"<ul style='margin:0'>{checks}</ul>"))])
+        records = self.public.get("records", [])
+        rows = [(x["id"], x["split"], x["state"], x["title"]) for x in records[:MAX_ROWS]]
+        return card_html("Frozen corpus (nothing written yet: .write(public, answers, report))", fields,
+                         table_html(("id", "split", "state", "title"), rows, total=len(records)))
 
 
 def public_record(issue: RawIssue, split: str, title_sha256: str | None = None,

@@ -14,6 +14,7 @@ from microctx.contract.schemas import CORPUS_SCHEMA, STATES
 from microctx.contract.split import SPLITS
 from microctx.contract.timestamps import parse_timestamp
 from microctx.corpus.export import RawIssue
+from microctx.display import MAX_ROWS, Markup, Summary, card_html, counts_text, fields_html, short, short_digest, table_html
 from microctx.errors import InputError
 from microctx.files import parse_json, read_bytes
 
@@ -51,6 +52,38 @@ class Corpus:
         for column in ("created_at", "updated_at", "closed_at"):
             frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601")
         return frame
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Records per split and per state (every split listed, zero included)."""
+        splits = dict.fromkeys(SPLITS, 0)
+        states: dict[str, int] = {}
+        for r in self.records:
+            splits[r["split"]] = splits.get(r["split"], 0) + 1
+            states[r["state"]] = states.get(r["state"], 0) + 1
+        return {"split": splits, "state": dict(sorted(states.items()))}
+
+    @property
+    def summary(self) -> Summary:
+        counts = self.counts()
+        return Summary(f"{len(self):,} records ({counts_text(counts['split'])}; {counts_text(counts['state'])}), "
+                       f"sha256 {short_digest(self.sha256)}")
+
+    def __repr__(self) -> str:
+        where = f", path={short(self.path, 60)!r}" if self.path else ""
+        return f"Corpus({self.summary}, source={short(self.source, 60)!r}{where})"
+
+    def _repr_html_(self) -> str:
+        counts = self.counts()
+        fields = fields_html([
+            ("records", f"{len(self):,}"), ("splits", counts_text(counts["split"])),
+            ("states", counts_text(counts["state"])), ("sha256", Markup(f"<code>{self.sha256}</code>")),
+            ("source", short(self.source)), ("frozen at", self.document.get("frozen_at", "")),
+        ] + ([("path", short(self.path))] if self.path else []))
+        rows = [(r["id"], r["split"], r["state"], ", ".join(r["labels"] or []), r["title"]) for r in self.records[:MAX_ROWS]]
+        return card_html("Corpus", fields, table_html(("id", "split", "state", "labels", "title"), rows, total=len(self)))
 
 
 def check_corpus_document(document: object, path) -> dict:

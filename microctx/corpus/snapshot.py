@@ -3,7 +3,9 @@
 `s8f()` returns the paths of the published s8f public corpus, answer bundle and report. Each file
 is looked for, in order:
 1. in the folder named by MICROCTX_DATA_DIR (when all three are there, nothing else is tried and
-   nothing touches the network: tests and CI run this way);
+   nothing touches the network: tests and CI run this way), else in the project-local setting:
+   `data_dir` in the nearest `microctx.toml` (or `[tool.microctx]` of a `pyproject.toml`) in the
+   current folder or a parent (`project_data_dir`);
 2. in the user cache: MICROCTX_CACHE_DIR, else `pooch.os_cache("microctx")`;
 3. downloaded into that cache with pooch from its pinned URL (`S8F[key].url`, or
    `$MICROCTX_S8F_BASE_URL/<file name>` when that is set: a mirror, or a local server in tests),
@@ -82,8 +84,46 @@ def check_digest(path: Path, expected: str) -> Path:
 
 
 def data_dir() -> Path | None:
+    """Where the published files are looked for first: MICROCTX_DATA_DIR, else the project-local
+    setting (`project_data_dir`), else None (the cache, then a download)."""
     value = os.environ.get(DATA_DIR_ENV)
-    return Path(value) if value else None
+    return Path(value) if value else project_data_dir()
+
+
+PROJECT_FILE = "microctx.toml"
+
+
+def project_data_dir(start: str | os.PathLike | None = None) -> Path | None:
+    """The project-local setting: `data_dir` in the nearest `microctx.toml`, or in `[tool.microctx]`
+    of the nearest `pyproject.toml` that has that table, looking in `start` (the current folder)
+    and each parent. A relative `data_dir` is relative to the file that sets it. So the CLI, a
+    notebook opened anywhere under the project, and JupyterLab all find the same folder."""
+    import tomllib
+
+    folder = Path(start or os.getcwd()).resolve()
+    for place in (folder, *folder.parents):
+        for name, table in ((PROJECT_FILE, ()), ("pyproject.toml", ("tool", "microctx"))):
+            path = place / name
+            if not path.is_file():
+                continue
+            settings: object
+            try:
+                settings = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise InputError(path, f"not readable TOML: {exc}") from None
+            for key in table:
+                settings = settings.get(key) if isinstance(settings, dict) else None
+            if not isinstance(settings, dict) or "data_dir" not in settings:
+                continue
+            value = settings["data_dir"]
+            if not isinstance(value, str) or not value:
+                raise InputError(path, "expected a folder path (a non-empty string)", field="data_dir")
+            return (place / Path(value).expanduser()).resolve()
+    return None
+
+
+OFFLINE_HINT = (f"offline? set {DATA_DIR_ENV} to a folder holding the three s8f files, or put "
+                f"data_dir = \"FOLDER\" in a {PROJECT_FILE} in this folder or a parent")
 
 
 def cache_dir() -> Path:
@@ -138,7 +178,17 @@ def locate(item: Published, folder: Path | None, download: bool) -> Path:
     if not download:
         places = (f"{DATA_DIR_ENV}={folder} or " if folder is not None else "") + f"the cache {cache}"
         raise InputError(item.name, f"not found in {places}; run `microctx data s8f` without --offline to download it")
-    return fetch_published(item, cache)
+    return fetch_with_hint(item, cache)
+
+
+def fetch_with_hint(item: Published, cache: Path) -> Path:
+    """`fetch_published`, and when the network fails, say how to work offline."""
+    try:
+        return fetch_published(item, cache)
+    except InputError as exc:
+        if "network failure" not in exc.message and "not complete within" not in exc.message:
+            raise
+        raise InputError(exc.file, f"{exc.message}; {OFFLINE_HINT}") from None
 
 
 def check_cached(path: Path, item: Published) -> Path:

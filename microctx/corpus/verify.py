@@ -18,6 +18,7 @@ from microctx.contract.schemas import REPORT_SCHEMA, check_answers_document
 from microctx.corpus.freeze import build
 from microctx.corpus.public import check_corpus_document, corpus_to_issues
 from microctx.corpus.redact import MARKER
+from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, table_html, verdict_html
 from microctx.errors import InputError
 from microctx.files import (
     IrregularJSON,
@@ -36,12 +37,32 @@ STREAM_PUBLIC_FROM_BYTES = 1 << 24  # smaller public files are parsed whole (tes
 
 @dataclass
 class Verification:
+    """What `verify` found: `.ok`/`.passed` when nothing, `.problems` every disagreement, `.summary` one line."""
+
     problems: list[str] = field(default_factory=list)
     summary: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    passed = ok
+
+    def __post_init__(self) -> None:
+        self.summary = Summary(self.summary)
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, Summary(value) if name == "summary" else value)
+
+    def __repr__(self) -> str:
+        verdict = "ok" if self.ok else f"{len(self.problems):,} problems, first: {short(self.problems[0], 120)}"
+        return f"Verification({verdict}; {short(self.summary, 200)})"
+
+    def _repr_html_(self) -> str:
+        fields = fields_html([("verdict", Markup(verdict_html(self.ok, "every check holds", f"{len(self.problems):,} problems"))),
+                              ("summary", self.summary)])
+        rows = [(p,) for p in self.problems[:MAX_ROWS]]
+        return card_html("Verification", fields, table_html(("problem",), rows, total=len(self.problems)) if rows else "")
 
 
 def _load(path) -> tuple[str, object]:

@@ -21,12 +21,20 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
+from microctx.display import MAX_ROWS, Markup, card_html, fields_html, short_digest, table_html, verdict_html
 from microctx.files import gc_paused
 from microctx.grading.facts import FACT_KINDS, FactRow
 
 
 @dataclass
 class GradeResult:
+    """A grade (`.grade`, the contract's document) and its fact table (`.facts`, FactRows).
+
+    `.passed`/`.ok` the quality floor, `.summary()` one line, `.facts_frame()` the fact table as a
+    DataFrame, `.write(path)` the grade and its table. `microctx.grade` returns the subclass
+    `microctx.api.Grade`, which adds `.slices(corpus)` (slices sit above the scorer).
+    """
+
     grade: dict
     facts: list[FactRow] = field(default_factory=list)
 
@@ -47,6 +55,58 @@ class GradeResult:
         return (f"{verdict}: {g['exact_records']}/{g['test_records']} {g.get('split', 'test')} records exact, "
                 f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
                 f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
+
+    # notebook side: the same verdict as `ok`, the fact table as a frame, writing, the views
+    @property
+    def ok(self) -> bool:
+        return self.passed
+
+    def facts_frame(self):
+        """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome,
+        detail; every cell a string, as `slices.load_facts` reads a facts.csv)."""
+        import pandas as pd
+
+        from microctx.grading.facts import FACT_COLUMNS
+
+        data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in self.facts]
+        return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
+
+    frame = facts_frame
+
+    def write(self, path) -> None:
+        """Write the grade JSON and its fact table beside it (`<grade>.facts.csv`), atomically."""
+        from microctx.grading.facts import write_grade
+
+        write_grade(self, path)
+
+    def _outcomes(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        for row in self.facts:
+            if row.outcome in ("tp", "fp", "fn"):
+                counts = table.setdefault(row.kind, {"tp": 0, "fp": 0, "fn": 0})
+                counts[row.outcome] += 1
+        return {kind: table[kind] for kind in FACT_KINDS if kind in table}
+
+    def __repr__(self) -> str:
+        return f"GradeResult({self.summary()}; {len(self.facts):,} fact rows, corpus {short_digest(self.grade['corpus_sha256'])})"
+
+    def _repr_html_(self) -> str:
+        g = self.grade
+        fields = fields_html([
+            ("quality floor", Markup(verdict_html(self.passed))),
+            ("summary", self.summary()),
+            ("exact test records", f"{g['exact_records']:,} / {g['test_records']:,}"),
+            ("false positive facts", f"{g['false_positive_facts']:,}"),
+            ("false negative facts", f"{g['false_negative_facts']:,}"),
+            ("aggregate errors", f"{g['aggregate_errors']:,}"), ("citation errors", f"{g['citation_errors']:,}"),
+            ("corpus sha256", Markup(f"<code>{g['corpus_sha256']}</code>")),
+        ])
+        rows = [(kind, c["tp"], c["fp"], c["fn"]) for kind, c in self._outcomes().items()]
+        misses = [r for r in self.facts if r.outcome != "tp"]
+        shown = [(r.record_id, r.kind, r.value, r.outcome, r.detail) for r in misses[:MAX_ROWS]]
+        return card_html("Grade", fields, table_html(("fact kind", "tp", "fp", "fn"), rows),
+                         "<div style='margin-top:4px'>facts in error</div>",
+                         table_html(("record", "kind", "value", "outcome", "detail"), shown, total=len(misses)))
 
 
 def record_facts(answer: dict) -> set[tuple[str, str]]:

@@ -588,6 +588,31 @@ class SliceFrame:
     def __init__(self, table: pd.DataFrame):
         self.table = table
 
+    # display (notebooks): the overall row, the counts, and the weakest judged slices
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def summary(self) -> str:
+        from microctx.display import Summary
+
+        o = self.overall
+        return Summary(f"{len(self.table):,} slices ({int(self.table['weak'].sum()):,} weak, {int(self.table['too_small'].sum()):,} too small); "
+                       f"overall F1 {o['f1']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}] on {int(o['support']):,} facts")
+
+    def __repr__(self) -> str:
+        return f"SliceFrame({self.summary})"
+
+    def _repr_html_(self) -> str:
+        from microctx.display import card_html, fields_html, table_html
+
+        columns = ["slice_kind", "slice", "support", "tp", "fp", "fn", "f1", "ci_low", "ci_high", "weak", "too_small"]
+        rows = [[f"{v:.3f}" if isinstance(v, float) else v for v in row]
+                for row in self.weakest(5)[columns[2:]].reset_index()[columns].itertuples(index=False)]
+        return card_html("Slices", fields_html([("summary", self.summary)]),
+                         "<div style='margin-top:4px'>weakest judged slices (.table has every row)</div>",
+                         table_html(columns, rows))
+
     @property
     def overall(self) -> pd.Series:
         return self.table[self.table["slice_kind"] == "overall"].iloc[0]

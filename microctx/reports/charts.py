@@ -48,10 +48,19 @@ ROW_HEIGHT = 14
 
 def render(chart: alt.TopLevelMixin) -> tuple[bytes, str]:
     """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network)."""
+    return _render_dict(chart.to_dict())
+
+
+def _render_dict(spec: dict) -> tuple[bytes, str]:
     import vl_convert as vlc
 
-    svg = vlc.vegalite_to_svg(chart.to_dict())
+    svg = vlc.vegalite_to_svg(spec)
     return vlc.svg_to_png(svg, scale=PNG_SCALE), svg  # rasterising the SVG skips a second vega run
+
+
+def render_spec(spec: dict) -> bytes:
+    """The PNG of a Vega-Lite spec (what the notebook renderer `microctx.notebook_setup()` shows)."""
+    return _render_dict(spec)[0]
 
 
 def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
@@ -96,9 +105,12 @@ class _ScriptSafeJSON(json.JSONEncoder):
 
 
 def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None,
-                     height: int = 700):
+                     height: int | None = None):
     """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
-    vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network)."""
+    vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network).
+
+    The iframe is as tall as the rendered chart (plus a margin), so nothing is clipped; pass
+    `height` (pixels) to override."""
     from IPython.display import HTML
 
     # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
@@ -108,9 +120,18 @@ def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.P
     if charts_dir:
         Path(charts_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
-    frame = HTML(f'<iframe class="microctx-interactive" title="{html.escape(name)}" style="width:100%;height:{height}px;'
-                 f'border:0" srcdoc="{html.escape(page, quote=True)}"></iframe>')
-    return show(chart, name, charts_dir), frame
+    image = show(chart, name, charts_dir)
+    if height is None:
+        height = png_size(image.data)[1] // PNG_SCALE + 40
+    # inside a <div>: IPython warns (a red UserWarning box in a report) about HTML that starts with <iframe
+    frame = HTML(f'<div class="microctx-interactive"><iframe title="{html.escape(name)}" style="width:100%;height:{height}px;'
+                 f'border:0" srcdoc="{html.escape(page, quote=True)}"></iframe></div>')
+    return image, frame
+
+
+def interactive_page(chart: alt.TopLevelMixin) -> str:
+    """The self-contained HTML page `show_interactive` writes (vega, vega-lite and vega-embed inlined)."""
+    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
 
 
 # ---------------------------------------------------------------- corpus tables
@@ -217,26 +238,63 @@ def cue_words_chart(counts: pd.DataFrame) -> alt.Chart:
     ).properties(width=380, height=220)
 
 
+_NOON = pd.Timedelta(hours=12)
+
+
+def _epoch_ms(days: pd.Series) -> pd.Series:
+    """Naive UTC days as integer milliseconds since the epoch, at noon: how both charts of the
+    timeline carry dates, so the brush (on a UTC scale) and the label filter compare numbers, never
+    local-time strings. A day is drawn as a step from its midnight to the next, centred on its
+    noon, so brushing most of a day's step takes that day."""
+    return (days + _NOON - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
+
+
+def daily_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Created and closed issues per day, every day from the first event to the last (days
+    without one are 0): columns date (epoch ms, UTC noon of the day), day (YYYY-MM-DD), event, issues."""
+    days = pd.date_range(events["date"].min(), events["date"].max(), freq="D")
+    full = pd.MultiIndex.from_product([days, ["created", "closed"]], names=["date", "event"])
+    daily = events.groupby(["date", "event"]).size().reindex(full, fill_value=0).rename("issues").reset_index()
+    daily["issues"] = daily["issues"].astype(int)
+    daily.insert(1, "day", daily["date"].dt.strftime("%Y-%m-%d"))
+    daily["date"] = _epoch_ms(daily["date"])
+    return daily
+
+
 def timeline_with_labels(events: pd.DataFrame, frame: pd.DataFrame) -> alt.VConcatChart:
-    """Created/closed per day; brushing a date range filters the label chart below to the
-    records created in it (static renders show the whole range)."""
+    """Created/closed per day (every day, zero-filled); brushing a date range filters the label
+    chart below to the records created in it (static renders show the whole range).
+
+    The label chart lists every label in a fixed order (most common first) and its x domain
+    always includes 0..1, so a brushed range without issues shows zero-length bars, not an empty
+    chart or an "Infinite extent" warning.
+    """
     brush = alt.selection_interval(encodings=["x"], name="brush")
-    daily = events.groupby(["date", "event"]).size().rename("issues").reset_index()
-    timeline = alt.Chart(daily, title="Issues created and closed per day (drag to filter the labels below)").mark_line(
-        point=True).encode(
-        x=alt.X("date:T", title="day (UTC)"),
+    daily = daily_events(events)
+    half_day = 12 * 3600 * 1000
+    domain = [int(daily["date"].min()) - half_day, int(daily["date"].max()) + half_day]  # first midnight .. last day's end
+    timeline = alt.Chart(daily, title="Issues created and closed per day, every day (drag to filter the labels below)").mark_line(
+        strokeWidth=1.2, interpolate="step").encode(
+        x=alt.X("date:T", title="day (UTC)", scale=alt.Scale(type="utc", nice=False, domain=domain)),
         y=alt.Y("issues:Q", title="issues per day"),
         color=alt.Color("event:N", scale=alt.Scale(domain=["created", "closed"], range=["#4c78a8", "#e45756"])),
-        tooltip=[alt.Tooltip("date:T", format="%Y-%m-%d"), "event", "issues"],
+        tooltip=[alt.Tooltip("day:N", title="day (UTC)"), "event", "issues"],
     ).add_params(brush).properties(width=640, height=200)
     labels = _exploded_labels(frame)
-    labels = labels.assign(date=labels["created_at"].dt.tz_convert("UTC").dt.tz_localize(None).dt.floor("D"))
+    labels = labels.assign(date=_epoch_ms(labels["created_at"].dt.tz_convert("UTC").dt.tz_localize(None).dt.floor("D")))
     per_day = labels.groupby(["date", "label"]).size().rename("records").reset_index()
-    label_chart = alt.Chart(per_day, title="Labels of the issues created in the brushed range").mark_bar().encode(
-        y=alt.Y("label:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220)),
-        x=alt.X("sum(records):Q", title="records"),
+    order = list(per_day.groupby("label")["records"].sum().sort_values(ascending=False, kind="mergesort").index)
+    # one row per label with 0 records and no date: it takes the brush's start as its date, so it
+    # passes every brush and each label keeps a (possibly zero) bar: the filtered data is never empty
+    zeros = pd.DataFrame({"date": pd.array([None] * len(order), dtype="Int64"), "label": order, "records": 0})
+    per_day = pd.concat([per_day, zeros], ignore_index=True).rename(columns={"date": "created"})
+    label_chart = alt.Chart(per_day, title="Labels of the issues created in the brushed range (all days when nothing is brushed)").mark_bar().encode(
+        y=alt.Y("label:N", title=None, scale=alt.Scale(domain=order), axis=alt.Axis(labelLimit=220)),
+        x=alt.X("sum(records):Q", title="records created in the range", scale=alt.Scale(domain={"unionWith": [0, 1]})),
         tooltip=["label", alt.Tooltip("sum(records):Q", title="records")],
-    ).transform_filter(brush).properties(width=640, height=ROW_HEIGHT * per_day["label"].nunique())
+    ).transform_calculate(
+        date="datum.created === null ? (brush && brush.date ? brush.date[0] : 0) : datum.created"
+    ).transform_filter(brush).properties(width=640, height=ROW_HEIGHT * max(1, len(order)))
     return alt.vconcat(timeline, label_chart)
 
 

@@ -1,0 +1,141 @@
+"""The corpus explorer in a real JupyterLab, in headless Chromium: run the notebook, filter, see
+the count change, open a record, step to a neighbour. Offline: the server listens on 127.0.0.1
+only and the widgets' front end ships with the `jupyterlab_widgets` package.
+
+Slow (a server and a kernel start); it still runs in `make test`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from browser import browser_page, need_browser
+
+SHOTS = os.environ.get("MICROCTX_SCREENSHOTS")  # a folder to keep the screenshots in (optional)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path, synthetic):
+    """A JupyterLab server on 127.0.0.1 with a token, serving a folder with explore.ipynb."""
+    need_browser()
+    root = tmp_path / "lab"
+    root.mkdir()
+    book = nbformat.v4.new_notebook()
+    book.cells = [
+        nbformat.v4.new_code_cell(f"import microctx\nresult = None\ncorpus = microctx.load_corpus({str(synthetic.public)!r})\ncorpus"),
+        nbformat.v4.new_code_cell("microctx.explore(corpus)"),
+    ]
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(book, root / "explore.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+                               f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
+                               f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                               "--LabApp.extension_manager=readonly", "--allow-root"],
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise AssertionError((tmp_path / "server.log").read_text()[-3000:]) from None
+                time.sleep(0.5)
+        yield base, token, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def _shot(page, path: Path, name: str) -> None:
+    page.screenshot(path=str(path / name), full_page=True)
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / name), full_page=True)
+
+
+@pytest.mark.slow
+def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
+    base, token, _ = lab
+    records = synthetic_corpus.records
+    mismatch = [r for r in records if "mismatch" in (r["title"] + "\n" + r["body"]).lower()]
+    assert 0 < len(mismatch) < len(records)
+    with browser_page(1400, 1600) as page:
+        page.goto(f"{base}/lab/tree/explore.ipynb?token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
+        page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel is up
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        count = page.locator(".microctx-explorer .microctx-count")
+        try:
+            count.wait_for(timeout=90_000)
+        except Exception:
+            _shot(page, tmp_path, "lab-failure.png")
+            raise
+        assert "60 of 60 records match" in count.inner_text()
+        assert "Corpus" in page.locator(".microctx-view").first.inner_text() or page.locator("table.microctx-fields").count() >= 1
+
+        box = page.locator(".microctx-explorer input[placeholder='words in title or body']")
+        box.fill("mismatch")
+        box.press("Enter")
+        page.wait_for_function("n => document.querySelector('.microctx-count').innerText.startsWith(n + ' of 60')",
+                               arg=str(len(mismatch)), timeout=30_000)
+        page.wait_for_function("n => document.querySelectorAll('.microctx-results select option').length === n",
+                               arg=len(mismatch), timeout=30_000)  # the list follows the count
+        texts = page.locator(".microctx-results select option").all_inner_texts()
+        assert [t.replace("\xa0", " ").split(" ")[0] for t in texts] == [f"#{r['number']}" for r in mismatch]
+        first = mismatch[0]
+        page.locator(".microctx-results select").select_option(index=0)
+        view = page.locator(".microctx-explorer .microctx-view")
+        view.get_by_text(f"#{first['number']} ", exact=False).first.wait_for(timeout=30_000)
+        assert page.locator(".microctx-explorer .microctx-view mark.microctx-cue").count() >= 1
+        _shot(page, tmp_path, "explorer.png")
+
+        # a record's neighbours, one click away: #146 ends a chain of references (#140 .. #146)
+        box.fill("")
+        box.press("Enter")
+        comp = page.locator(".microctx-explorer input[placeholder='#N or issue-N']")
+        comp.fill("#146")
+        comp.press("Enter")
+        from microctx.explorer import ExplorerData
+
+        data = ExplorerData(synthetic_corpus)
+        component = sorted(int(data.table["number"].iat[i]) for i in data.component_rows(data.row_of("#146")))
+        assert set(range(140, 147)) <= set(component)
+        page.wait_for_function("n => document.querySelectorAll('.microctx-results select option').length === n",
+                               arg=len(component), timeout=30_000)
+        numbers = [int(t.replace("\xa0", " ").split(" ")[0][1:]) for t in page.locator(".microctx-results select option").all_inner_texts()]
+        assert numbers == component and f"{len(component)} of 60" in count.inner_text()
+        page.locator(".microctx-results select").select_option(index=numbers.index(146))
+        view.get_by_text("#146 ", exact=False).first.wait_for(timeout=30_000)
+        # what it references comes first
+        page.wait_for_function("() => { const b = document.querySelector('.microctx-neighbour');"
+                               " return b && b.innerText.trim() === '#145'; }", timeout=30_000)
+        page.locator(".microctx-neighbour").first.click()
+        page.wait_for_function("() => document.querySelector('.microctx-explorer .microctx-view').innerText.includes('#145 ')",
+                               timeout=30_000)
+        _shot(page, tmp_path, "explorer-neighbour.png")
