@@ -1,6 +1,6 @@
 """Time each report on the s8f corpus (target: a grade report under 20 s).
 
-    MICROCTX_DATA_DIR=../shared/s8f python benchmarks/bench_reports.py [--repeat N]
+    python benchmarks/bench_reports.py [--repeat N]
 
 Makes the demo's oracle and planted submissions in a temporary folder, then times, end to end as
 the CLI runs them (input checks, kernel start, papermill execution, HTML export, publish):

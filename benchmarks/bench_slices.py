@@ -1,7 +1,7 @@
 """Time the slice statistics (targets: `slice_table` on 100,000 records under 10 s; the s8f grade
 report under 20 s end to end).
 
-    MICROCTX_DATA_DIR=../shared/s8f python benchmarks/bench_slices.py [--records N] [--repeat N] [--no-report]
+    python benchmarks/bench_slices.py [--records N] [--repeat N] [--no-report]
 
 Prints, best of N runs each:
 - `slice_table` on s8f (the planted demo submission), 10,000 resamples, and the Monte-Carlo

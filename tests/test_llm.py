@@ -334,7 +334,7 @@ def test_a_wrong_server_shows_in_the_slices(s8f, s8f_corpus, tmp_path):
         assert manifest["counters"]["model_calls"] == len(fake.requests) == manifest["counters"]["prompts"]
     result = grade(s8f.answers, tmp_path / "wrong.json")
     assert not result.passed and result.grade["false_positive_facts"] == 0
-    table = slices.slice_table(slices.facts_frame(result.facts), s8f_corpus, n_boot=200)
+    table = slices.slice_table(slices.facts_frame(result.facts), s8f_corpus)  # the default resamples: with few, no p-value survives the adjustment
     row = table[(table.slice_kind == "label") & (table.slice == "enhancement")].iloc[0]
     assert row["tp"] == 0 and row["fn"] == row["support"] > 20 and bool(row["weak"])
     others = table[(table.slice_kind == "label") & (table.slice != "enhancement")]

@@ -288,6 +288,7 @@ def _launch_plan(run: _Run, root: Path, proxy_dir: Path | None) -> tuple[list[st
     binds += [(path, str(path)) for path in named]
     env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None, run.passed_env)
     env["TMPDIR"] = "/tmp"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (sb.PACKAGE_DIR, env.get("PYTHONPATH")) if p)
     cache_dir = Path(run.settings.cache_dir).resolve() if run.settings.cache_dir is not None else None
     if cache_dir is not None:
         env[sb.CACHE_ENV] = sb.CACHE_DIR

@@ -58,6 +58,7 @@ RUN_DIR = "/candidate"  # the run folder inside the sandbox (the candidate's wor
 HOME_DIR = "/home/candidate"
 IMPORT_DIR = "/candidate-import"  # a module:function candidate's own module, read-only
 PROXY_DIR = "/run/microctx"
+PACKAGE_DIR = "/opt/microctx-lib"  # the running microctx package, read-only, first on PYTHONPATH
 CACHE_DIR = "/cache"  # --cache-dir: the one folder kept between runs, read-write
 CACHE_ENV = "MICROCTX_CANDIDATE_CACHE"  # tells the candidate where its cache folder is
 SANDBOX_UID = 1000
@@ -178,11 +179,16 @@ def _covered(path: Path, binds: list[Path]) -> bool:
     return any(path == b or b in path.parents for b in binds)
 
 
+def package_folder() -> Path:
+    """The folder of the microctx package this runner runs (bound at PACKAGE_DIR/microctx, so the
+    candidate's side imports the very same code, wherever it was installed or checked out)."""
+    return Path(__file__).resolve().parents[1]  # microctx/, this file being microctx/candidates/sandbox.py
+
+
 def python_paths() -> list[Path]:
-    """Folders the interpreter and microctx need, read-only: the installations and the package folder."""
-    package = Path(__file__).resolve().parents[1]  # microctx/, this file being microctx/candidates/sandbox.py
+    """Folders the interpreter needs, read-only: the installations (the package is bound apart)."""
     found: list[Path] = []
-    for text in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), str(package)):
+    for text in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
         path = Path(text).resolve()
         if path != Path("/") and not _covered(path, [Path("/usr")]):
             found.append(path)
@@ -246,6 +252,7 @@ def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tup
             "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes), "--tmpfs", HOME_DIR]
     for path in python_paths():
         argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--ro-bind", str(package_folder()), f"{PACKAGE_DIR}/microctx"]
     for host, inside in extra:
         argv += ["--ro-bind", str(host), inside]
     argv += ["--bind", str(run_dir), RUN_DIR]
