@@ -598,15 +598,17 @@ def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> d
 
 
 def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
-    """Write the submission (only for a good run) and the manifest; a failed run leaves no submission at S."""
+    """Write the submission (only for a good run) and the manifest, together as one set; a failed
+    run writes its manifest and leaves no submission of its own at S."""
     from microctx.contract.canonical import dumps
-    from microctx.files import atomic_write
+    from microctx.files import AtomicOutputs
 
-    if data is not None:
-        atomic_write(run.submission, data)
-    elif run.submission.exists():
+    if data is None and run.submission.exists():
         manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
-    atomic_write(manifest_path(run.submission), dumps(manifest))
+    with AtomicOutputs() as out:
+        if data is not None:
+            out.write(run.submission, data)
+        out.write(manifest_path(run.submission), dumps(manifest))
 
 
 def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
