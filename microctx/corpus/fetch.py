@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from microctx.corpus.deadline import TimeUp, call_within
 from microctx.errors import InputError, scrub_url, scrub_urls
 from microctx.files import atomic_write
 
@@ -369,29 +370,17 @@ def _bounded_get(client: httpx.Client, url: str, policy: RetryPolicy, deadline: 
     seconds = min(policy.request_deadline_seconds, deadline.remaining())
     if seconds <= 0:
         raise InputError(_where(url), f"the fetch's deadline ({policy.deadline_seconds:g} s) has passed; giving up")
-    outcome: dict = {}
     cancel = threading.Event()
-
-    def work() -> None:
-        try:
-            outcome["response"] = _read_response(client, url, policy, seconds, cancel)
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=work, name="microctx-fetch", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
+    try:
+        return call_within(lambda: _read_response(client, url, policy, seconds, cancel), seconds, "microctx-fetch")
+    except TimeUp:
         cancel.set()
         what = (f"the fetch's deadline of {policy.deadline_seconds:g} s" if seconds < policy.request_deadline_seconds
                 else f"the response deadline of {policy.request_deadline_seconds:g} s")
-        raise InputError(_where(url), f"no complete response in time ({what}; the server is too slow); giving up")
-    if "error" in outcome:
-        if isinstance(outcome["error"], _TooLarge):
-            raise InputError(_where(url), f"the response is larger than {policy.max_response_bytes} bytes "
-                                          "(after decompression); refusing it")
-        raise outcome["error"]
-    return outcome["response"]
+        raise InputError(_where(url), f"no complete response in time ({what}; the server is too slow); giving up") from None
+    except _TooLarge:
+        raise InputError(_where(url), f"the response is larger than {policy.max_response_bytes} bytes "
+                                      "(after decompression); refusing it") from None
 
 
 _DECODERS = {"gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),

@@ -22,11 +22,11 @@ import math
 import os
 import re
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from microctx.contract.digests import file_sha256
+from microctx.corpus.deadline import TimeUp, call_within
 from microctx.errors import InputError, scrub_url, scrub_urls
 
 DATA_DIR_ENV = "MICROCTX_DATA_DIR"
@@ -278,23 +278,15 @@ def _bounded_downloader(item: Published, url: str):
     def download(source: str, output_file, pooch_obj, check_only: bool = False):
         if check_only:
             return inner(source, output_file, pooch_obj, check_only=True)
-        outcome: dict = {}
-
         def work() -> None:
-            try:
-                with open(output_file, "w+b") as handle:
-                    inner(source, _Capped(handle, MAX_DOWNLOAD_BYTES, item.name), pooch_obj)
-            except BaseException as exc:  # handed to the caller's thread
-                outcome["error"] = exc
+            with open(output_file, "w+b") as handle:
+                inner(source, _Capped(handle, MAX_DOWNLOAD_BYTES, item.name), pooch_obj)
 
-        worker = threading.Thread(target=work, name="microctx-download", daemon=True)
-        worker.start()
-        worker.join(seconds)
-        if worker.is_alive():
+        try:
+            call_within(work, seconds, "microctx-download")
+        except TimeUp:
             raise InputError(scrub_url(url), f"cannot download {item.name}: not complete within {seconds:g} s "
-                                             f"(the deadline, {DEADLINE_ENV}); giving up")
-        if "error" in outcome:
-            raise outcome["error"]
+                                             f"(the deadline, {DEADLINE_ENV}); giving up") from None
         return None
 
     return download
