@@ -16,6 +16,7 @@ from microctx.candidates.exact_sql import answer_corpus
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
 from microctx.contract.canonical import dumps
+from microctx.grading import stats
 from microctx.reports import frontier, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,9 +24,14 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 
 def test_pareto_front():
+    # one implementation, in microctx.grading.stats (the frontier and the sweep share it)
     cost = [0.0, 1.0, 1.0, 2.0, math.nan, 0.5]
     value = [10, 12, 11, 12, 99, 10]
-    assert frontier.pareto_front(cost, value) == [True, True, False, False, False, False]
+    assert stats.pareto_front(cost, value) == [True, True, False, False, False, False]
+    assert not hasattr(frontier, "pareto_front")
+    # ties on both stay on the front together; a NaN value is never on it and dominates nothing
+    assert stats.pareto_front([1.0, 1.0, 2.0], [5.0, 5.0, math.nan]) == [True, True, False]
+    assert stats.pareto_front([], []) == []
 
 
 @pytest.mark.parametrize("gain, extra, expected", [
@@ -95,9 +101,15 @@ def test_the_interval_resamples_components(s8f_corpus, s8f_answers):
     records = slices.record_table(s8f_corpus)
     roots, sizes = frontier.test_components(records)
     assert sizes.sum() == 680 and len(roots) < 680  # linked records form fewer, larger units
-    draws = frontier.component_draws(len(roots), 40, seed=3)
-    assert draws.shape == (40, len(roots)) and (draws.sum(axis=1) == len(roots)).all()
-    assert np.array_equal(draws, frontier.component_draws(len(roots), 40, seed=3))
+    # the draws are grading.stats' cluster bootstrap (formerly the frontier's own component_draws):
+    # one net-true fact per held-out record is 680 in every replicate (the ratio estimator), one
+    # per component varies with the components drawn; same seed, same replicates
+    boot = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
+    assert boot["per_record"].shape == (40,) and np.allclose(boot["per_record"], 680)
+    assert boot["per_component"].std() > 0
+    again = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
+    assert np.array_equal(boot["per_component"], again["per_component"])
+    assert not hasattr(frontier, "component_draws")
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +141,45 @@ def test_exact_sql_dominates_a_micro_run_on_s8f(s8f, sql_and_micro, tmp_path):
     assert (out / "frontier_report.html").is_file() and (out / "charts" / "frontier.svg").is_file()
 
 
-def test_frontier_bad_input(s8f, sql_and_micro, tmp_path):
+def _exit_code(argv: list[str]) -> int:
+    """main's exit code, whether returned or raised by the argument parser (a bad option value)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_frontier_bad_input(s8f, sql_and_micro, tmp_path, capsys):
     sub = str(sql_and_micro / "exact-sql.json")
     base = ["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub]
     assert main([*base, "--baseline", "nobody", "--out", str(tmp_path / "a")]) == 2
-    assert main([*base, "--cpu-dollars-per-hour", "-1", "--out", str(tmp_path / "b")]) == 2
+    # the price is refused by the parser now (it raises SystemExit(2)), as inf and nan are
+    assert _exit_code([*base, "--cpu-dollars-per-hour", "-1", "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    for value in ("inf", "nan", "-inf", "1e400"):
+        capsys.readouterr()
+        assert _exit_code([*base, f"--cpu-dollars-per-hour={value}", "--out", str(tmp_path / "c")]) == 2
+        err = capsys.readouterr().err
+        assert "--cpu-dollars-per-hour: expected a non-negative, finite number" in err and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()
+    # the same check where the notebook's API is called directly (no parser in front)
+    from microctx.errors import InputError
+    from microctx.reports import build
+
+    for price in (math.inf, math.nan):
+        with pytest.raises(InputError, match="cpu-dollars-per-hour"):
+            build.frontier_report(str(s8f.public), str(s8f.answers), [sub], tmp_path / "d", cpu_dollars_per_hour=price)
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("name", ["../../x", "<img src=x onerror=alert(1)>", ".hidden"])
+def test_frontier_names_must_be_safe(s8f, sql_and_micro, tmp_path, name):
+    from microctx.errors import InputError
+    from microctx.reports import build
+
+    sub = str(sql_and_micro / "exact-sql.json")
+    with pytest.raises(InputError, match="is not a safe name"):
+        build.frontier_report(str(s8f.public), str(s8f.answers), [sub], tmp_path / "r", names=[name])
+    assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub,
+                 "--name", name, "--out", str(tmp_path / "r")]) == 2
+    assert list(tmp_path.iterdir()) == []
