@@ -183,3 +183,79 @@ def test_frontier_names_must_be_safe(s8f, sql_and_micro, tmp_path, name):
     assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub,
                  "--name", name, "--out", str(tmp_path / "r")]) == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def _synthetic_oracle(synthetic, folder: Path, name: str, manifest: dict) -> str:
+    from microctx.contract.schemas import load_answers
+
+    answers = load_answers(synthetic.answers)
+    return _write(folder / f"{name}.json", {"schema": "fak-microcontext-submission/1",
+                                           "corpus_sha256": answers["corpus_sha256"], "answers": answers["answers"],
+                                           "aggregates": answers["aggregates"]}, manifest)
+
+
+USAGE = {"model_calls": 1000, "input_tokens": 100, "output_tokens": 50, "cached_tokens": 0}
+
+
+def test_costs_prefer_the_runners_count_and_flag_a_disagreement(synthetic, tmp_path):
+    """A candidate that under-reports: the runner's proxy saw 2,000 calls and more tokens; the
+    frontier and the compare report's cost table use the runner's count and say they disagree."""
+    liar = {"candidate": "llm", "cpu_seconds": 1.0, "wall_seconds": 1.0, "counters": USAGE,
+            "model_usage_check": {"runner": {"model_calls": 2000, "input_tokens": 300, "output_tokens": 70,
+                                             "cached_tokens": 10},
+                                  "candidate": USAGE, "tokens_seen": True, "agree": False,
+                                  "differences": ["model_calls: runner 2000, candidate 1000"]}}
+    calls_only = {**liar, "model_usage_check": {**liar["model_usage_check"], "tokens_seen": False,
+                                                "runner": {"model_calls": 2000}}}
+    honest = {**liar, "model_usage_check": {"runner": dict(USAGE), "candidate": USAGE, "tokens_seen": True,
+                                            "agree": True, "differences": []}}
+    opaque = {**liar, "model_usage_check": {"agree": None, "opaque": True, "tunnels": 3}}
+    unchecked = {k: v for k, v in liar.items() if k != "model_usage_check"}
+    cases = {"liar": liar, "calls_only": calls_only, "honest": honest, "opaque": opaque, "unchecked": unchecked}
+    names = list(cases)
+    paths = [_synthetic_oracle(synthetic, tmp_path, name, manifest) for name, manifest in cases.items()]
+    inputs = tables.load_inputs(str(synthetic.public), str(synthetic.answers), paths, names)
+    t = frontier.frontier_table(inputs, paths, names, cost_measure="model_calls", n_boot=20).table.set_index("candidate")
+    n = len(inputs.corpus.records)
+    expected = {  # model_calls, input_tokens, output_tokens, cached_tokens, counts_source, counts_agree
+        "liar": (2000, 300, 70, 10, "runner", False),
+        "calls_only": (2000, 100, 50, 0, "runner calls, candidate tokens", False),
+        "honest": (1000, 100, 50, 0, "runner", True),
+        "opaque": (1000, 100, 50, 0, "candidate", None),
+        "unchecked": (1000, 100, 50, 0, "candidate", None),
+    }
+    for name, (calls, tokens_in, tokens_out, cached, source, agree) in expected.items():
+        row = t.loc[name]
+        assert (row["model_calls"], row["input_tokens"], row["output_tokens"], row["cached_tokens"]) == (
+            calls, tokens_in, tokens_out, cached), name
+        assert row["counts_source"] == source and row["counts_agree"] is agree, name
+        assert row["cost"] == pytest.approx(calls / n), name
+    costs = tables.cost_table(paths, names).set_index("candidate")
+    assert list(costs["model_calls"]) == [2000, 2000, 1000, 1000, 1000]
+    assert list(costs["input_tokens"]) == [300, 100, 100, 100, 100]
+    assert list(costs["counts_agree"]) == [False, False, True, None, None]
+    assert list(costs["counters.model_calls"]) == [1000] * 5  # the candidate's own claim is still shown beside it
+
+
+def test_one_manifest_reader(tmp_path):
+    """runner.read_manifest is the one reader: strict for reports that show costs, lenient for the ledger."""
+    from microctx.candidates.runner import read_manifest
+    from microctx.errors import InputError
+    from microctx.grading import ledger
+
+    assert not hasattr(tables, "manifest_path") and not hasattr(tables, "run_manifest")
+    sub = tmp_path / "s.json"
+    sub.write_bytes(b"{}")
+    assert read_manifest(sub) is None and read_manifest(sub, strict=True) is None  # no manifest
+    for bad, said in ((b"[1, 2]", "expected a JSON object"), (b"{not json", "not valid JSON")):
+        manifest_path(sub).write_bytes(bad)
+        assert read_manifest(sub) is None
+        with pytest.raises(InputError, match=said):
+            read_manifest(sub, strict=True)
+        with pytest.raises(InputError, match=said):
+            tables.cost_table([str(sub)], ["s"])
+    manifest_path(sub).write_bytes(dumps({"candidate": "c", "version": "1", "parameters": {"k": 2}}))
+    found = read_manifest(sub, strict=True)
+    assert found == {"candidate": "c", "version": "1", "parameters": {"k": 2}}
+    assert ledger.submission_identity(sub, found)[1:] == ("c", ledger.config_digest(found))
+    assert ledger.submission_identity(sub)[1:] == (None, None)  # the grading layer reads no manifest itself
