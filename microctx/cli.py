@@ -407,7 +407,7 @@ def _slices_parsers(sub) -> None:
                                    "(docs/statistics.md). Same inputs and options, same bytes. Exit 0 written, "
                                    "2 unusable input.")
     p.add_argument("--public", required=True, help="public corpus the answers are bound to")
-    p.add_argument("--answers", required=True, help="answer bundle")
+    p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
     p.add_argument("--submission", required=True, help="submission to grade and slice")
     p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
     _stats_options(p)

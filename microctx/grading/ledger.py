@@ -1,7 +1,7 @@
 """The held-out ledger: every grading against the test answers leaves one entry, and none is ever removed.
 
 A look at the held-out answers is a grade of a submission on the `test` split (`microctx grade`,
-`microctx evaluate`, the grade and compare reports). Each appends one row to a SQLite file (path
+`microctx slices`, `microctx evaluate`, the grade, compare and frontier reports). Each appends one row to a SQLite file (path
 from MICROCTX_LEDGER, default `$XDG_DATA_HOME/microctx/ledger.sqlite`, i.e.
 `~/.local/share/microctx/ledger.sqlite`): the time (UTC), the answer bundle's SHA-256, the
 submission's SHA-256, the candidate, the configuration digest (when known), what looked
