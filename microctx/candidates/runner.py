@@ -542,13 +542,13 @@ def remove_stale_submission(submission: Path, candidate: str) -> str:
 
 def _provably_submission(path: Path, candidate: str) -> bool:
     from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
-    from microctx.files import parse_json, read_bytes, read_json
+    from microctx.files import parse_json, read_bytes
 
     if not path.is_file() or path.is_symlink():
         return False
     try:
-        earlier = read_json(manifest_path(path))
-        if (isinstance(earlier, dict) and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
+        earlier = read_manifest(path)  # an unreadable manifest proves nothing
+        if (earlier is not None and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
                 and earlier.get("ok") is True and earlier.get("submission_sha256") == file_sha256(path)):
             return True
     except (InputError, OSError):
