@@ -197,7 +197,6 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
     Every submission is graded on test, and each grading is appended to the held-out ledger
     (via "report frontier"; the entries are `Frontier.looks`). `n_boot` defaults to
     `stats.DEFAULT_N_BOOT`."""
-    import numpy as np
     import pandas as pd
 
     from microctx.candidates.runner import model_counts
