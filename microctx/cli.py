@@ -110,9 +110,11 @@ def cmd_grade(args) -> int:
 
 def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
     """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
+    from microctx.candidates.runner import read_manifest
     from microctx.grading.ledger import looks_line, record_grade
 
-    return looks_line(record_grade(answers, grade, via=via, submission_path=submission, config=config))
+    return looks_line(record_grade(answers, grade, via=via, submission_path=submission, config=config,
+                                   manifest=read_manifest(submission)))
 
 
 def cmd_data(args) -> int:
@@ -383,14 +385,18 @@ def cmd_slices(args) -> int:
     from microctx.grading import slices
     from microctx.grading.score import grade
 
+    _check_paths({"--public": args.public, "--answers": args.answers, "--submission": args.submission},
+                 {"--output": args.output})  # an --output that is an input (the gold answers) is refused
     kw = _stats_kw(args)
     corpus = load_corpus(args.public)
     result = grade(load_answers(args.answers), load_submission(args.submission))
     table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
+    look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
     slices.write_slices_csv(table, args.output)
     judged = int((table["estimable"] & ~table["too_small"] & (table["slice_kind"] != "overall")).sum())
     print(f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
           f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})")
+    print(look)
     return EXIT_OK
 
 
@@ -401,7 +407,7 @@ def _slices_parsers(sub) -> None:
                                    "(docs/statistics.md). Same inputs and options, same bytes. Exit 0 written, "
                                    "2 unusable input.")
     p.add_argument("--public", required=True, help="public corpus the answers are bound to")
-    p.add_argument("--answers", required=True, help="answer bundle")
+    p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
     p.add_argument("--submission", required=True, help="submission to grade and slice")
     p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
     _stats_options(p)
@@ -587,6 +593,8 @@ def cmd_report_frontier(args) -> int:
     from microctx.reports import build as reports
 
     _s8f_default(args)
+    _check_paths({"--public": args.public, "--answers": args.answers,
+                  **{f"--submission {s}": s for s in args.submission}}, {}, {"--out": args.out})
     try:
         manifest = reports.frontier_report(args.public, args.answers, args.submission, args.out, names=args.name or (),
                                            baseline=args.baseline or "", cost=args.cost,
@@ -632,6 +640,19 @@ def _tuning_parsers(sub, report_kinds) -> None:
     k.add_argument("sweep_dir", metavar="DIR", help="a sweep folder (holds sweep.csv and selected.json)")
     k.add_argument("--out", required=True, metavar="R")
     k.set_defaults(func=cmd_report_sweep)
+
+
+def _price(text: str) -> float:
+    """A non-negative, finite number of dollars (`inf`, `nan` and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative, finite number of dollars, got {text!r}")
+    return value
+
+
 def _frontier_parser(kinds) -> None:
     from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
 
@@ -643,9 +664,9 @@ def _frontier_parser(kinds) -> None:
     k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
     k.add_argument("--baseline", help="name of the candidate to pay off against (default: the exact-sql run, else the first)")
     k.add_argument("--cost", choices=list(COST_MEASURES), default="dollars", help="cost measure, per record (default dollars)")
-    k.add_argument("--cpu-dollars-per-hour", type=float, default=DEFAULT_CPU_DOLLARS_PER_HOUR,
+    k.add_argument("--cpu-dollars-per-hour", type=_price, default=DEFAULT_CPU_DOLLARS_PER_HOUR,
                    help="assumed price of a CPU-hour for the compute part of dollars (default %(default)s)")
-    k.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default %(default)s)")
+    k.add_argument("--n-boot", type=int, default=None, help="bootstrap replicates (default 10000)")
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report_frontier)

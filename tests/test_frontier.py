@@ -16,6 +16,7 @@ from microctx.candidates.exact_sql import answer_corpus
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
 from microctx.contract.canonical import dumps
+from microctx.grading import stats
 from microctx.reports import frontier, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,9 +24,14 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 
 def test_pareto_front():
+    # one implementation, in microctx.grading.stats (the frontier and the sweep share it)
     cost = [0.0, 1.0, 1.0, 2.0, math.nan, 0.5]
     value = [10, 12, 11, 12, 99, 10]
-    assert frontier.pareto_front(cost, value) == [True, True, False, False, False, False]
+    assert stats.pareto_front(cost, value) == [True, True, False, False, False, False]
+    assert not hasattr(frontier, "pareto_front")
+    # ties on both stay on the front together; a NaN value is never on it and dominates nothing
+    assert stats.pareto_front([1.0, 1.0, 2.0], [5.0, 5.0, math.nan]) == [True, True, False]
+    assert stats.pareto_front([], []) == []
 
 
 @pytest.mark.parametrize("gain, extra, expected", [
@@ -95,9 +101,15 @@ def test_the_interval_resamples_components(s8f_corpus, s8f_answers):
     records = slices.record_table(s8f_corpus)
     roots, sizes = frontier.test_components(records)
     assert sizes.sum() == 680 and len(roots) < 680  # linked records form fewer, larger units
-    draws = frontier.component_draws(len(roots), 40, seed=3)
-    assert draws.shape == (40, len(roots)) and (draws.sum(axis=1) == len(roots)).all()
-    assert np.array_equal(draws, frontier.component_draws(len(roots), 40, seed=3))
+    # the draws are grading.stats' cluster bootstrap (formerly the frontier's own component_draws):
+    # one net-true fact per held-out record is 680 in every replicate (the ratio estimator), one
+    # per component varies with the components drawn; same seed, same replicates
+    boot = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
+    assert boot["per_record"].shape == (40,) and np.allclose(boot["per_record"], 680)
+    assert boot["per_component"].std() > 0
+    again = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
+    assert np.array_equal(boot["per_component"], again["per_component"])
+    assert not hasattr(frontier, "component_draws")
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +141,121 @@ def test_exact_sql_dominates_a_micro_run_on_s8f(s8f, sql_and_micro, tmp_path):
     assert (out / "frontier_report.html").is_file() and (out / "charts" / "frontier.svg").is_file()
 
 
-def test_frontier_bad_input(s8f, sql_and_micro, tmp_path):
+def _exit_code(argv: list[str]) -> int:
+    """main's exit code, whether returned or raised by the argument parser (a bad option value)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_frontier_bad_input(s8f, sql_and_micro, tmp_path, capsys):
     sub = str(sql_and_micro / "exact-sql.json")
     base = ["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub]
     assert main([*base, "--baseline", "nobody", "--out", str(tmp_path / "a")]) == 2
-    assert main([*base, "--cpu-dollars-per-hour", "-1", "--out", str(tmp_path / "b")]) == 2
+    # the price is refused by the parser now (it raises SystemExit(2)), as inf and nan are
+    assert _exit_code([*base, "--cpu-dollars-per-hour", "-1", "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    for value in ("inf", "nan", "-inf", "1e400"):
+        capsys.readouterr()
+        assert _exit_code([*base, f"--cpu-dollars-per-hour={value}", "--out", str(tmp_path / "c")]) == 2
+        err = capsys.readouterr().err
+        assert "--cpu-dollars-per-hour: expected a non-negative, finite number" in err and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()
+    # the same check where the notebook's API is called directly (no parser in front)
+    from microctx.errors import InputError
+    from microctx.reports import build
+
+    for price in (math.inf, math.nan):
+        with pytest.raises(InputError, match="cpu-dollars-per-hour"):
+            build.frontier_report(str(s8f.public), str(s8f.answers), [sub], tmp_path / "d", cpu_dollars_per_hour=price)
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("name", ["../../x", "<img src=x onerror=alert(1)>", ".hidden"])
+def test_frontier_names_must_be_safe(s8f, sql_and_micro, tmp_path, name):
+    from microctx.errors import InputError
+    from microctx.reports import build
+
+    sub = str(sql_and_micro / "exact-sql.json")
+    with pytest.raises(InputError, match="is not a safe name"):
+        build.frontier_report(str(s8f.public), str(s8f.answers), [sub], tmp_path / "r", names=[name])
+    assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub,
+                 "--name", name, "--out", str(tmp_path / "r")]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def _synthetic_oracle(synthetic, folder: Path, name: str, manifest: dict) -> str:
+    from microctx.contract.schemas import load_answers
+
+    answers = load_answers(synthetic.answers)
+    return _write(folder / f"{name}.json", {"schema": "fak-microcontext-submission/1",
+                                           "corpus_sha256": answers["corpus_sha256"], "answers": answers["answers"],
+                                           "aggregates": answers["aggregates"]}, manifest)
+
+
+USAGE = {"model_calls": 1000, "input_tokens": 100, "output_tokens": 50, "cached_tokens": 0}
+
+
+def test_costs_prefer_the_runners_count_and_flag_a_disagreement(synthetic, tmp_path):
+    """A candidate that under-reports: the runner's proxy saw 2,000 calls and more tokens; the
+    frontier and the compare report's cost table use the runner's count and say they disagree."""
+    liar = {"candidate": "llm", "cpu_seconds": 1.0, "wall_seconds": 1.0, "counters": USAGE,
+            "model_usage_check": {"runner": {"model_calls": 2000, "input_tokens": 300, "output_tokens": 70,
+                                             "cached_tokens": 10},
+                                  "candidate": USAGE, "tokens_seen": True, "agree": False,
+                                  "differences": ["model_calls: runner 2000, candidate 1000"]}}
+    calls_only = {**liar, "model_usage_check": {**liar["model_usage_check"], "tokens_seen": False,
+                                                "runner": {"model_calls": 2000}}}
+    honest = {**liar, "model_usage_check": {"runner": dict(USAGE), "candidate": USAGE, "tokens_seen": True,
+                                            "agree": True, "differences": []}}
+    opaque = {**liar, "model_usage_check": {"agree": None, "opaque": True, "tunnels": 3}}
+    unchecked = {k: v for k, v in liar.items() if k != "model_usage_check"}
+    cases = {"liar": liar, "calls_only": calls_only, "honest": honest, "opaque": opaque, "unchecked": unchecked}
+    names = list(cases)
+    paths = [_synthetic_oracle(synthetic, tmp_path, name, manifest) for name, manifest in cases.items()]
+    inputs = tables.load_inputs(str(synthetic.public), str(synthetic.answers), paths, names)
+    t = frontier.frontier_table(inputs, paths, names, cost_measure="model_calls", n_boot=20).table.set_index("candidate")
+    n = len(inputs.corpus.records)
+    expected = {  # model_calls, input_tokens, output_tokens, cached_tokens, counts_source, counts_agree
+        "liar": (2000, 300, 70, 10, "runner", False),
+        "calls_only": (2000, 100, 50, 0, "runner calls, candidate tokens", False),
+        "honest": (1000, 100, 50, 0, "runner", True),
+        "opaque": (1000, 100, 50, 0, "candidate", None),
+        "unchecked": (1000, 100, 50, 0, "candidate", None),
+    }
+    for name, (calls, tokens_in, tokens_out, cached, source, agree) in expected.items():
+        row = t.loc[name]
+        assert (row["model_calls"], row["input_tokens"], row["output_tokens"], row["cached_tokens"]) == (
+            calls, tokens_in, tokens_out, cached), name
+        assert row["counts_source"] == source and row["counts_agree"] is agree, name
+        assert row["cost"] == pytest.approx(calls / n), name
+    costs = tables.cost_table(paths, names).set_index("candidate")
+    assert list(costs["model_calls"]) == [2000, 2000, 1000, 1000, 1000]
+    assert list(costs["input_tokens"]) == [300, 100, 100, 100, 100]
+    assert list(costs["counts_agree"]) == [False, False, True, None, None]
+    assert list(costs["counters.model_calls"]) == [1000] * 5  # the candidate's own claim is still shown beside it
+
+
+def test_one_manifest_reader(tmp_path):
+    """runner.read_manifest is the one reader: strict for reports that show costs, lenient for the ledger."""
+    from microctx.candidates.runner import read_manifest
+    from microctx.errors import InputError
+    from microctx.grading import ledger
+
+    assert not hasattr(tables, "manifest_path") and not hasattr(tables, "run_manifest")
+    sub = tmp_path / "s.json"
+    sub.write_bytes(b"{}")
+    assert read_manifest(sub) is None and read_manifest(sub, strict=True) is None  # no manifest
+    for bad, said in ((b"[1, 2]", "expected a JSON object"), (b"{not json", "not valid JSON")):
+        manifest_path(sub).write_bytes(bad)
+        assert read_manifest(sub) is None
+        with pytest.raises(InputError, match=said):
+            read_manifest(sub, strict=True)
+        with pytest.raises(InputError, match=said):
+            tables.cost_table([str(sub)], ["s"])
+    manifest_path(sub).write_bytes(dumps({"candidate": "c", "version": "1", "parameters": {"k": 2}}))
+    found = read_manifest(sub, strict=True)
+    assert found == {"candidate": "c", "version": "1", "parameters": {"k": 2}}
+    assert ledger.submission_identity(sub, found)[1:] == ("c", ledger.config_digest(found))
+    assert ledger.submission_identity(sub)[1:] == (None, None)  # the grading layer reads no manifest itself

@@ -124,3 +124,62 @@ def test_reports_count_their_looks(s8f):
     text = tables.held_out_looks(compared)
     assert "**4** times" in text and "`oracle`" in text and "1 looks" in text
     assert len(ledger.entries()) == 4
+
+
+def _oracle(tmp_path, s8f, manifest: dict | None = None):
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+
+    answers = load_answers(s8f.answers)
+    submission = tmp_path / "oracle.json"
+    submission.write_bytes(dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
+                                  "answers": answers["answers"], "aggregates": answers["aggregates"]}))
+    if manifest is not None:
+        (tmp_path / "oracle.run.json").write_bytes(dumps(manifest))
+    return submission
+
+
+def test_slices_is_a_look_and_cannot_overwrite_the_answers(tmp_path, s8f, capsys):
+    import shutil
+
+    answers = tmp_path / "answers.json"
+    shutil.copyfile(s8f.answers, answers)
+    before = answers.read_bytes()
+    submission = _oracle(tmp_path, s8f, {"candidate": "sliced-cand", "version": "2", "parameters": {}})
+    base = ["slices", "--public", str(s8f.public), "--answers", str(answers), "--submission", str(submission), "--n-boot", "20"]
+    for target in (answers, submission, tmp_path / "." / "answers.json"):  # the gold answers, the submission
+        assert main([*base, "--output", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert "--output is the same file as the input" in err and err.count("\n") == 1
+    assert answers.read_bytes() == before and ledger.entries() == []  # refused before any grading
+    assert main([*base, "--output", str(tmp_path / "slices.csv")]) == 0
+    assert "held-out ledger: answers" in capsys.readouterr().out
+    rows = ledger.entries()
+    assert [(r["via"], r["candidate"]) for r in rows] == [("slices", "sliced-cand")]
+    assert rows[0]["config_digest"] == ledger.config_digest({"candidate": "sliced-cand", "version": "2", "parameters": {}})
+    assert rows[0]["submission_sha256"] == file_sha256(submission)
+
+
+def test_the_frontier_records_a_look_per_candidate(tmp_path, s8f):
+    from microctx.reports import frontier, tables
+
+    submission = _oracle(tmp_path, s8f, {"candidate": "exact-sql", "version": "1", "parameters": {},
+                                         "cpu_seconds": 1.0, "counters": {"model_calls": 0}})
+    paths = [str(submission), str(submission)]
+    inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), paths, ["a", "b"])
+    result = frontier.frontier_table(inputs, paths, ["a", "b"], n_boot=10)
+    rows = ledger.entries()
+    assert [(r["via"], r["candidate"]) for r in rows] == [("report frontier", "exact-sql")] * 2
+    assert [result.looks[n]["answers_looks"] for n in ("a", "b")] == [1, 2]
+    text = tables.held_out_looks(result.looks)
+    assert "graded on test **2** times" in text and "- `a` (ledger candidate `exact-sql`): 1 looks" in text
+    assert "- `b` (ledger candidate `exact-sql`): 2 looks" in text
+
+
+def test_a_ledger_candidate_cannot_break_out_of_its_code_span(tmp_path, s8f):
+    from microctx.reports import tables
+
+    submission = _oracle(tmp_path, s8f, {"candidate": "x` <img src=x onerror=alert(1)> `y"})
+    inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), [str(submission)], ["oracle"])
+    text = tables.held_out_looks(tables.grade_outputs(inputs, n_boot=10))
+    assert "ledger candidate `x' <img src=x onerror=alert(1)> 'y`" in text and text.count("`") % 2 == 0

@@ -121,3 +121,34 @@ def test_a_report_of_markup_has_no_live_element_from_the_data(marked, kind, tmp_
         charts = Path(out / "charts")
         for page in charts.glob("*.html"):
             assert_inert(parse(page.read_text()), page.name)
+
+
+@pytest.mark.slow
+def test_a_frontier_report_of_markup_names_has_no_live_element(marked, tmp_path):
+    """Candidate names (past the CLI's safe-name check: the notebook is run directly), the verdicts
+    that name the baseline, and a run manifest's candidate (the held-out ledger line) are markup:
+    the frontier report shows them as text."""
+    from microctx.contract.canonical import dumps
+    from microctx.reports import build
+
+    folder, public, answers, submission = marked
+    oracle, imperfect = tmp_path / "oracle.json", tmp_path / "imperfect.json"
+    gold = json.loads(answers.read_text())
+    oracle.write_text(json.dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": gold["corpus_sha256"],
+                                  "answers": gold["answers"], "aggregates": gold["aggregates"]}))
+    imperfect.write_bytes(submission.read_bytes())
+    for path, cpu in ((oracle, 7200.0), (imperfect, 3600.0)):
+        path.with_suffix(".run.json").write_bytes(dumps({"candidate": PAYLOADS[4], "cpu_seconds": cpu,
+                                                         "counters": {"model_calls": 0}}))
+    names = [PAYLOADS[0] + " base", PAYLOADS[2]]
+    out = tmp_path / "frontier"
+    params = {"public": str(public), "answers": str(answers), "submissions": [str(imperfect), str(oracle)],
+              "names": names, "baseline": "", "cost": "dollars", "cpu_dollars_per_hour": 1.0, "n_boot": 50, "seed": 0}
+    build.make_report("frontier", params, out, progress=False)
+    doc = parse((out / "frontier_report.html").read_text())
+    assert_inert(doc, "frontier report")
+    text = " ".join(doc.text)
+    assert "pays off when a net-true fact is worth more than $" in text and "Baseline:" in text
+    for name in names:  # in the verdict list, the baseline line and the ledger lines: as text
+        assert text.count(name) >= 2, name
+    assert "'<iframe src=//evil.example>' & <svg onload=alert(5)>" in text  # the manifest's candidate, as text

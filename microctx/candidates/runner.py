@@ -78,6 +78,61 @@ def manifest_path(submission: str | os.PathLike) -> Path:
     return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
 
 
+def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
+    """The run manifest beside a submission (`manifest_path`), or None when there is none.
+
+    An unreadable manifest (not JSON, not an object) raises InputError when `strict` (a report
+    that shows its costs), and is taken as no manifest otherwise (the ledger: a look is recorded
+    all the same, without the run's candidate and configuration)."""
+    from microctx.files import read_json
+
+    path = manifest_path(submission)
+    if not path.is_file():
+        return None
+    try:
+        document = read_json(path)
+    except InputError:
+        if strict:
+            raise
+        return None
+    if not isinstance(document, dict):
+        if strict:
+            raise InputError(path, "expected a JSON object (a run manifest)")
+        return None
+    return document
+
+
+MODEL_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
+
+
+def _count(value: object) -> int | float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def model_counts(manifest: dict) -> dict:
+    """A run's model calls and tokens, the runner's own count preferred to the candidate's.
+
+    When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
+    its `model_calls` is used, and its tokens when it read every answered call's usage
+    (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
+    Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
+    `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
+    traffic was opaque, HTTPS)."""
+    counters = manifest.get("counters")
+    counts = {key: _count(counters.get(key)) if isinstance(counters, dict) else None for key in MODEL_COUNTS}
+    found = manifest.get("model_usage_check")
+    check: dict = found if isinstance(found, dict) else {}
+    agree, runner = check.get("agree"), check.get("runner")
+    source = "candidate"
+    if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:
+        counts["model_calls"] = _count(runner["model_calls"])
+        source = "runner calls, candidate tokens"
+        if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
+            counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
+            source = "runner"
+    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None}
+
+
 def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -488,13 +543,13 @@ def remove_stale_submission(submission: Path, candidate: str) -> str:
 
 def _provably_submission(path: Path, candidate: str) -> bool:
     from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
-    from microctx.files import parse_json, read_bytes, read_json
+    from microctx.files import parse_json, read_bytes
 
     if not path.is_file() or path.is_symlink():
         return False
     try:
-        earlier = read_json(manifest_path(path))
-        if (isinstance(earlier, dict) and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
+        earlier = read_manifest(path)  # an unreadable manifest proves nothing
+        if (earlier is not None and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
                 and earlier.get("ok") is True and earlier.get("submission_sha256") == file_sha256(path)):
             return True
     except (InputError, OSError):

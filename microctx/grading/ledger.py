@@ -1,7 +1,7 @@
 """The held-out ledger: every grading against the test answers leaves one entry, and none is ever removed.
 
 A look at the held-out answers is a grade of a submission on the `test` split (`microctx grade`,
-`microctx evaluate`, the grade and compare reports). Each appends one row to a SQLite file (path
+`microctx slices`, `microctx evaluate`, the grade, compare and frontier reports). Each appends one row to a SQLite file (path
 from MICROCTX_LEDGER, default `$XDG_DATA_HOME/microctx/ledger.sqlite`, i.e.
 `~/.local/share/microctx/ledger.sqlite`): the time (UTC), the answer bundle's SHA-256, the
 submission's SHA-256, the candidate, the configuration digest (when known), what looked
@@ -178,31 +178,22 @@ def looks_line(entry: dict) -> str:
             f"(entry {entry['id']} in {ledger_path()})")
 
 
-def submission_identity(submission_path: str | os.PathLike) -> tuple[str, str | None, str | None]:
+def submission_identity(submission_path: str | os.PathLike, manifest: dict | None = None) -> tuple[str, str | None, str | None]:
     """(submission SHA-256, candidate, configuration digest) of a submission file; the last two
-    from its run manifest (`<S without .json>.run.json`) when there is a readable one."""
-    from microctx.files import read_json
-
-    text = os.fspath(submission_path)
-    manifest_file = Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
-    manifest = None
-    if manifest_file.is_file():
-        try:
-            document = read_json(manifest_file)
-            manifest = document if isinstance(document, dict) else None
-        except InputError:
-            manifest = None
+    from its run `manifest` when the caller found one (microctx.candidates.runner.read_manifest:
+    the grading layer does not know where runs put their manifests)."""
     candidate = manifest.get("candidate") if manifest else None
     return file_sha256(submission_path), (str(candidate) if candidate is not None else None), config_digest(manifest)
 
 
 def record_grade(answers_path: str | os.PathLike, grade: dict, *, via: str, submission_path=None, submission=None,
-                 candidate: str | None = None, config: str | None = None) -> dict:
+                 candidate: str | None = None, config: str | None = None, manifest: dict | None = None) -> dict:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
-    The candidate and configuration come from the submission's run manifest when it has one;
-    otherwise the candidate is the given name (or the file name), the configuration `config`."""
-    sub_sha, found_candidate, found_config = (submission_identity(submission_path) if submission_path is not None
+    The candidate and configuration come from the submission's run `manifest` when the caller
+    read one (`microctx.candidates.runner.read_manifest(submission_path)`); otherwise the
+    candidate is the given name (or the file name), the configuration `config`."""
+    sub_sha, found_candidate, found_config = (submission_identity(submission_path, manifest) if submission_path is not None
                                               else (sha256_hex(dumps(submission)) if submission is not None else None,
                                                     None, None))
     candidate = found_candidate or candidate or (Path(submission_path).name.removesuffix(".json") if submission_path else None)

@@ -32,7 +32,7 @@ What each function assumes (the plain-words version is docs/statistics.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -284,3 +284,22 @@ def sign_flip_p_monte_carlo(values: np.ndarray, observed: np.ndarray, tol: float
     v = np.asarray(values, dtype=np.float64)
     extreme = ~(np.abs(v) < np.abs(observed)[None, :] - tol)  # NaN counts as extreme (conservative)
     return (1 + extreme.sum(axis=0)) / (v.shape[0] + 1)
+
+
+# ---------------------------------------------------------------- the Pareto front
+
+def pareto_front(cost: Sequence[float], value: Sequence[float]) -> list[bool]:
+    """For each point (cost[i], value[i]), whether it is on the Pareto front: lower cost and higher
+    value are better, and a point is dominated only when another point is no worse in both and
+    strictly better in one (so ties on both stay on the front together). A point with a NaN
+    cost or value is never on the front, and never dominates another."""
+    points = [(float(c), float(v)) for c, v in zip(cost, value, strict=True)]
+    front = []
+    for i, (c, v) in enumerate(points):
+        if math.isnan(c) or math.isnan(v):
+            front.append(False)
+            continue
+        beaten = any(j != i and not math.isnan(c2) and not math.isnan(v2) and c2 <= c and v2 >= v
+                     and (c2 < c or v2 > v) for j, (c2, v2) in enumerate(points))
+        front.append(not beaten)
+    return front

@@ -234,14 +234,19 @@ def sweep_report(sweep_dir: str | os.PathLike, out: str | os.PathLike, *, cost: 
 
 def frontier_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
                     names: Sequence[str] = (), *, baseline: str = "", cost: str = "dollars",
-                    cpu_dollars_per_hour: float | None = None, n_boot: int = 1000, seed: int = 0, **kw) -> dict:
+                    cpu_dollars_per_hour: float | None = None, n_boot: int | None = None, seed: int = 0, **kw) -> dict:
     """frontier_report.ipynb on one or more submissions (with their run manifests) into `out`
-    (frontier.csv, charts): net-true facts, cost per record, Pareto front, payoff against `baseline`."""
+    (frontier.csv, charts): net-true facts, cost per record, Pareto front, payoff against `baseline`.
+    `n_boot` defaults to the package's (microctx.grading.stats.DEFAULT_N_BOOT)."""
+    import math
+
+    from microctx.grading.stats import DEFAULT_N_BOOT
     from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")
-    names = list(names) or candidate_names(submissions)
+    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
+    n_boot = DEFAULT_N_BOOT if n_boot is None else n_boot
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     if baseline and baseline not in names:
@@ -249,8 +254,8 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
     if cost not in COST_MEASURES:
         raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost!r}")
     price = DEFAULT_CPU_DOLLARS_PER_HOUR if cpu_dollars_per_hour is None else float(cpu_dollars_per_hour)
-    if price < 0 or n_boot < 0:
-        raise InputError("--cpu-dollars-per-hour" if price < 0 else "--n-boot", "expected a non-negative number")
+    if not math.isfinite(price) or price < 0 or n_boot < 0:
+        raise InputError("--n-boot" if n_boot < 0 else "--cpu-dollars-per-hour", "expected a non-negative, finite number")
     _checked_inputs(public, answers, submissions)
     params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
               "names": names, "baseline": baseline, "cost": cost, "cpu_dollars_per_hour": price,

@@ -175,28 +175,39 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
 
 def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
     """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
+    from microctx.candidates.runner import read_manifest
     from microctx.grading.ledger import record_grade
 
     path = inputs.paths.get(name)
     return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
-                        submission=None if path else inputs.submissions[name], candidate=name)
+                        submission=None if path else inputs.submissions[name], candidate=name,
+                        manifest=read_manifest(path) if path else None)
 
 
 def held_out_looks(outputs) -> str:
     """Markdown: how many times this answer bundle, and each candidate, has been graded on test
-    (the held-out ledger's count, this report's own look included)."""
+    (the held-out ledger's count, this report's own look included). `outputs`: GradeOutputs,
+    CompareOutputs, or a dict of candidate name -> ledger entry (`frontier.Frontier.looks`)."""
     from microctx.grading.ledger import ledger_path
 
-    graded = list(outputs.grades.values()) if isinstance(outputs, CompareOutputs) else [outputs]
-    looks = [g.look for g in graded if g.look]
-    if not looks:
+    if isinstance(outputs, dict):  # name -> ledger entry (the frontier report's `Frontier.looks`)
+        named = [(name, look) for name, look in outputs.items() if look]
+    else:
+        graded = list(outputs.grades.values()) if isinstance(outputs, CompareOutputs) else [outputs]
+        named = [(g.name, g.look) for g in graded if g.look]
+    if not named:
         return "No held-out ledger entry was made."
-    last = looks[-1]
-    lines = [f"**Held-out ledger** (`{ledger_path()}`): answer bundle `{last['answers_sha256'][:12]}…` has been graded "
-             f"on test **{last['answers_looks']}** times, this report included."]
-    lines += [f"- `{g.name}` (ledger candidate `{g.look['candidate']}`): {g.look['candidate_looks']} looks"
-              for g in graded if g.look]
+    last = named[-1][1]
+    lines = [f"**Held-out ledger** (`{_code(ledger_path())}`): answer bundle `{last['answers_sha256'][:12]}…` has been "
+             f"graded on test **{last['answers_looks']}** times, this report included."]
+    lines += [f"- `{_code(name)}` (ledger candidate `{_code(look['candidate'])}`): {look['candidate_looks']} looks"
+              for name, look in named]
     return "\n".join(lines)
+
+
+def _code(value: object) -> str:
+    """Text for inside a Markdown code span: no backtick to end it early, one line."""
+    return " ".join(str(value).replace("`", "'").split())
 
 
 def interval_text(value, low, high, estimable=True, n_components=None) -> str:
@@ -391,33 +402,20 @@ def md(value: object) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def manifest_path(submission_path: str | os.PathLike) -> Path:
-    """Where a run manifest sits beside its submission: `<S without .json>.run.json`."""
-    text = os.fspath(submission_path)
-    return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
-
-
-def run_manifest(submission_path: str | os.PathLike) -> dict | None:
-    """The run manifest of a submission, or None when there is none."""
-    from microctx.files import read_json
-
-    path = manifest_path(submission_path)
-    if not path.is_file():
-        return None
-    document = read_json(path)
-    if not isinstance(document, dict):
-        raise InputError(path, "expected a JSON object (a run manifest)")
-    return document
-
-
 def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object":
     """One row per candidate with a manifest: `ok` and every numeric field of the manifest
-    (nested objects flattened as `outer.inner`), the cost columns of the comparison."""
+    (nested objects flattened as `outer.inner`), the cost columns of the comparison; and
+    `model_calls`, `input_tokens`, `output_tokens`, `cached_tokens` as the runner counted them
+    where its proxy could (else as the candidate reported them), with `counts_source` and
+    `counts_agree` (False: the candidate's counters differ from the runner's count;
+    microctx.candidates.runner.model_counts)."""
     import pandas as pd
+
+    from microctx.candidates.runner import model_counts, read_manifest
 
     rows = []
     for name, path in zip(names, submission_paths):
-        manifest = run_manifest(path)
+        manifest = read_manifest(path, strict=True)
         if manifest is None:
             continue
         row = {"candidate": name, "ok": manifest.get("ok")}
@@ -425,6 +423,7 @@ def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[key] = value
         row.update(_network_costs(manifest))
+        row.update(model_counts(manifest))  # the runner's count of model calls and tokens where it has one
         rows.append(row)
     return pd.DataFrame(rows)
 
