@@ -32,7 +32,7 @@ What each function assumes (the plain-words version is docs/statistics.md):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -284,3 +284,25 @@ def sign_flip_p_monte_carlo(values: np.ndarray, observed: np.ndarray, tol: float
     v = np.asarray(values, dtype=np.float64)
     extreme = ~(np.abs(v) < np.abs(observed)[None, :] - tol)  # NaN counts as extreme (conservative)
     return (1 + extreme.sum(axis=0)) / (v.shape[0] + 1)
+
+
+# ---------------------------------------------------------------- the Pareto front
+
+def pareto_front(cost: Sequence[float], value: Sequence[float]) -> list[bool]:
+    """For each (cost, value) point, whether it is on the Pareto front: lower cost and higher value
+    are better; a point is dominated only when another is no worse in both and strictly better in
+    one (so equal points are all on the front); a point with a NaN cost or value is never on it,
+    and never dominates another."""
+    if len(cost) != len(value):
+        raise ValueError(f"cost and value differ in length ({len(cost)} and {len(value)})")
+    points = [(float(c), float(v)) for c, v in zip(cost, value)]
+    usable = [not (math.isnan(c) or math.isnan(v)) for c, v in points]
+    front = []
+    for i, (c, v) in enumerate(points):
+        if not usable[i]:
+            front.append(False)
+            continue
+        beaten = any(usable[j] and c2 <= c and v2 >= v and (c2 < c or v2 > v)
+                     for j, (c2, v2) in enumerate(points) if j != i)
+        front.append(not beaten)
+    return front
