@@ -142,6 +142,9 @@ def test_a_run_refused_by_the_sandbox_is_transient_and_resume_reruns_it(tmp_path
 # ---------------------------------------------------------------- A3: the components cache under threads
 
 def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
+    """The interleaving that broke the unlocked cache, forced: thread A stores corpus 0's table and,
+    before it reads it back, thread B (another corpus) clears the cache. With the lock, B's clear
+    waits for A (A's bounded wait below just runs out) and both get their own table."""
     import microctx.corpus.public as public_mod
     import microctx.grading.slices as slices_mod
 
@@ -150,29 +153,42 @@ def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
         path = tmp_path / f"c{i}.json"
         path.write_text(f'{{"corpus": {i}}}')
         files.append(path)
+    a_stored, b_cleared = threading.Event(), threading.Event()
+
+    def record_table(name):
+        if name == "c1.json":
+            a_stored.wait(10)  # B computes its table while A stores its own
+        return {"id": [name], "component": [name + "-component"]}
+
+    class Orchestrated(dict):
+        def __setitem__(self, key, value):
+            super().__setitem__(key, value)
+            if "c0.json" in value:
+                a_stored.set()
+                b_cleared.wait(2)  # give B the chance to clear before A reads (B cannot while A holds the lock)
+
+        def clear(self):
+            super().clear()
+            if threading.current_thread().name == "B":
+                b_cleared.set()
+
     monkeypatch.setattr(public_mod, "load_corpus", lambda path: Path(path).name)
-    monkeypatch.setattr(slices_mod, "record_table", lambda name: {"id": [name], "component": [name + "-component"]})
-    monkeypatch.setattr(sweep_mod, "_COMPONENTS", {})
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible, to open the window a clear() leaves
-    errors: list[BaseException] = []
+    monkeypatch.setattr(slices_mod, "record_table", record_table)
+    monkeypatch.setattr(sweep_mod, "_COMPONENTS", Orchestrated())
+    got: dict[str, object] = {}
 
     def work(path: Path) -> None:
         try:
-            for _ in range(300):
-                assert sweep_mod._components(path) == {path.name: path.name + "-component"}
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+            got[path.name] = sweep_mod._components(path)
+        except BaseException as exc:  # noqa: BLE001 - the assertion below shows it
+            got[path.name] = exc
 
-    try:
-        threads = [threading.Thread(target=work, args=(files[i % 2],)) for i in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert errors == []
+    threads = [threading.Thread(target=work, args=(files[0],), name="A"), threading.Thread(target=work, args=(files[1],), name="B")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got == {"c0.json": {"c0.json": "c0.json-component"}, "c1.json": {"c1.json": "c1.json-component"}}
 
 
 # ---------------------------------------------------------------- A4: one configuration digest
