@@ -26,25 +26,38 @@ SWEEP.toml:
     metric = "f1"                  # f1, precision, recall or exact_rate (on tune)
     rule = "max"                   # or "least-cost-meeting-floor" (with floor and cost)
     floor = 0.8
-    cost = "cpu_seconds"           # a cost column (wall_seconds, cpu_seconds, peak_memory_bytes,
-                                   # model_calls, tool_calls, input_tokens, output_tokens) or "param:NAME"
+    cost = "cpu_seconds"           # a cost column (wall_seconds, cpu_seconds, peak_memory_bytes, model_calls,
+                                   # tool_calls, input_tokens, output_tokens, cached_tokens, cost_microdollars)
+                                   # or "param:NAME"
+
+    [sandbox]                      # optional: how each run is isolated (default: the sandbox, no network)
+    isolation = "sandbox"          # or "process" (no isolation: knowingly)
+    network = "record"             # "none" (default) or "record": only allow_hosts, through the logging proxy
+    allow_hosts = ["127.0.0.1:8000"]
+    memory = "4G"                  # also max_processes, cpu_seconds
+    cache_dir = "cache"            # relative to this file; the one folder kept between runs
+    pass_env = ["OPENAI_API_KEY"]  # names of variables handed to the candidate
 
 The candidate is given a devkit holding only `devkit_splits` (default: train) and its run is
 graded on the tune answers of D, which it therefore never saw (a candidate that copies the answers
 it is given, as text-only does for train records, would otherwise grade itself perfectly).
 
 Each configuration is one task: one run through `microctx.candidates.runner.run_candidate` (in its
-own process and folder) plus its tune grade. Its key is the SHA-256 of the candidate's identity
-and version, the parameters, and the corpus, devkit and candidate-devkit digests; results are
+own process and folder, with the [sandbox] settings) plus its tune grade. Its key is the SHA-256
+of the candidate's identity and version, the parameters, the corpus, devkit and candidate-devkit
+digests and (when given) the [sandbox] settings; results are
 written by the caller only (never by a worker), once per key, into `DIR/runs/<key>/`, so a
 re-run resumes: every key already there is skipped. Outputs: `DIR/sweep.csv` (a row per
 configuration, failed ones included), `DIR/selected.json` (the frozen choice and the reason),
 `DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
 
 Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
-tune records), `precision`, `recall` with Wilson 95% intervals (facts treated as independent
-trials, which linked records are not: read them as optimistic), and `f1` with a 95% percentile
-bootstrap interval that resamples split components (1,000 replicates, seed 0), as slice reports do.
+tune records) with a Wilson 95% interval (records treated as independent trials, which linked
+records are not: read it as optimistic), and `precision`, `recall`, `f1` with the cluster-bootstrap
+95% percentile interval of `microctx.grading.stats` (split components resampled,
+`stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below `stats.DEFAULT_MIN_COMPONENTS`
+components), as slice reports do. A sandbox that cannot start is refused before any run (exit 2);
+a run it refuses mid-sweep is a transient failure, which a resume runs again.
 
 Execution: an embedded thread pool by default (`workers`, each task's work is in its own child
 process), or an existing Dask distributed cluster (`scheduler="tcp://HOST:PORT"`): the inputs are
