@@ -122,6 +122,16 @@ def test_no_sandbox_is_one_line_exit_2_and_nothing_runs(tmp_path, s8f, devkit, m
     assert not (tmp_path / "out" / "runs").exists() and not (tmp_path / "out" / "sweep.csv").exists()
 
 
+def test_an_unset_variable_to_pass_is_one_line_exit_2(tmp_path, s8f, devkit, monkeypatch, capsys):
+    monkeypatch.delenv("PLANTED_UNSET_KEY", raising=False)
+    spec = sweep_file(tmp_path, "miss = [0, 3]", sandbox='pass_env = ["PLANTED_UNSET_KEY"]')
+    assert main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "out"),
+                 "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PLANTED_UNSET_KEY is not set" in err[0]
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 def test_a_run_refused_by_the_sandbox_is_transient_and_resume_reruns_it(tmp_path, s8f, devkit):
     spec = sweep_file(tmp_path, "miss = [0, 3]")
 

@@ -711,6 +711,10 @@ def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, r
     todo = [t for t in tasks if t.key not in results]
     if todo and spec.settings.isolation == "sandbox":  # a sandbox that cannot start is one line, exit 2, not N failed rows
         check_sandbox(client)
+    if todo and client is None and spec.pass_env:  # so is a variable to pass that is not set here
+        from microctx.candidates.runner import _check_pass_env
+
+        _check_pass_env(spec.pass_env)
     atomic_write(out / SWEEP_MARKER, dumps({"schema": "microctx-sweep/1", "sweep": spec.path, "sweep_sha256": spec.sha256,
                                             "candidate": spec.identity, "sandbox": spec.sandbox_identity,
                                             "corpus_sha256": inputs.corpus_sha256,
