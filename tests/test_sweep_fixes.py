@@ -279,7 +279,8 @@ def _result(per_component: list[tuple[int, int, int]]):
                 rid = f"r{c}-{outcome}-{j}"
                 facts.append(FactRow(rid, "tune", "state", "OPEN", outcome))
                 components[rid] = f"c{c}"
-    return GradeResult({"test_records": len(facts), "exact_records": 0}, facts), components
+    exact = sum(counts[0] for counts in per_component)
+    return GradeResult({"test_records": len(facts), "exact_records": exact}, facts), components
 
 
 def test_tune_intervals_are_the_cluster_bootstrap_of_grading_stats():
@@ -289,10 +290,13 @@ def test_tune_intervals_are_the_cluster_bootstrap_of_grading_stats():
              (2, 1, 1), (4, 0, 0)]
     result, components = _result(table)
     metrics = sweep_mod.tune_metrics(result, components)
-    totals = stats.bootstrap_totals(np.array(table), stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED)
+    # each fact is a record of its own here: records = tp + fp + fn, exact records = tp
+    columns = np.array([(tp, fp, fn, tp + fp + fn, tp) for tp, fp, fn in table])
+    totals = stats.bootstrap_totals(columns, stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED)
     f1 = stats.f1_score(totals[:, 0], totals[:, 1], totals[:, 2])
     precision = stats.ratio(totals[:, 0], totals[:, 0] + totals[:, 1])
-    for name, replicates in (("f1", f1), ("precision", precision)):
+    exact_rate = stats.ratio(totals[:, 4], totals[:, 3])
+    for name, replicates in (("f1", f1), ("precision", precision), ("exact_rate", exact_rate)):
         low, high, undefined = stats.percentile_interval(replicates[:, None])
         assert (metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"]) == (round(float(low[0]), 6), round(float(high[0]), 6))
         assert metrics[f"{name}_undefined_draws"] == int(undefined[0])
@@ -311,7 +315,7 @@ def test_too_few_components_get_no_interval():
     result, components = _result([(3, 1, 0)] * (stats.DEFAULT_MIN_COMPONENTS - 1))
     metrics = sweep_mod.tune_metrics(result, components)
     assert metrics["f1"] == round(6 / 7, 6)
-    assert all(math.isnan(metrics[f"{n}_ci_{s}"]) for n in ("precision", "recall", "f1") for s in ("low", "high"))
+    assert all(math.isnan(metrics[f"{n}_ci_{s}"]) for n in ("exact_rate", "precision", "recall", "f1") for s in ("low", "high"))
 
 
 def test_pareto_front_semantics():

@@ -52,9 +52,8 @@ configuration, failed ones included), `DIR/selected.json` (the frozen choice and
 `DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
 
 Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
-tune records) with a Wilson 95% interval (records treated as independent trials, which linked
-records are not: read it as optimistic), and `precision`, `recall`, `f1` with the cluster-bootstrap
-95% percentile interval of `microctx.grading.stats` (split components resampled,
+tune records), `precision`, `recall`, `f1`, each with the cluster-bootstrap 95% percentile
+interval of `microctx.grading.stats` (split components resampled,
 `stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below `stats.DEFAULT_MIN_COMPONENTS`
 components), as slice reports do. A sandbox that cannot start is refused before any run (exit 2);
 a run it refuses mid-sweep is a transient failure, which a resume runs again.
@@ -466,13 +465,13 @@ def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int 
                  min_components: int | None = None) -> dict:
     """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
 
-    Precision, recall and F1 get the cluster-bootstrap percentile interval of
-    `microctx.grading.stats` (split components resampled, `stats.DEFAULT_N_BOOT` replicates, seed
-    `stats.DEFAULT_SEED`), as slice tables do; with fewer than `stats.DEFAULT_MIN_COMPONENTS`
-    components holding a fact the metric is not estimable and has no interval (NaN bounds).
-    Replicates where a metric is undefined (no fact of its denominator drawn) are counted in
-    `<metric>_undefined_draws`, not dropped silently. The exact rate (records, not facts) keeps
-    the Wilson interval, which treats records as independent: read it as optimistic.
+    Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
+    slice tables make it (docs/statistics.md): split components resampled with their tp, fp, fn,
+    records and exact records, `stats.DEFAULT_N_BOOT` replicates, seed `stats.DEFAULT_SEED`.
+    With fewer than `stats.DEFAULT_MIN_COMPONENTS` components the metrics are not estimable and
+    get no interval (NaN bounds). Replicates where a metric is undefined (no fact of its
+    denominator drawn) are counted in `<metric>_undefined_draws`, never dropped silently.
+    A record is exact when it has no fp and no fn (every tune record has a fact: its state).
     """
     import numpy as np
 
@@ -481,25 +480,32 @@ def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int 
     n_boot = stats.DEFAULT_N_BOOT if n_boot is None else n_boot
     seed = stats.DEFAULT_SEED if seed is None else seed
     min_components = stats.DEFAULT_MIN_COMPONENTS if min_components is None else min_components
-    per: dict[str, list[int]] = {}
+    by_record: dict[str, list[int]] = {}
     for row in result.facts:
         if row.outcome in ("tp", "fp", "fn"):
-            counts = per.setdefault(components.get(row.record_id, row.record_id), [0, 0, 0])
-            counts[("tp", "fp", "fn").index(row.outcome)] += 1
+            by_record.setdefault(row.record_id, [0, 0, 0])[("tp", "fp", "fn").index(row.outcome)] += 1
+    per: dict[str, list[int]] = {}  # component -> tp, fp, fn, records, exact records
+    for record_id, (rtp, rfp, rfn) in by_record.items():
+        counts = per.setdefault(components.get(record_id, record_id), [0, 0, 0, 0, 0])
+        counts[0] += rtp
+        counts[1] += rfp
+        counts[2] += rfn
+        counts[3] += 1
+        counts[4] += not rfp and not rfn
     g = result.grade
     tp, fp, fn = (sum(c[i] for c in per.values()) for i in range(3))
     n, exact = g["test_records"], g["exact_records"]
     metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn, "tune_components": len(per)}
     metrics["exact_rate"] = exact / n if n else math.nan
-    metrics["exact_rate_ci_low"], metrics["exact_rate_ci_high"] = stats.wilson_interval(exact, n)
     metrics["precision"] = float(stats.ratio(tp, tp + fp))
     metrics["recall"] = float(stats.ratio(tp, tp + fn))
     metrics["f1"] = float(stats.f1_score(tp, fp, fn))
-    names = ("precision", "recall", "f1")
+    names = ("exact_rate", "precision", "recall", "f1")
     if len(per) >= min_components:
         totals = stats.bootstrap_totals(np.array(list(per.values()), dtype=np.int64), n_boot, seed)
-        btp, bfp, bfn = totals[:, 0], totals[:, 1], totals[:, 2]
-        replicates = np.column_stack([stats.ratio(btp, btp + bfp), stats.ratio(btp, btp + bfn), stats.f1_score(btp, bfp, bfn)])
+        btp, bfp, bfn, brecords, bexact = (totals[:, i] for i in range(5))
+        replicates = np.column_stack([stats.ratio(bexact, brecords), stats.ratio(btp, btp + bfp), stats.ratio(btp, btp + bfn),
+                                      stats.f1_score(btp, bfp, bfn)])
         low, high, undefined = stats.percentile_interval(replicates)
         for i, name in enumerate(names):
             metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = float(low[i]), float(high[i])
