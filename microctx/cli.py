@@ -618,7 +618,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, metavar="N", help="local parallel runs (default: the CPU count)")
     where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask distributed cluster")
-    p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--connect-timeout", type=_seconds, default=5.0, metavar="SECONDS",
                    help="give up on an unreachable scheduler after this long (default %(default)s)")
     p.set_defaults(func=cmd_sweep)
 
@@ -628,7 +628,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("--public", required=True)
     p.add_argument("--answers", required=True)
     p.add_argument("--out", required=True, metavar="DIR2")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("ledger", help="list the held-out ledger: every grading against test answers",

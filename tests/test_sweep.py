@@ -298,20 +298,26 @@ def test_tune_metric_intervals_follow_their_assumptions():
     result = GradeResult({"test_records": 10, "exact_records": 8}, facts)
     metrics = sweep_mod.tune_metrics(result, {f"r{i}": f"c{i}" for i in range(10)})
     assert metrics["precision"] == metrics["recall"] == round(8 / 9, 6) and metrics["f1"] == round(16 / 18, 6)
-    assert metrics["exact_rate"] == 0.8 and 0.49 < metrics["exact_rate_ci_low"] < 0.5 and 0.94 < metrics["exact_rate_ci_high"] < 0.95
+    # the exact rate's interval is the cluster bootstrap of grading.stats now (review A7), no longer Wilson's
+    # (0.49-0.5 to 0.94-0.95 here): 10 one-record components, 8 exact, resampled
+    assert metrics["exact_rate"] == 0.8 and 0.4 <= metrics["exact_rate_ci_low"] < 0.8 < metrics["exact_rate_ci_high"] == 1.0
     assert metrics["f1_ci_low"] < metrics["f1"] < metrics["f1_ci_high"] <= 1.0
-    # one component holding every record: the bootstrap cannot vary
-    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)})
+    # one component holding every record: the bootstrap cannot vary (asked for with min_components=1;
+    # by default one component is below stats.DEFAULT_MIN_COMPONENTS: not estimable, no interval)
+    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)}, min_components=1)
     assert single["f1_ci_low"] == single["f1_ci_high"] == single["f1"]
+    assert math.isnan(sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)})["f1_ci_low"])
     assert math.isnan(sweep_mod.tune_metrics(GradeResult({"test_records": 0, "exact_records": 0}, []), {})["f1"])
 
 
 def test_pareto_front():
-    assert sweep_mod.pareto_front([(1, 0.5), (2, 0.7), (2, 0.6), (3, 0.7), (0.5, 0.1)]) == [True, True, False, False, True]
+    from microctx.grading.stats import pareto_front
+
+    assert pareto_front([1, 2, 2, 3, 0.5], [0.5, 0.7, 0.6, 0.7, 0.1]) == [True, True, False, False, True]
 
 
 def test_evaluate_runs_the_frozen_configuration_once_and_grades_on_test(planted, tmp_path, s8f, capsys):
-    from microctx.grading.ledger import entries
+    from microctx.grading.ledger import config_digest, entries
 
     _, result = planted
     selected = result.out / "selected.json"
@@ -329,7 +335,9 @@ def test_evaluate_runs_the_frozen_configuration_once_and_grades_on_test(planted,
                  "--out", str(tmp_path / "eval2")]) == 0
     looks = entries()
     assert len(looks) == 2 and {e["via"] for e in looks} == {"evaluate"}
-    assert {e["config_digest"] for e in looks} == {frozen["config_key"]} and {e["candidate"] for e in looks} == {"planted"}
+    # one configuration digest (review A4): the ledger's, as grade and the reports compute it, not the sweep's key
+    assert {e["config_digest"] for e in looks} == {config_digest(manifest)} == {frozen["config_digest"]}
+    assert {e["candidate"] for e in looks} == {"planted"}
     assert "looked at 2 times, 2 by planted" in capsys.readouterr().out
     # a changed candidate devkit, another corpus: refused before anything runs
     assert main(["evaluate", str(selected), "--public", str(s8f.answers), "--answers", str(s8f.answers),

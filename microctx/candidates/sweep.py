@@ -26,25 +26,37 @@ SWEEP.toml:
     metric = "f1"                  # f1, precision, recall or exact_rate (on tune)
     rule = "max"                   # or "least-cost-meeting-floor" (with floor and cost)
     floor = 0.8
-    cost = "cpu_seconds"           # a cost column (wall_seconds, cpu_seconds, peak_memory_bytes,
-                                   # model_calls, tool_calls, input_tokens, output_tokens) or "param:NAME"
+    cost = "cpu_seconds"           # a cost column (wall_seconds, cpu_seconds, peak_memory_bytes, model_calls,
+                                   # tool_calls, input_tokens, output_tokens, cached_tokens, cost_microdollars)
+                                   # or "param:NAME"
+
+    [sandbox]                      # optional: how each run is isolated (default: the sandbox, no network)
+    isolation = "sandbox"          # or "process" (no isolation: knowingly)
+    network = "record"             # "none" (default) or "record": only allow_hosts, through the logging proxy
+    allow_hosts = ["127.0.0.1:8000"]
+    memory = "4G"                  # also max_processes, cpu_seconds
+    cache_dir = "cache"            # relative to this file; the one folder kept between runs
+    pass_env = ["OPENAI_API_KEY"]  # names of variables handed to the candidate
 
 The candidate is given a devkit holding only `devkit_splits` (default: train) and its run is
 graded on the tune answers of D, which it therefore never saw (a candidate that copies the answers
 it is given, as text-only does for train records, would otherwise grade itself perfectly).
 
 Each configuration is one task: one run through `microctx.candidates.runner.run_candidate` (in its
-own process and folder) plus its tune grade. Its key is the SHA-256 of the candidate's identity
-and version, the parameters, and the corpus, devkit and candidate-devkit digests; results are
+own process and folder, with the [sandbox] settings) plus its tune grade. Its key is the SHA-256
+of the candidate's identity and version, the parameters, the corpus, devkit and candidate-devkit
+digests and (when given) the [sandbox] settings; results are
 written by the caller only (never by a worker), once per key, into `DIR/runs/<key>/`, so a
 re-run resumes: every key already there is skipped. Outputs: `DIR/sweep.csv` (a row per
 configuration, failed ones included), `DIR/selected.json` (the frozen choice and the reason),
 `DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
 
 Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
-tune records), `precision`, `recall` with Wilson 95% intervals (facts treated as independent
-trials, which linked records are not: read them as optimistic), and `f1` with a 95% percentile
-bootstrap interval that resamples split components (1,000 replicates, seed 0), as slice reports do.
+tune records), `precision`, `recall`, `f1`, each with the cluster-bootstrap 95% percentile
+interval of `microctx.grading.stats` (split components resampled,
+`stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below `stats.DEFAULT_MIN_COMPONENTS`
+components), as slice reports do. A sandbox that cannot start is refused before any run (exit 2);
+a run it refuses mid-sweep is a transient failure, which a resume runs again.
 
 Execution: an embedded thread pool by default (`workers`, each task's work is in its own child
 process), or an existing Dask distributed cluster (`scheduler="tcp://HOST:PORT"`): the inputs are
@@ -62,6 +74,7 @@ import os
 import random
 import shutil
 import tempfile
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
@@ -69,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from microctx.candidates.registry import BUILTINS, COUNTER_KEYS
+from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256, sha256_hex
 from microctx.errors import InputError
@@ -78,16 +92,18 @@ RESULT_SCHEMA = "microctx-sweep-result/1"
 SWEEP_MARKER = "sweep.json"
 MAX_CONFIGS = 4096  # a grid past this is refused (use [search] method = "random" with a budget)
 METRICS = ("f1", "precision", "recall", "exact_rate")
-COSTS = ("wall_seconds", "cpu_seconds", "peak_memory_bytes") + COUNTER_KEYS
+MODEL_COSTS = ("cached_tokens", "cost_microdollars")  # model counters (llm candidates), also sweep.csv columns
+COSTS = ("wall_seconds", "cpu_seconds", "peak_memory_bytes") + COUNTER_KEYS + MODEL_COSTS
 RULES = ("max", "least-cost-meeting-floor")
 CANDIDATE_DEVKIT = "candidate-devkit.json"
-N_BOOT = 1000
+SANDBOX_KEYS = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir", "pass_env")
 
 _KEYS = {
     "candidate": {"name", "builtin", "cmd", "function", "version", "timeout", "devkit_splits"},
     "grid": None,
     "search": {"method", "budget", "seed"},
     "select": {"metric", "rule", "floor", "cost"},
+    "sandbox": set(SANDBOX_KEYS),
 }
 
 
@@ -111,11 +127,23 @@ class SweepSpec:
     floor: float | None = None
     cost: str | None = None
     sha256: str = ""
+    sandbox: SandboxSettings | None = None  # None: the runner's default (the sandbox, no network)
+    pass_env: tuple[str, ...] = ()
 
     @property
     def identity(self) -> dict:
         """What the configuration key says of the candidate."""
         return {"name": self.name, "kind": self.kind, "entry": self.entry, "version": self.version}
+
+    @property
+    def settings(self) -> SandboxSettings:
+        return self.sandbox if self.sandbox is not None else SandboxSettings()
+
+    @property
+    def sandbox_identity(self) -> dict:
+        """What the configuration key and selected.json say of the isolation (the wall timeout is `timeout`)."""
+        data = {k: v for k, v in self.settings.as_dict().items() if k not in ("timeout_seconds", "schema")}
+        return {**data, "pass_env": list(self.pass_env)}
 
     def run_args(self) -> tuple[str, str | None]:
         """(candidate, cmd) as `run_candidate` takes them."""
@@ -126,6 +154,57 @@ def _type_error(path, key: str, expected: str, value: object) -> InputError:
     from microctx.errors import json_type_name
 
     return InputError(path, f"expected {expected}, got {json_type_name(value)} {value!r}", field=key)
+
+
+def _positive_seconds(path, key: str, value: object) -> None:
+    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                              or not math.isfinite(value) or value <= 0):
+        raise _type_error(path, key, "a positive, finite number of seconds", value)
+
+
+def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, ...]]:
+    """SWEEP.toml's [sandbox] table -> (SandboxSettings, pass_env); an InputError names the key."""
+    from microctx.candidates.sandbox import parse_size
+
+    if not table:
+        return None, ()
+    options: dict = {}
+    for key in ("isolation", "network", "cache_dir"):
+        if key in table:
+            if not isinstance(table[key], str) or not table[key].strip():
+                raise _type_error(path, f"sandbox.{key}", "a non-empty string", table[key])
+            options[key] = table[key]
+    if "cache_dir" in options and not Path(options["cache_dir"]).is_absolute():
+        options["cache_dir"] = str(Path(path).resolve().parent / options["cache_dir"])  # relative to the sweep file
+    for key in ("allow_hosts", "pass_env"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or any(not isinstance(v, str) or not v.strip() for v in value):
+            raise _type_error(path, f"sandbox.{key}", "a list of non-empty strings", value)
+    options["allow_hosts"] = tuple(table.get("allow_hosts", []))
+    pass_env = tuple(table.get("pass_env", []))
+    if any(not name.replace("_", "").isalnum() for name in pass_env):
+        raise InputError(path, "expected names of environment variables (never their values)", field="sandbox.pass_env")
+    if "memory" in table:
+        memory = table["memory"]
+        if isinstance(memory, bool) or not isinstance(memory, (str, int)):
+            raise _type_error(path, "sandbox.memory", 'a size like "2G" or a number of bytes', memory)
+        try:
+            options["memory_bytes"] = parse_size(memory)
+        except InputError as exc:
+            raise InputError(path, exc.message, field="sandbox.memory") from None
+    for key in ("max_processes", "cpu_seconds"):
+        if key in table:
+            value = table[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise _type_error(path, f"sandbox.{key}", "a positive integer", value)
+            options[key] = value
+    try:
+        settings = SandboxSettings(**options)
+    except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
+        where = {"--isolation": "isolation", "--network": "network", "--allow-host": "allow_hosts", "--memory": "memory",
+                 "--max-processes": "max_processes", "--cpu-seconds": "cpu_seconds"}.get(exc.file, "cache_dir")
+        raise InputError(path, exc.message, field=f"sandbox.{where}") from None
+    return settings, pass_env
 
 
 def load_sweep(path: str | os.PathLike) -> SweepSpec:
@@ -173,8 +252,7 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
     if version is not None and not isinstance(version, (str, int)):
         raise _type_error(path, "candidate.version", "a string", version)
     timeout = cand.get("timeout")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
-        raise _type_error(path, "candidate.timeout", "a positive number of seconds", timeout)
+    _positive_seconds(path, "candidate.timeout", timeout)  # inf and nan are refused too
     splits = cand.get("devkit_splits", ["train"])
     if (not isinstance(splits, list) or not splits or any(s not in ("train", "tune") for s in splits)
             or len(set(splits)) != len(splits)):
@@ -247,8 +325,10 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
     elif floor is not None or cost is not None:
         raise InputError(path, 'floor and cost go with rule = "least-cost-meeting-floor"',
                          field="select.floor" if floor is not None else "select.cost")
+    sandbox, pass_env = load_sandbox(path, doc.get("sandbox", {}))
     return SweepSpec(str(path), name, kind, entry, None if version is None else str(version), timeout, tuple(splits),
-                     grid, method, budget, seed, metric, rule, None if floor is None else float(floor), cost, sha256_hex(data))
+                     grid, method, budget, seed, metric, rule, None if floor is None else float(floor), cost, sha256_hex(data),
+                     sandbox, pass_env)
 
 
 def configurations(spec: SweepSpec) -> list[dict]:
@@ -271,9 +351,13 @@ def configurations(spec: SweepSpec) -> list[dict]:
 
 
 def config_key(spec: SweepSpec, params: dict, corpus_sha256: str, devkit_sha256: str, candidate_devkit_sha256: str) -> str:
-    """The configuration's key: SHA-256 of candidate identity and version, parameters and the input digests."""
-    return sha256_hex(dumps({"candidate": spec.identity, "parameters": params, "corpus_sha256": corpus_sha256,
-                             "devkit_sha256": devkit_sha256, "candidate_devkit_sha256": candidate_devkit_sha256}))
+    """The configuration's key: SHA-256 of candidate identity and version, parameters, the input digests and,
+    when the sweep file has a [sandbox] table, the isolation it asks for."""
+    document = {"candidate": spec.identity, "parameters": params, "corpus_sha256": corpus_sha256,
+                "devkit_sha256": devkit_sha256, "candidate_devkit_sha256": candidate_devkit_sha256}
+    if spec.sandbox is not None or spec.pass_env:
+        document["sandbox"] = spec.sandbox_identity
+    return sha256_hex(dumps(document))
 
 
 # ================================================================ one task: run + tune grade
@@ -286,6 +370,8 @@ class Task:
     cmd: str | None
     params: dict
     timeout: float | None
+    sandbox: SandboxSettings | None = None
+    pass_env: tuple[str, ...] = ()
 
 
 def _materialise(value, folder: Path, name: str) -> Path:
@@ -305,6 +391,7 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
     failed run is a `failed` result, not an exception.
     """
     from microctx.candidates.runner import manifest_path, run_candidate
+    from microctx.candidates.sandbox import SandboxUnavailable
 
     runner = runner or run_candidate
     root = Path(tempfile.mkdtemp(prefix="microctx-sweep-"))
@@ -319,7 +406,10 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
         submission.parent.mkdir()
         try:
             manifest = runner(task.candidate, public_path, submission, devkit=cdevkit_path, params=task.params,
-                              timeout=task.timeout, cmd=task.cmd)
+                              timeout=task.timeout, cmd=task.cmd, sandbox=task.sandbox, pass_env=task.pass_env)
+        except SandboxUnavailable as exc:  # this machine's fault, not the configuration's: resume reruns it
+            result.update(error=f"refused: {exc}", transient=True)
+            return result
         except InputError as exc:
             result["error"] = f"refused: {exc}"
             return result
@@ -340,19 +430,25 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
 
 
 _COMPONENTS: dict[str, dict] = {}
+_COMPONENTS_LOCK = threading.Lock()  # pool threads (and a Dask worker's threads) share the cache
 
 
 def _components(public_path: Path) -> dict:
     """Record id -> split component (the split rule's unit) of a public corpus, cached by digest."""
     digest = file_sha256(public_path)
-    if digest not in _COMPONENTS:
-        from microctx.corpus.public import load_corpus
-        from microctx.grading.slices import record_table
+    with _COMPONENTS_LOCK:
+        cached = _COMPONENTS.get(digest)
+    if cached is not None:
+        return cached
+    from microctx.corpus.public import load_corpus
+    from microctx.grading.slices import record_table
 
-        table = record_table(load_corpus(public_path))
-        _COMPONENTS.clear()
-        _COMPONENTS[digest] = dict(zip(table["id"], table["component"]))
-    return _COMPONENTS[digest]
+    table = record_table(load_corpus(public_path))
+    components = dict(zip(table["id"], table["component"]))
+    with _COMPONENTS_LOCK:
+        _COMPONENTS.clear()  # one corpus at a time; a reader holds its own reference
+        _COMPONENTS[digest] = components
+    return components
 
 
 def tune_grade(public_path, devkit_path, submission_path) -> tuple[dict, bytes, dict]:
@@ -365,41 +461,59 @@ def tune_grade(public_path, devkit_path, submission_path) -> tuple[dict, bytes, 
     return result.grade, facts_csv(result.facts), tune_metrics(result, _components(Path(public_path)))
 
 
-def tune_metrics(result, components: dict, n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """Exact rate, precision, recall (Wilson 95%) and F1 (component bootstrap 95%) of a tune grade."""
+def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int | None = None,
+                 min_components: int | None = None) -> dict:
+    """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
+
+    Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
+    slice tables make it (docs/statistics.md): split components resampled with their tp, fp, fn,
+    records and exact records, `stats.DEFAULT_N_BOOT` replicates, seed `stats.DEFAULT_SEED`.
+    With fewer than `stats.DEFAULT_MIN_COMPONENTS` components the metrics are not estimable and
+    get no interval (NaN bounds). Replicates where a metric is undefined (no fact of its
+    denominator drawn) are counted in `<metric>_undefined_draws`, never dropped silently.
+    A record is exact when it has no fp and no fn (every tune record has a fact: its state).
+    """
     import numpy as np
 
-    from microctx.grading.slices import wilson_interval
+    from microctx.grading import stats
 
-    per: dict[str, list[int]] = {}
+    n_boot = stats.DEFAULT_N_BOOT if n_boot is None else n_boot
+    seed = stats.DEFAULT_SEED if seed is None else seed
+    min_components = stats.DEFAULT_MIN_COMPONENTS if min_components is None else min_components
+    by_record: dict[str, list[int]] = {}
     for row in result.facts:
         if row.outcome in ("tp", "fp", "fn"):
-            counts = per.setdefault(components.get(row.record_id, row.record_id), [0, 0, 0])
-            counts[("tp", "fp", "fn").index(row.outcome)] += 1
+            by_record.setdefault(row.record_id, [0, 0, 0])[("tp", "fp", "fn").index(row.outcome)] += 1
+    per: dict[str, list[int]] = {}  # component -> tp, fp, fn, records, exact records
+    for record_id, (rtp, rfp, rfn) in by_record.items():
+        counts = per.setdefault(components.get(record_id, record_id), [0, 0, 0, 0, 0])
+        counts[0] += rtp
+        counts[1] += rfp
+        counts[2] += rfn
+        counts[3] += 1
+        counts[4] += not rfp and not rfn
     g = result.grade
     tp, fp, fn = (sum(c[i] for c in per.values()) for i in range(3))
     n, exact = g["test_records"], g["exact_records"]
-    metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn}
-
-    def put(name, k, total):
-        metrics[name] = k / total if total else math.nan
-        metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = wilson_interval(k, total)
-
-    put("exact_rate", exact, n)
-    put("precision", tp, tp + fp)
-    put("recall", tp, tp + fn)
-    metrics["f1"] = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan
-    if per:
-        table = np.array(list(per.values()), dtype=float)
-        rng = np.random.default_rng(seed)
-        draws = rng.multinomial(len(table), np.full(len(table), 1 / len(table)), size=n_boot)
-        sums = draws @ table
-        with np.errstate(invalid="ignore", divide="ignore"):
-            f1 = 2 * sums[:, 0] / (2 * sums[:, 0] + sums[:, 1] + sums[:, 2])
-        low, high = np.nanpercentile(f1, [2.5, 97.5])
-        metrics["f1_ci_low"], metrics["f1_ci_high"] = float(low), float(high)
-    else:
-        metrics["f1_ci_low"] = metrics["f1_ci_high"] = math.nan
+    metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn, "tune_components": len(per)}
+    metrics["exact_rate"] = exact / n if n else math.nan
+    metrics["precision"] = float(stats.ratio(tp, tp + fp))
+    metrics["recall"] = float(stats.ratio(tp, tp + fn))
+    metrics["f1"] = float(stats.f1_score(tp, fp, fn))
+    names = ("exact_rate", "precision", "recall", "f1")
+    if len(per) >= min_components:
+        totals = stats.bootstrap_totals(np.array(list(per.values()), dtype=np.int64), n_boot, seed)
+        btp, bfp, bfn, brecords, bexact = (totals[:, i] for i in range(5))
+        replicates = np.column_stack([stats.ratio(bexact, brecords), stats.ratio(btp, btp + bfp), stats.ratio(btp, btp + bfn),
+                                      stats.f1_score(btp, bfp, bfn)])
+        low, high, undefined = stats.percentile_interval(replicates)
+        for i, name in enumerate(names):
+            metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = float(low[i]), float(high[i])
+            metrics[f"{name}_undefined_draws"] = int(undefined[i])
+    else:  # not estimable: no interval, said by NaN bounds
+        for name in names:
+            metrics[f"{name}_ci_low"] = metrics[f"{name}_ci_high"] = math.nan
+            metrics[f"{name}_undefined_draws"] = None
     return {k: (round(v, 6) if isinstance(v, float) and not math.isnan(v) else v) for k, v in metrics.items()}
 
 
@@ -442,6 +556,31 @@ def connect(scheduler: str, timeout: float = 5.0):
     except (OSError, TimeoutError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(scheduler, f"cannot reach the Dask scheduler within {timeout:g} s: {message}", field="--scheduler") from None
+
+
+def _probe_sandbox() -> str:
+    """'' when the sandbox starts here, else why not (run on every Dask worker by `check_sandbox`)."""
+    from microctx.candidates.sandbox import SandboxUnavailable, check_available
+
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        return exc.message
+    return ""
+
+
+def check_sandbox(client=None) -> None:
+    """SandboxUnavailable unless the sandbox starts here (client None) or on every worker of a Dask client."""
+    from microctx.candidates.sandbox import check_available
+
+    if client is None:
+        check_available()
+        return
+    answers = client.run(_probe_sandbox)
+    broken = {worker: why for worker, why in sorted(answers.items()) if why}
+    if broken:
+        worker, why = next(iter(broken.items()))
+        raise InputError("sandbox", f"on Dask worker {worker} ({len(broken)} of {len(answers)} workers): {why}")
 
 
 def _dask(tasks: list[Task], inputs: Inputs, client, retries: int) -> Iterator[dict]:
@@ -567,20 +706,27 @@ def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, r
     candidate, cmd = spec.run_args()
     params_list = configurations(spec)
     tasks = [Task(config_key(spec, p, inputs.corpus_sha256, inputs.devkit_sha256, inputs.candidate_devkit_sha256),
-                  i, candidate, cmd, p, spec.timeout) for i, p in enumerate(params_list)]
+                  i, candidate, cmd, p, spec.timeout, spec.sandbox, spec.pass_env) for i, p in enumerate(params_list)]
     from microctx.files import atomic_write
 
-    atomic_write(out / SWEEP_MARKER, dumps({"schema": "microctx-sweep/1", "sweep": spec.path, "sweep_sha256": spec.sha256,
-                                            "candidate": spec.identity, "corpus_sha256": inputs.corpus_sha256,
-                                            "devkit_sha256": inputs.devkit_sha256,
-                                            "candidate_devkit_sha256": inputs.candidate_devkit_sha256,
-                                            "configurations": len(tasks)}))
     results: dict[str, dict] = {}
     for task in tasks:
         done = _read_result(out / "runs" / task.key)
         if done is not None and done.get("status") in ("ok", "failed") and not done.get("transient"):
             results[task.key] = {**done, "index": task.index}
     todo = [t for t in tasks if t.key not in results]
+    if todo and spec.settings.isolation == "sandbox":  # a sandbox that cannot start is one line, exit 2, not N failed rows
+        check_sandbox(client)
+    if todo and client is None and spec.pass_env:  # so is a variable to pass that is not set here
+        from microctx.candidates.runner import _check_pass_env
+
+        _check_pass_env(spec.pass_env)
+    atomic_write(out / SWEEP_MARKER, dumps({"schema": "microctx-sweep/1", "sweep": spec.path, "sweep_sha256": spec.sha256,
+                                            "candidate": spec.identity, "sandbox": spec.sandbox_identity,
+                                            "corpus_sha256": inputs.corpus_sha256,
+                                            "devkit_sha256": inputs.devkit_sha256,
+                                            "candidate_devkit_sha256": inputs.candidate_devkit_sha256,
+                                            "configurations": len(tasks)}))
     ran: list[str] = []
     bar = tqdm(total=len(tasks), initial=len(results), desc=f"sweep {spec.name}", unit="config",
                disable=None if progress is None else not progress)
@@ -617,10 +763,18 @@ def _row(result: dict, spec: SweepSpec) -> dict:
     manifest = result.get("manifest") or {}
     for name in ("wall_seconds", "cpu_seconds", "peak_memory_bytes"):
         row[name] = manifest.get(name)
-    for name in COUNTER_KEYS:
+    for name in COUNTER_KEYS + MODEL_COSTS:
         row[name] = (manifest.get("counters") or {}).get(name)
     row["version"] = manifest.get("version")
+    row["config_digest"] = config_digest(manifest) if manifest else None  # the grade/ledger digest of this run
     return row
+
+
+def config_digest(manifest: dict) -> str:
+    """A run's configuration digest, as the grade report and the ledger compute it (candidate, version, parameters)."""
+    from microctx.grading.ledger import config_digest as digest
+
+    return digest(manifest) or ""
 
 
 def _cost(row: dict, measure: str) -> float:
@@ -679,15 +833,17 @@ def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict |
         "sweep": {"path": spec.path, "sha256": spec.sha256, "configurations": len(rows),
                   "failed": sum(r["status"] != "ok" for r in rows)},
         "candidate": {**spec.identity, "timeout": spec.timeout},
+        "sandbox": spec.sandbox_identity if spec.sandbox is not None or spec.pass_env else None,
         "parameters": None if row is None else _params(row, spec),
         "config_key": None if row is None else row["key"],
+        "config_digest": None if row is None else row.get("config_digest"),
         "corpus_sha256": inputs.corpus_sha256,
         "devkit_sha256": inputs.devkit_sha256,
         "candidate_devkit": {"path": CANDIDATE_DEVKIT, "splits": list(spec.devkit_splits),
                              "sha256": inputs.candidate_devkit_sha256},
         "selection": {"metric": spec.metric, "rule": spec.rule, "floor": spec.floor, "cost": spec.cost},
         "tune": None if row is None else {k: v for k, v in row.items() if not k.startswith("param.")
-                                          and k not in ("index", "key", "status", "error")},
+                                          and k not in ("index", "key", "status", "error", "config_digest")},
         "reason": selected["reason"] if selected else "",
     }
     with AtomicOutputs() as staged:
@@ -717,15 +873,3 @@ def sweep_frame(out: str | os.PathLike):
     if not path.is_file():
         raise InputError(path, "no sweep.csv: not a finished sweep folder")
     return pd.read_csv(path)
-
-
-def pareto_front(points: Iterable[tuple[float, float]]) -> list[bool]:
-    """For (cost, quality) points: True where no other point is at most as costly and at least as good,
-    and strictly better in one."""
-    pts = list(points)
-    front = []
-    for i, (c, q) in enumerate(pts):
-        dominated = any((c2 <= c and q2 >= q) and (c2 < c or q2 > q) for j, (c2, q2) in enumerate(pts) if j != i)
-        front.append(not dominated)
-    return front
-

@@ -494,7 +494,7 @@ def sweep_points(frame, metric: str, cost: str) -> "object":
     (least cost for at least the metric; lower cost and higher metric both better), chosen."""
     import pandas as pd
 
-    from microctx.candidates.sweep import pareto_front
+    from microctx.grading.stats import pareto_front
 
     ok = frame[frame["status"] == "ok"]
     cost_column = f"param.{cost[6:]}" if cost.startswith("param:") else cost
@@ -508,7 +508,7 @@ def sweep_points(frame, metric: str, cost: str) -> "object":
         "chosen": ok["selected"].astype(str).str.lower() == "true",
     }).reset_index(drop=True)
     valid = points.dropna(subset=["cost", "metric"])
-    front = pareto_front(zip(valid["cost"], valid["metric"]))
+    front = pareto_front(valid["cost"].tolist(), valid["metric"].tolist())
     points["pareto"] = False
     points.loc[valid.index, "pareto"] = front
     return points
