@@ -308,12 +308,15 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
     OSError is an InputError naming the destination.
     """
     dest = Path(destination)
-    if dest.exists() and not dest.is_dir():
-        raise InputError(dest, "exists and is not a folder")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / marker).is_file():
-        raise InputError(dest, f"exists and is not a microctx output folder (no {marker}); choose another --out or empty it")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(dest, exc) from None
+    with locked_folders([dest.parent]):  # not while another command swaps it
+        refusal = _refusal(dest, marker)
+    if refusal:
+        raise InputError(dest, f"{refusal}; choose another --out or empty it")
+    try:
         staging = Path(tempfile.mkdtemp(prefix=".mcx-", suffix=".tmp", dir=dest.parent))
     except OSError as exc:
         raise write_failure(dest, exc) from None
@@ -327,10 +330,26 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def _refusal(dest: Path, marker: str) -> str:
+    """Why `dest` may not be replaced ("" when it may: absent, empty, or holding `marker`). Called
+    under the parent folder's lock, so no command of ours swaps it meanwhile."""
+    try:
+        if not dest.exists() and not dest.is_symlink():
+            return ""
+        if dest.is_symlink() or not dest.is_dir():
+            return "exists and is not a folder"
+        if any(dest.iterdir()) and not (dest / marker).is_file():
+            return f"exists and is not a microctx output folder (no {marker})"
+    except FileNotFoundError:
+        return ""
+    return ""
+
+
 def _swap_folder(staging: Path, dest: Path, marker: str) -> None:
     with locked_folders([dest.parent]):
-        if dest.is_dir() and any(dest.iterdir()) and not (dest / marker).is_file():
-            raise InputError(dest, f"exists and is not a microctx output folder (no {marker}); nothing was replaced")
+        refusal = _refusal(dest, marker)
+        if refusal:
+            raise InputError(dest, f"{refusal}; nothing was replaced")
         old = None
         if dest.exists():
             old = _side_name(dest.parent, ".old")

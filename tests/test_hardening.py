@@ -343,17 +343,23 @@ def test_many_threads_publishing_the_same_set_leave_one_set(tmp_path):
 def test_concurrent_report_folders_leave_one_complete_folder(tmp_path):
     out = tmp_path / "rep"
 
+    errors: list[BaseException] = []
+
     def build(tag: int) -> None:
-        for _ in range(10):
-            with files.staged_folder(out, "report.json") as staging:
-                for part in ("a", "b", "report.json"):
-                    (staging / part).write_text(str(tag))
+        try:
+            for _ in range(10):
+                with files.staged_folder(out, "report.json") as staging:
+                    for part in ("a", "b", "report.json"):
+                        (staging / part).write_text(str(tag))
+        except BaseException as exc:  # a refusal or an OSError in any thread fails the test
+            errors.append(exc)
 
     threads = [threading.Thread(target=build, args=(tag,)) for tag in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
     assert len({p.read_text() for p in out.iterdir()}) == 1 and len(list(out.iterdir())) == 3
 
