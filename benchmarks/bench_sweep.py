@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from microctx.candidates.devkit import make_devkit  # noqa: E402
-from microctx.candidates.sweep import run_sweep  # noqa: E402
+from microctx.candidates.tuning.sweep import run_sweep  # noqa: E402
 from microctx.contract.canonical import dumps  # noqa: E402
 from microctx.contract.schemas import load_answers  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402

@@ -518,7 +518,7 @@ def _report_parsers(sub) -> None:
 # --- tuning: sweep, evaluate, ledger (tuning sweeps issue) ----------------------------------
 
 def cmd_sweep(args) -> int:
-    from microctx.candidates.sweep import run_sweep
+    from microctx.candidates.tuning.sweep import run_sweep
 
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", f"expected a positive number, got {args.workers}")
@@ -538,7 +538,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from microctx.candidates.evaluate import evaluate_selected
+    from microctx.candidates.tuning.evaluate import evaluate_selected
 
     outcome = evaluate_selected(args.selected, args.public, args.answers, args.out, timeout=args.timeout)
     if not outcome["run_ok"]:

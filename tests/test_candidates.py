@@ -67,7 +67,7 @@ TRICKY = [
 
 
 def test_exact_sql_regexes_and_lower_agree_with_the_contract_on_planted_text(tmp_path):
-    from microctx.candidates.exact_sql import answer_corpus
+    from microctx.candidates.builtins.exact_sql import answer_corpus
 
     records = [{"id": f"issue-{i}", "split": "test", "number": i, "title": title, "body": body,
                 "created_at": f"2026-01-0{i}T00:00:00Z", "updated_at": f"2026-02-0{i}T00:00:00+02:00",
@@ -124,7 +124,7 @@ def test_text_only_is_valid_and_fails_where_metadata_is_hidden(runs, s8f_answers
 
 def test_text_only_never_reads_state_labels_or_closed_at(runs, s8f_corpus, s8f_answers):
     # hide them from the public records: the predictions for test records stay the same
-    from microctx.candidates.text_only import predict_submission
+    from microctx.candidates.builtins.text_only import predict_submission
 
     blank = [{**r, "state": "OPEN", "labels": None, "closed_at": None} for r in s8f_corpus.records]
     devkit = make_devkit(s8f_answers)
@@ -165,7 +165,7 @@ def test_registry_resolves_names_and_refuses_unknowns():
     assert resolve("exact-sql").params == {"threads": 1}
     assert resolve("text-only", {"alpha": 0.001}).params["alpha"] == 0.001
     assert resolve("label", cmd="python x.py {public} {submission}").kind == "command"
-    assert resolve("microctx.candidates.exact_sql:run").kind == "function"
+    assert resolve("microctx.candidates.builtins.exact_sql:run").kind == "function"
     for name, params in (("exact-sql", {"bogus": 1}), ("nope", None), ("no_such_module_xyz:run", None), ("m:1x", None)):
         with pytest.raises(InputError):
             resolve(name, params)

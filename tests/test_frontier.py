@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from microctx.candidates.exact_sql import answer_corpus
+from microctx.candidates.builtins.exact_sql import answer_corpus
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
 from microctx.contract.canonical import dumps

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from microctx.api import grade
-from microctx.candidates import llm
+from microctx.candidates.builtins import llm
 from microctx.candidates.runner import manifest_path, run_candidate
 from microctx.cli import main
 from microctx.corpus.freeze import freeze, write_frozen

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from microctx.api import grade
-from microctx.candidates import retrieval
+from microctx.candidates.builtins import retrieval
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
 from microctx.grading import slices

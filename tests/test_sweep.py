@@ -1,4 +1,4 @@
-"""Tuning sweeps (microctx.candidates.sweep): the sweep file, the tune grade, selection, resume,
+"""Tuning sweeps (microctx.candidates.tuning.sweep): the sweep file, the tune grade, selection, resume,
 failed configurations, what the candidate is given; on the real s8f corpus with a planted candidate
 (tests/candidates/planted_sweep.py) whose tune quality and cost are fixed by its parameters."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from microctx.candidates import sweep as sweep_mod
 from microctx.candidates.devkit import make_devkit
 from microctx.candidates.runner import run_candidate
-from microctx.candidates.sweep import configurations, load_sweep, run_sweep, select
+from microctx.candidates.tuning import sweep as sweep_mod
+from microctx.candidates.tuning.sweep import configurations, load_sweep, run_sweep, select
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import load_answers, load_submission

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from microctx.candidates.devkit import make_devkit
-from microctx.candidates.sweep import run_sweep
+from microctx.candidates.tuning.sweep import run_sweep
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from microctx.candidates import sweep as sweep_mod
 from microctx.candidates.devkit import make_devkit
 from microctx.candidates.runner import run_candidate
 from microctx.candidates.sandbox import SandboxSettings, SandboxUnavailable
-from microctx.candidates.sweep import config_key, load_sweep, run_sweep
+from microctx.candidates.tuning import sweep as sweep_mod
+from microctx.candidates.tuning.sweep import config_key, load_sweep, run_sweep
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.corpus.freeze import freeze, write_frozen

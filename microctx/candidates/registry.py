@@ -45,7 +45,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from microctx.candidates.llm import DEFAULTS as LLM_DEFAULTS
+from microctx.candidates.builtins.llm import DEFAULTS as LLM_DEFAULTS
 from microctx.errors import InputError
 
 COUNTERS_FILE = "counters.json"
@@ -67,24 +67,24 @@ class Builtin:
 
 BUILTINS = {
     "exact-sql": Builtin(
-        "microctx.candidates.exact_sql:run",
+        "microctx.candidates.builtins.exact_sql:run",
         "DuckDB SQL over the public corpus: state and labels projected, relations by RE2, aggregates by GROUP BY",
         {"threads": 1},
     ),
     "text-only": Builtin(
-        "microctx.candidates.text_only:run",
+        "microctx.candidates.builtins.text_only:run",
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
         {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
     ),
     "llm": Builtin(
-        "microctx.candidates.llm:run",
+        "microctx.candidates.builtins.llm:run",
         "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
         "needs --param base_url=URL --param model=NAME",
         dict(LLM_DEFAULTS),
     ),
     "retrieval": Builtin(
-        "microctx.candidates.retrieval:run",
+        "microctx.candidates.builtins.retrieval:run",
         "BM25 over the train/tune records: labels (task=text: also state) voted by the k nearest, the rest exact",
         {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75},
     ),

@@ -1,7 +1,7 @@
 """Grading a submission against the answer bundle (schema fak-microcontext-grade/1).
 
 Only gold answers of split `test` are scored (the contract's grade). `grade(..., split="tune")`
-scores the `tune` answers of a devkit instead, for tuning (see microctx.candidates.sweep): the
+scores the `tune` answers of a devkit instead, for tuning (see microctx.candidates.tuning.sweep): the
 same counts, `test_records` then counting that split's records, aggregates not scored (the
 gold aggregates span every split, a devkit's only its own), ids the devkit does not hold (the
 test records) not counted as citation errors, and the document says which split

@@ -479,7 +479,7 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
 
 def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     """A sweep folder's sweep.csv (DataFrame) and selected.json."""
-    from microctx.candidates.sweep import sweep_frame
+    from microctx.candidates.tuning.sweep import sweep_frame
     from microctx.files import read_json
 
     path = Path(sweep_dir) / "selected.json"

@@ -138,8 +138,8 @@ def predict(records: list[dict], params: dict | None = None) -> tuple[list[dict]
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
     """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx.candidates.builtins.exact_sql import answer_corpus
     from microctx.candidates.devkit import top_ids
-    from microctx.candidates.exact_sql import answer_corpus
     from microctx.contract.canonical import dumps
     from microctx.corpus.public import load_corpus
     from microctx.files import atomic_write

@@ -20,7 +20,7 @@ public timestamps, which are not facts to extract). Modes:
 each with state, labels and closed_at hidden from the prompt (the honest counterpart of the
 text-only baseline); `references`, `duplicates`, `cues`. Facts outside the task come from the
 exact frontier, so a grade's slices isolate the model's kinds. With `retrieval_k` > 0 each
-micro prompt also shows the k nearest train/tune records (BM25, microctx.candidates.retrieval)
+micro prompt also shows the k nearest train/tune records (BM25, microctx.candidates.builtins.retrieval)
 with their public labels and state (retrieval-rerank).
 
 `splits` (default `all`; e.g. `tune` for a tuning sweep) restricts the run to the records of those
@@ -230,7 +230,7 @@ def make_config(params: dict | None) -> Config:
 
 def prompt_text(name: str) -> str:
     """A versioned prompt file of the package (`prompts/<name>.txt`)."""
-    return (resources.files("microctx.candidates") / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
+    return (resources.files("microctx.candidates.builtins") / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
 
 
 def prompt_version(config: Config) -> str:
@@ -710,7 +710,7 @@ def cost_microdollars(stats: Stats, config: Config) -> int:
 
 
 def _retrieval_examples(records: list[dict], corpus_records: list[dict], k: int) -> dict[str, list[dict]]:
-    from microctx.candidates.retrieval import BM25Index
+    from microctx.candidates.builtins.retrieval import BM25Index
 
     pool = [r for r in corpus_records if r["split"] in ("train", "tune")]
     index = BM25Index().fit([r["title"] + "\n" + r["body"] for r in pool])
@@ -724,8 +724,8 @@ def _retrieval_examples(records: list[dict], corpus_records: list[dict], k: int)
 
 def answer_corpus(public_path: str, config: Config, api_key: str | None, *, endpoint_factory=Endpoint):
     """(submission, counters, notes) for a public corpus."""
+    from microctx.candidates.builtins.exact_sql import answer_corpus as exact_answers
     from microctx.candidates.devkit import top_ids
-    from microctx.candidates.exact_sql import answer_corpus as exact_answers
     from microctx.corpus.public import load_corpus
 
     corpus = load_corpus(public_path)

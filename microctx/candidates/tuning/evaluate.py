@@ -2,7 +2,7 @@
 
 `microctx evaluate DIR/selected.json --public P --answers A --out DIR2` is the one look at the
 held-out answers that a sweep's protocol allows: the configuration was chosen on tune (see
-`microctx.candidates.sweep`), and this run uses exactly it, the candidate seeing the same devkit
+`microctx.candidates.tuning.sweep`), and this run uses exactly it, the candidate seeing the same devkit
 it saw in the sweep (`DIR/candidate-devkit.json`, checked against its digest). The grade is
 recorded in the held-out ledger before it is written.
 
@@ -26,7 +26,7 @@ MARKER = "evaluation.json"
 
 
 def load_selected(path: str | os.PathLike) -> dict:
-    from microctx.candidates.sweep import SELECTED_SCHEMA
+    from microctx.candidates.tuning.sweep import SELECTED_SCHEMA
     from microctx.files import read_json
 
     document = read_json(path)
