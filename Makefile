@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 SHARED_S8F := $(abspath ../shared/s8f)
 export MICROCTX_DATA_DIR ?= $(if $(wildcard $(SHARED_S8F)/*.json),$(SHARED_S8F),)
 
-.PHONY: setup demo test lint bench lab test-fast
+.PHONY: setup sandbox-tool demo test lint bench lab test-fast
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -16,10 +16,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-demo: setup
+# bubblewrap (bwrap): `microctx run` sandboxes every candidate with it. A Debian package, installed
+# here when it is missing and this user may (root); otherwise one line says what to install.
+sandbox-tool:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+	  || echo "bubblewrap (bwrap) is missing: install it (apt-get install bubblewrap) so candidates can run sandboxed"
+
+demo: setup sandbox-tool
 	$(BIN)/microctx demo --out reports/demo
 
-test: setup
+test: setup sandbox-tool
 	$(BIN)/python -m pytest
 
 lint: setup
