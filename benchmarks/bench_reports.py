@@ -15,8 +15,9 @@ import argparse
 import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import best_of
 
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import load_answers
@@ -26,15 +27,6 @@ from microctx.reports import charts, tables
 from microctx.reports.examples import demo_submissions
 
 GRADE_TARGET_SECONDS = 20.0
-
-
-def best_of(repeat: int, run) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> int:

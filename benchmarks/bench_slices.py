@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale  # noqa: E402
+from timing import best_of  # noqa: E402
 
 from microctx.contract.canonical import dumps  # noqa: E402
 from microctx.contract.schemas import load_answers  # noqa: E402
@@ -37,15 +38,6 @@ from microctx.grading.score import grade  # noqa: E402
 from microctx.reports.examples import demo_submissions  # noqa: E402
 
 SLICE_TARGET, REPORT_TARGET = 10.0, 20.0
-
-
-def best_of(repeat: int, run) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def random_misses(facts, rate: float, seed: int):
