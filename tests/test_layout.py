@@ -158,20 +158,19 @@ def test_the_version_command_imports_few_microctx_modules():
     assert "microctx.candidates.builtins.llm" not in modules
 
 
-@pytest.mark.xfail(strict=True, reason="12 today: the child's version and entry point move out of the registry next")
 def test_the_sandboxed_exact_sql_child_imports_few_microctx_modules(synthetic, tmp_path):
-    """The child the runner starts for exact-sql (`python -m microctx.candidates.registry ENTRY`), run
+    """The child the runner starts for exact-sql (`python -m microctx.candidates.child ENTRY`), run
     for real on the synthetic corpus: it imports its own module and the contract it needs."""
     code = (
         "import runpy, sys\n"
         f"sys.argv = ['registry', 'microctx.candidates.builtins.exact_sql:run', '--public', {str(synthetic.public)!r}, "
         f"'--output', {str(tmp_path / 'sub.json')!r}]\n"
-        "try:\n    runpy.run_module('microctx.candidates.registry', run_name='__main__', alter_sys=True)\n"
+        "try:\n    runpy.run_module('microctx.candidates.child', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as exc:\n    assert not exc.code, exc.code"
     )
     modules = _imported_microctx_modules(code)
     assert (tmp_path / "sub.json").stat().st_size > 1000  # it really ran
-    modules = [m for m in modules if m != "microctx.candidates.registry"]  # the child's __main__
+    modules = [m for m in modules if m != "microctx.candidates.child"]  # the child's __main__
     assert len(modules) < 10, modules
 
 

@@ -29,45 +29,33 @@ dollars as `cost_microdollars`, time to first token, ...) and an optional string
 (a counter not reported is null there: unknown, not zero). A function candidate just returns
 the object; the child entry point below writes the file for it.
 
-Every candidate runs in a child process (`python -m microctx.candidates.registry ENTRY ...` for
+Every candidate runs in a child process (`python -m microctx.candidates.child ENTRY ...` for
 functions); see `microctx.candidates.runner` for the isolation.
+
+Other packages add candidates through the entry-point group `microctx.candidates` (the
+papermill-engines habit): `[project.entry-points."microctx.candidates"] my-cand = "pkg.mod:run"`
+makes `my-cand` a name beside the built-ins (a built-in name wins). A built-in's version is
+microctx's with a content hash of its code (`builtin_version`), so a changed built-in never
+reuses a sweep's old results.
 """
 
 from __future__ import annotations
 
-import argparse
+import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
 import os
-import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from microctx.candidates.child import COUNTERS_FILE
+from microctx.contract.costs import COUNTER_KEYS, MODEL_COUNTER_KEYS
 from microctx.errors import InputError
 
-COUNTERS_FILE = "counters.json"
-COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
-# Counters of model-backed candidates (llm): copied into the manifest only when reported, so the
-# manifests of candidates that call no model keep the four keys above.
-MODEL_COUNTER_KEYS = (
-    "cached_tokens",
-    "cache_hits",
-    "retries",
-    "failed_calls",
-    "failed_answers",
-    "calls_without_usage",
-    "cost_microdollars",
-    "ttft_ms_median",
-    "ttft_ms_max",
-    "latency_ms_median",
-    "retry_wait_ms",
-    "model_records",
-    "prompts",
-    "truncated_records",
-    "prompt_version",
-)
+__all__ = ["BUILTINS", "COUNTERS_FILE", "COUNTER_KEYS", "ENTRY_POINT_GROUP", "MODEL_COUNTER_KEYS", "Candidate", "resolve"]
+ENTRY_POINT_GROUP = "microctx.candidates"
+_BUILTINS_DIR = Path(__file__).resolve().parent / "builtins"
 
 
 @dataclass(frozen=True)
@@ -76,6 +64,7 @@ class Builtin:
     description: str
     params: dict = field(default_factory=dict)  # known parameters and their defaults
     needs_devkit: bool = False
+    code: tuple[str, ...] = ()  # its code, relative to candidates/builtins/ (a folder: every file in it)
 
 
 BUILTINS = {
@@ -83,12 +72,14 @@ BUILTINS = {
         "microctx.candidates.builtins.exact_sql:run",
         "DuckDB SQL over the public corpus: state and labels projected, relations by RE2, aggregates by GROUP BY",
         {"threads": 1},
+        code=("exact_sql.py",),
     ),
     "text-only": Builtin(
         "microctx.candidates.builtins.text_only:run",
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
         {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
         needs_devkit=True,
+        code=("text_only.py",),
     ),
     "llm": Builtin(
         "microctx.candidates.builtins.llm:run",
@@ -121,11 +112,13 @@ BUILTINS = {
             "retrieval_k": 0,
             "splits": "all",
         },
+        code=("llm.py", "exact_sql.py", "retrieval.py", "prompts"),
     ),
     "retrieval": Builtin(
         "microctx.candidates.builtins.retrieval:run",
         "BM25 over the train/tune records: labels (task=text: also state) voted by the k nearest, the rest exact",
         {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75},
+        code=("retrieval.py", "exact_sql.py"),
     ),
 }
 
@@ -138,6 +131,7 @@ class Candidate:
     params: dict  # parameters after defaults are applied
     import_root: str | None = None  # folder the child must import the function's module from
     needs_devkit: bool = False
+    version: str | None = None  # known to the parent (a built-in's); else what the candidate reports
 
 
 def resolve(name: str, params: dict | None = None, cmd: str | None = None) -> Candidate:
@@ -157,9 +151,20 @@ def resolve(name: str, params: dict | None = None, cmd: str | None = None) -> Ca
             raise InputError(
                 name, f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(builtin.params)) or 'none'}", field="--param"
             )
-        return Candidate(name, "builtin", builtin.entry, {**builtin.params, **params}, needs_devkit=builtin.needs_devkit)
+        return Candidate(
+            name,
+            "builtin",
+            builtin.entry,
+            {**builtin.params, **params},
+            needs_devkit=builtin.needs_devkit,
+            version=builtin_version(name),
+        )
+    plugin = entry_point_candidates().get(name)
+    if plugin is not None:
+        return Candidate(name, "function", plugin.value, params, import_root=_entry_point_root(plugin))
     if ":" not in name:
-        raise InputError(name, f"not a built-in candidate ({', '.join(BUILTINS)}), not module:function, and no --cmd given")
+        known = ", ".join([*BUILTINS, *entry_point_candidates()])
+        raise InputError(name, f"not a candidate name ({known}), not module:function, and no --cmd given")
     target, function = name.rsplit(":", 1)
     if not function.isidentifier():
         raise InputError(name, f"{function!r} is not a function name")
@@ -168,7 +173,91 @@ def resolve(name: str, params: dict | None = None, cmd: str | None = None) -> Ca
         if not path.is_file():
             raise InputError(target, "candidate file not found")
         return Candidate(name, "function", f"{path}:{function}", params)
-    return Candidate(name, "function", name, params, import_root=_import_root(target))
+    version = _microctx_module_version(target)
+    return Candidate(name, "function", name, params, import_root=_import_root(target), version=version)
+
+
+# --- versions: what the parent knows of a candidate's code ---------------------------------------
+
+
+def code_digest(paths: list[Path]) -> str:
+    """SHA-256 over the files (each folder's files, recursively, in name order) with their names."""
+    digest = hashlib.sha256()
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if path.is_dir() else [path]
+        for file in files:
+            digest.update(file.relative_to(path.parent).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def builtin_version(name: str) -> str:
+    """A built-in's version: microctx's, plus a content hash of its code (module files and prompts)."""
+    from microctx._version import __version__
+
+    builtin = BUILTINS[name]
+    code = builtin.code or (builtin.entry.split(":")[0].rsplit(".", 1)[1] + ".py",)
+    return f"{__version__}+code.{code_digest([_BUILTINS_DIR / part for part in code])[:12]}"
+
+
+def _microctx_module_version(module: str) -> str | None:
+    """For `microctx.…:function` named as a function: microctx's version and the module file's hash."""
+    if module.split(".")[0] != "microctx":
+        return None
+    from microctx._version import __version__
+
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or not os.path.isfile(found.origin):
+        return None
+    return f"{__version__}+code.{code_digest([Path(found.origin)])[:12]}"
+
+
+def run_version(known: str | None, reported: str | None) -> str | None:
+    """The manifest's version: the parent's (`Candidate.version`) with what the candidate reported.
+
+    A candidate that reports microctx's version with a suffix of its own (llm: `+prompt.micro.v1`)
+    keeps that suffix after the code hash; any other report follows it."""
+    if known is None:
+        return reported
+    if reported is None or reported == known:
+        return known
+    from microctx._version import __version__
+
+    if reported.startswith(__version__):
+        return known + reported[len(__version__) :]
+    return f"{known}+{reported}"
+
+
+# --- candidates of other packages: the entry-point group --------------------------------------------
+
+
+def entry_point_candidates() -> dict:
+    """Name -> importlib.metadata.EntryPoint of every installed candidate in `ENTRY_POINT_GROUP`."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTINS}
+
+
+def _entry_point_root(plugin) -> str | None:
+    """The folder the child imports a plugin's module from: None when it is where Python looks
+    anyway (site-packages), else the folder holding its distribution (a path added at run time)."""
+    import site
+    import sysconfig
+
+    target = plugin.value.split(":")[0]
+    if ":" not in plugin.value or not all(part.isidentifier() for part in target.split(".")):
+        raise InputError(plugin.name, f"entry point {plugin.value!r} is not module:function", field=ENTRY_POINT_GROUP)
+    dist = getattr(plugin, "dist", None)
+    root = Path(str(dist.locate_file(""))).resolve() if dist is not None else None
+    standard = {Path(p).resolve() for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]}
+    if root is None or root in standard:
+        return None
+    if importlib.machinery.PathFinder.find_spec(target.split(".")[0], [str(root)]) is None:
+        raise InputError(plugin.name, f"entry point module {target!r} not found beside its distribution", field=ENTRY_POINT_GROUP)
+    return str(root)
 
 
 def _import_root(module: str) -> str | None:
@@ -188,67 +277,3 @@ def _import_root(module: str) -> str | None:
     if spec is None:
         raise InputError(module, "module not found (not installed, not in the current directory)")
     return cwd
-
-
-# --- the child side: run one function candidate in this process ------------------------------
-
-
-def load_function(entry: str, import_root: str | None = None):
-    """Import `module:function` or `/path/file.py:function` and return (function, version)."""
-    target, name = entry.rsplit(":", 1)
-    if target.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(Path(target).stem, target)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {target} as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    else:
-        if import_root:
-            sys.path.insert(0, import_root)
-        module = importlib.import_module(target)
-    function = getattr(module, name)
-    version = getattr(function, "version", None) or getattr(module, "__version__", None)
-    if version is None and target.startswith("microctx."):
-        from microctx._version import __version__ as version
-    return function, version
-
-
-def write_counters(counters: dict | None, version: str | None, path: str = COUNTERS_FILE) -> None:
-    """Write what the function returned (plus its version) as the counters file."""
-    from microctx.contract.canonical import dumps
-
-    report = dict(counters or {})
-    if version is not None and "version" not in report:
-        report["version"] = str(version)
-    if report:
-        Path(path).write_bytes(dumps(report))
-
-
-def child_main(argv: list[str] | None = None) -> int:
-    """Entry point of the child process: `python -m microctx.candidates.registry ENTRY --public P --output O ...`."""
-    import orjson
-
-    parser = argparse.ArgumentParser(prog="python -m microctx.candidates.registry")
-    parser.add_argument("entry")
-    parser.add_argument("--public", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--devkit")
-    parser.add_argument("--params", default="{}")
-    parser.add_argument("--import-root")
-    args = parser.parse_args(argv)
-    try:
-        function, version = load_function(args.entry, args.import_root)
-        counters = function(args.public, args.output, devkit_path=args.devkit, params=orjson.loads(args.params))
-        if counters is not None and not isinstance(counters, dict):
-            raise TypeError(f"candidate returned {type(counters).__name__}, expected a dict of counters or None")
-        write_counters(counters, version)
-    except Exception as exc:  # the runner shows the last stderr line as the failure reason
-        traceback.print_exc()
-        print(f"candidate failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(child_main())

@@ -61,76 +61,18 @@ from pathlib import Path
 from typing import Any
 
 from microctx.candidates import sandbox as sb
-from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, MODEL_COUNTER_KEYS, Candidate, resolve
+from microctx.candidates.registry import COUNTERS_FILE, Candidate, resolve, run_version
+from microctx.contract.costs import COUNTER_KEYS, MODEL_COUNTER_KEYS
 from microctx.contract.digests import file_sha256
+from microctx.contract.records import RunManifest, manifest_path, model_counts
+from microctx.contract.records import read_manifest_document as read_manifest
+from microctx.contract.schemas import RUN_SCHEMA, RUN_SCHEMAS
 from microctx.errors import InputError
 
-RUN_SCHEMA = "microctx-run/2"
-_RUN_SCHEMAS = (RUN_SCHEMA, "microctx-run/1")  # manifests this runner can read (proof of an earlier run)
+__all__ = ["RUN_SCHEMA", "manifest_path", "model_counts", "read_manifest", "run_candidate"]  # the manifest's home: contract.records
 _COUNTERS_LIMIT = 1 << 20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 _OUTPUT_TAIL = 4000
-
-
-def manifest_path(submission: str | os.PathLike) -> Path:
-    """Where the run manifest goes beside a submission: `<S without .json>.run.json`."""
-    text = os.fspath(submission)
-    return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
-
-
-def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
-    """The run manifest beside a submission (`manifest_path`), or None when there is none.
-
-    An unreadable manifest (not JSON, not an object) raises InputError when `strict` (a report
-    that shows its costs), and is taken as no manifest otherwise (the ledger: a look is recorded
-    all the same, without the run's candidate and configuration)."""
-    from microctx._io.jsonio import read_json
-
-    path = manifest_path(submission)
-    if not path.is_file():
-        return None
-    try:
-        document = read_json(path)
-    except InputError:
-        if strict:
-            raise
-        return None
-    if not isinstance(document, dict):
-        if strict:
-            raise InputError(path, "expected a JSON object (a run manifest)")
-        return None
-    return document
-
-
-MODEL_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
-
-
-def _count(value: object) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def model_counts(manifest: dict) -> dict:
-    """A run's model calls and tokens, the runner's own count preferred to the candidate's.
-
-    When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
-    its `model_calls` is used, and its tokens when it read every answered call's usage
-    (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
-    Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
-    `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
-    traffic was opaque, HTTPS)."""
-    counters = manifest.get("counters")
-    counts = {key: _count(counters.get(key)) if isinstance(counters, dict) else None for key in MODEL_COUNTS}
-    found = manifest.get("model_usage_check")
-    check: dict = found if isinstance(found, dict) else {}
-    agree, runner = check.get("agree"), check.get("runner")
-    source = "candidate"
-    if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:
-        counts["model_calls"] = _count(runner["model_calls"])
-        source = "runner calls, candidate tokens"
-        if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
-            counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
-            source = "runner"
-    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None}
 
 
 def _utc_now() -> str:
@@ -228,7 +170,7 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
         argv = [
             sys.executable,
             "-m",
-            "microctx.candidates.registry",
+            "microctx.candidates.child",
             candidate.entry,
             "--public",
             "public.json",
@@ -583,13 +525,15 @@ def _provably_submission(path: Path, candidate: str) -> bool:
     if not path.is_file() or path.is_symlink():
         return False
     try:
-        earlier = read_manifest(path)  # an unreadable manifest proves nothing
+        from microctx.contract.records import read_manifest as read_record
+
+        earlier = read_record(path)  # an unreadable manifest proves nothing
         if (
             earlier is not None
-            and earlier.get("schema") in _RUN_SCHEMAS
-            and earlier.get("candidate") == candidate
-            and earlier.get("ok") is True
-            and earlier.get("submission_sha256") == file_sha256(path)
+            and earlier.schema in RUN_SCHEMAS
+            and earlier.candidate == candidate
+            and earlier.ok is True
+            and earlier.submission_sha256 == file_sha256(path)
         ):
             return True
     except (InputError, OSError):
@@ -633,51 +577,51 @@ def _manifest(
     tree_cpu = limits.cpu_seconds()
     peak = limits.peak_memory()
     spec = run.spec
-    manifest = {
-        "schema": RUN_SCHEMA,
-        "candidate": spec.name,
-        "kind": spec.kind,
-        "entry": spec.entry,
-        "version": version,
-        "parameters": spec.params,
-        "corpus_sha256": run.corpus_sha256,
-        "devkit_sha256": run.devkit_sha256,
-        "submission": str(run.submission),
-        "submission_sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
-        "started_at": outcome.started,
-        "ended_at": outcome.ended,
-        "isolation": run.settings.isolation,
-        "network": network,
-        "limits": limits.describe(),
-        "wall_seconds": round(outcome.wall, 3),
-        "cpu_seconds": round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
-        "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
-        "cost_source": {
+    manifest = RunManifest(
+        schema=RUN_SCHEMA,
+        candidate=spec.name,
+        kind=spec.kind,
+        entry=spec.entry,
+        version=run_version(spec.version, version),
+        parameters=spec.params,
+        corpus_sha256=run.corpus_sha256,
+        devkit_sha256=run.devkit_sha256,
+        submission=str(run.submission),
+        submission_sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
+        started_at=outcome.started,
+        ended_at=outcome.ended,
+        isolation=run.settings.isolation,
+        network=network,
+        limits=limits.describe(),
+        wall_seconds=round(outcome.wall, 3),
+        cpu_seconds=round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
+        peak_memory_bytes=peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
+        cost_source={
             "wall_seconds": "runner clock",
             "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
             "peak_memory_bytes": "cgroup (whole process tree)"
             if peak is not None
             else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)",
         },
-        "exit_status": outcome.exit_status,
-        "timed_out": outcome.timed_out,
-        "timeout_seconds": run.settings.timeout_seconds,
-        "processes_refused": limits.processes_refused(),
-        "memory_exceeded": limits.memory_exceeded(),
-        "counters": counters,
-        "counters_problem": counters_problem,
-        "self_reported": ["counters", "version"],
-        "passed_env": run.passed_env,
-        "cache_dir": str(Path(run.settings.cache_dir).resolve()) if run.settings.cache_dir is not None else None,
-        "runner": {"microctx": __version__, "python": sys.version.split()[0]},
-        "ok": not error,
-        "error": error,
-        "output_tail": output_tail,
-    }
+        exit_status=outcome.exit_status,
+        timed_out=outcome.timed_out,
+        timeout_seconds=run.settings.timeout_seconds,
+        processes_refused=limits.processes_refused(),
+        memory_exceeded=limits.memory_exceeded(),
+        counters=counters,
+        counters_problem=counters_problem,
+        self_reported=["counters", "version"],
+        passed_env=run.passed_env,
+        cache_dir=str(Path(run.settings.cache_dir).resolve()) if run.settings.cache_dir is not None else None,
+        runner={"microctx": __version__, "python": sys.version.split()[0]},
+        ok=not error,
+        error=error,
+        output_tail=output_tail,
+    )
     base_url = spec.params.get("base_url") if isinstance(spec.params, dict) else None
     if network.get("mode") == "record" and isinstance(base_url, str):
-        manifest["model_usage_check"] = _model_usage_check(network["requests"], counters, base_url)
-    return manifest, data
+        manifest.model_usage_check = _model_usage_check(network["requests"], counters, base_url)
+    return manifest.as_dict(), data
 
 
 def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> dict:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from microctx.errors import InputError, json_type_name
+# microctx.errors is imported by the validators, not here: a sandboxed candidate that needs only a
+# schema id (exact-sql) imports this module alone.
 
 CORPUS_SCHEMA = "fak-microcontext-corpus/1"
 
@@ -21,6 +22,27 @@ GRADE_SCHEMA = "fak-microcontext-grade/1"
 
 
 SUBMISSION_SCHEMA = "fak-microcontext-submission/1"
+
+# microctx's own records (microctx.contract.records types them; each module imports its id from here)
+RUN_SCHEMA = "microctx-run/2"
+RUN_SCHEMAS = (RUN_SCHEMA, "microctx-run/1")  # run manifests the readers accept (/1: an earlier runner)
+SANDBOX_SCHEMA = "microctx-sandbox/1"
+SWEEP_SCHEMA = "microctx-sweep/1"  # the marker file of a sweep folder (sweep.json)
+RESULT_SCHEMA = "microctx-sweep-result/1"  # one configuration's result (runs/<key>/result.json)
+SELECTED_SCHEMA = "microctx-selected/1"
+EVALUATION_SCHEMA = "microctx-evaluation/1"
+REPORT_MANIFEST_SCHEMA = "microctx-report/1"  # report.json of a report folder
+DEMO_SCHEMA = "microctx-demo/1"
+MICROCTX_SCHEMAS = (
+    RUN_SCHEMA,
+    SANDBOX_SCHEMA,
+    SWEEP_SCHEMA,
+    RESULT_SCHEMA,
+    SELECTED_SCHEMA,
+    EVALUATION_SCHEMA,
+    REPORT_MANIFEST_SCHEMA,
+    DEMO_SCHEMA,
+)
 
 
 # The only issue states (the contract's `OPEN`/`CLOSED`; an export may write them in any case).
@@ -47,6 +69,8 @@ def _is(value: object, kind: type) -> bool:
 
 def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
     """Validate the `answers` array of an answer bundle (gold) or a submission."""
+    from microctx.errors import InputError, json_type_name
+
     if not isinstance(answers, list):
         raise InputError(path, f"expected an array, got {json_type_name(answers)}", field="answers")
     for index, answer in enumerate(answers):
@@ -82,6 +106,8 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
 
 def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
     """Validate an `aggregates` object: count maps of integers, id lists of strings."""
+    from microctx.errors import InputError, json_type_name
+
     if aggregates is None and not gold:
         return None
     if not isinstance(aggregates, dict):
@@ -105,6 +131,8 @@ def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
 
 def check_answers_document(document: object, path) -> dict:
     """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
+    from microctx.errors import InputError, json_type_name
+
     if not isinstance(document, dict):
         raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
     if document.get("schema") != ANSWERS_SCHEMA:
@@ -118,6 +146,8 @@ def check_answers_document(document: object, path) -> dict:
 
 def check_submission_document(document: object, path) -> dict:
     """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
+    from microctx.errors import InputError, json_type_name
+
     if not isinstance(document, dict):
         raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
     if not _is(document.get("corpus_sha256"), str):
