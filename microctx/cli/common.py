@@ -45,7 +45,7 @@ def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None
 
 def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
     """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
-    from microctx.candidates.runner import read_manifest
+    from microctx.contract.records import read_manifest
     from microctx.grading.ledger import looks_line, record_grade
 
     return looks_line(

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import msgspec.structs
 
 from microctx.contract.costs import MODEL_COUNTS
 from microctx.contract.schemas import (
     EVALUATION_SCHEMA,
     REPORT_MANIFEST_SCHEMA,
     RESULT_SCHEMA,
-    RUN_SCHEMA,
     RUN_SCHEMAS,
     SELECTED_SCHEMA,
 )
@@ -188,6 +188,9 @@ class Evaluation(msgspec.Struct, **_OPTIONS):
     grade: dict[str, Any] | None
     ledger: dict[str, Any] | None
 
+    def as_dict(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
+
 
 class ReportManifest(msgspec.Struct, **_OPTIONS):
     """report.json of a report folder: what made it, with the SHA-256 of every input file."""
@@ -203,7 +206,8 @@ class ReportManifest(msgspec.Struct, **_OPTIONS):
 
 
 class LedgerEntry(msgspec.Struct, **_OPTIONS):
-    """One look at the held-out answers (microctx.grading.ledger)."""
+    """One look at the held-out answers (a row of microctx.grading.ledger; `summary` is the grade's
+    summary as a JSON text)."""
 
     at: str
     answers_sha256: str
@@ -211,8 +215,10 @@ class LedgerEntry(msgspec.Struct, **_OPTIONS):
     candidate: str | None
     config_digest: str | None
     via: str
-    grade: dict[str, Any]
-    id: int | msgspec.UnsetType = msgspec.UNSET
+    summary: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
 
 
 _SCHEMAS: dict[type, tuple[str | None, ...]] = {

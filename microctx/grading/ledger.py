@@ -23,12 +23,16 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256, sha256_hex
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx.contract.records import RunManifest
 
 LEDGER_ENV = "MICROCTX_LEDGER"
 _SCHEMA = (
@@ -121,15 +125,12 @@ def grade_summary(grade: dict) -> dict:
     return {k: grade.get(k) for k in keys}
 
 
-def config_digest(manifest: dict | None) -> str | None:
-    """A run manifest's configuration digest: SHA-256 of candidate, version and parameters."""
-    if not manifest:
-        return None
-    return sha256_hex(
-        dumps(
-            {"candidate": manifest.get("candidate"), "version": manifest.get("version"), "parameters": manifest.get("parameters")}
-        )
-    )
+def config_digest(manifest: RunManifest | dict | None) -> str | None:
+    """A run manifest's configuration digest (`microctx.contract.records.Configuration`: candidate,
+    code version, parameters and isolation, as a type); None without a manifest."""
+    from microctx.contract.records import config_digest as digest
+
+    return digest(manifest)
 
 
 def record_look(
@@ -143,16 +144,18 @@ def record_look(
     path: str | os.PathLike | None = None,
 ) -> dict:
     """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included)."""
+    from microctx.contract.records import LedgerEntry
+
     where = Path(path) if path is not None else ledger_path()
-    entry = {
-        "at": _utc_now(),
-        "answers_sha256": answers_sha256,
-        "submission_sha256": submission_sha256,
-        "candidate": candidate,
-        "config_digest": config_digest,
-        "via": via,
-        "summary": orjson.dumps(grade_summary(grade)).decode(),
-    }
+    entry = LedgerEntry(
+        at=_utc_now(),
+        answers_sha256=answers_sha256,
+        submission_sha256=submission_sha256,
+        candidate=candidate,
+        config_digest=config_digest,
+        via=via,
+        summary=orjson.dumps(grade_summary(grade)).decode(),
+    ).as_dict()
 
     def append(connection):
         cursor = connection.execute(
@@ -206,12 +209,17 @@ def looks_line(entry: dict) -> str:
     )
 
 
-def submission_identity(submission_path: str | os.PathLike, manifest: dict | None = None) -> tuple[str, str | None, str | None]:
+def submission_identity(
+    submission_path: str | os.PathLike, manifest: RunManifest | dict | None = None
+) -> tuple[str, str | None, str | None]:
     """(submission SHA-256, candidate, configuration digest) of a submission file; the last two
-    from its run `manifest` when the caller found one (microctx.candidates.runner.read_manifest:
+    from its run `manifest` when the caller found one (microctx.contract.records.read_manifest:
     the grading layer does not know where runs put their manifests)."""
-    candidate = manifest.get("candidate") if manifest else None
-    return file_sha256(submission_path), (str(candidate) if candidate is not None else None), config_digest(manifest)
+    from microctx.contract.records import RunManifest, as_record
+
+    record = as_record(manifest, RunManifest, "the run manifest") if isinstance(manifest, dict) and manifest else manifest
+    candidate = record.candidate if isinstance(record, RunManifest) else None
+    return file_sha256(submission_path), candidate, config_digest(record or None)
 
 
 def record_grade(
@@ -223,12 +231,12 @@ def record_grade(
     submission=None,
     candidate: str | None = None,
     config: str | None = None,
-    manifest: dict | None = None,
+    manifest: RunManifest | dict | None = None,
 ) -> dict:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
     The candidate and configuration come from the submission's run `manifest` when the caller
-    read one (`microctx.candidates.runner.read_manifest(submission_path)`); otherwise the
+    read one (`microctx.contract.records.read_manifest(submission_path)`); otherwise the
     candidate is the given name (or the file name), the configuration `config`."""
     sub_sha, found_candidate, found_config = (
         submission_identity(submission_path, manifest)

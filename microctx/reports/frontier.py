@@ -42,20 +42,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from microctx.contract.costs import COST_MEASURES
 from microctx.errors import InputError
 
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser imports this module
+    from microctx.contract.records import RunManifest
     import numpy as np
     import pandas as pd
 
-COST_MEASURES = {
-    "dollars": "dollars per record (model dollars + CPU seconds at cpu_dollars_per_hour)",
-    "model_dollars": "model dollars per record",
-    "wall_seconds": "wall seconds per record",
-    "cpu_seconds": "CPU seconds per record",
-    "model_calls": "model calls per record",
-    "tokens": "input + output tokens per record",
-}
 DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
 DEFAULT_BASELINE = "exact-sql"
 FRONTIER_COLUMNS = (
@@ -77,25 +71,22 @@ class Frontier:
     looks: dict = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
 
 
-def _manifest(path: str | os.PathLike) -> dict:
-    from microctx.candidates.runner import read_manifest
+def _manifest(path: str | os.PathLike) -> RunManifest | None:
+    from microctx.contract.records import read_manifest
 
-    return read_manifest(path, strict=True) or {}
+    return read_manifest(path, strict=True)
 
 
-def _counter(manifest: dict, key: str) -> float:
-    counters = manifest.get("counters")
-    value = counters.get(key) if isinstance(counters, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+def _counter(manifest: RunManifest | None, key: str) -> float:
+    return _float(manifest.counter(key) if manifest is not None else None)
 
 
 def _float(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
-def _number(manifest: dict, key: str) -> float:
-    value = manifest.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+def _number(manifest: RunManifest | None, key: str) -> float:
+    return _float(getattr(manifest, key) if manifest is not None else None)
 
 
 def test_components(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -177,14 +168,14 @@ def verdict(gain: float, extra: float, break_even: float, baseline: str, measure
     return text
 
 
-def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: str = "") -> str:
+def pick_baseline(names: Sequence[str], manifests: Sequence[RunManifest | None], requested: str = "") -> str:
     """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
     if requested:
         if requested not in names:
             raise InputError("--baseline", f"{requested!r} is not one of the candidates ({', '.join(names)})")
         return requested
     for name, manifest in zip(names, manifests):
-        if name == DEFAULT_BASELINE or manifest.get("candidate") == DEFAULT_BASELINE:
+        if name == DEFAULT_BASELINE or (manifest is not None and manifest.candidate == DEFAULT_BASELINE):
             return name
     return names[0]
 
@@ -199,7 +190,7 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
     `stats.DEFAULT_N_BOOT`."""
     import pandas as pd
 
-    from microctx.candidates.runner import model_counts
+    from microctx.contract.records import RunManifest, model_counts
     from microctx.grading import slices, stats
     from microctx.contract.facts import FACT_KINDS
     from microctx.contract.score import grade
@@ -212,7 +203,7 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
     n_boot = stats.DEFAULT_N_BOOT if n_boot is None else int(n_boot)
     if n_boot < 0 or not math.isfinite(cpu_dollars_per_hour) or cpu_dollars_per_hour < 0:
         raise InputError("--n-boot" if n_boot < 0 else "--cpu-dollars-per-hour", "expected a non-negative, finite number")
-    manifests = [_manifest(p) for p in paths] if paths else [{} for _ in names]
+    manifests = [_manifest(p) for p in paths] if paths else [None for _ in names]
     base = pick_baseline(names, manifests, baseline)
     records = slices.record_table(inputs.corpus)
     n_records = len(records)
@@ -226,14 +217,14 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
         nets[name] = net_true_by_component(facts, records)
         outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
         tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
-        counts = model_counts(manifest)  # the runner's count of calls and tokens where its proxy could count
+        counts = model_counts(manifest or RunManifest())  # the runner's count of calls and tokens where its proxy could count
         model_dollars = _counter(manifest, "cost_microdollars") / 1e6
         if math.isnan(model_dollars) and counts["model_calls"] == 0:
             model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
         cpu = _number(manifest, "cpu_seconds")
         compute = cpu * cpu_dollars_per_hour / 3600
         rows.append({
-            "candidate": name, "run_candidate": manifest.get("candidate"), "net_true": tp - fp,
+            "candidate": name, "run_candidate": manifest.candidate if manifest else None, "net_true": tp - fp,
             "net_true_rate": (tp - fp) / (tp + fn) if tp + fn else math.nan,
             "true_facts": tp, "false_facts": fp, "missed_facts": fn, "gold_facts": tp + fn,
             "aggregate_errors": result.grade["aggregate_errors"], "quality_pass": result.grade["quality_pass"],
@@ -241,7 +232,7 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
             "wall_seconds": _number(manifest, "wall_seconds"), "cpu_seconds": cpu,
             "model_calls": _float(counts["model_calls"]), "input_tokens": _float(counts["input_tokens"]),
             "output_tokens": _float(counts["output_tokens"]), "cached_tokens": _float(counts["cached_tokens"]),
-            "counts_source": counts["counts_source"] if manifest else None, "counts_agree": counts["counts_agree"],
+            "counts_source": counts["counts_source"] if manifest is not None else None, "counts_agree": counts["counts_agree"],
             "model_dollars": model_dollars, "compute_dollars": compute, "dollars": model_dollars + compute,
         })
     table = pd.DataFrame(rows)

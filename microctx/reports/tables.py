@@ -12,10 +12,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx.contract.records import RunManifest
 from microctx._io.paths import inside, safe_name, safe_name_from
 from microctx.contract.facts import write_grade
 
@@ -175,7 +178,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
 
 def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
     """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
-    from microctx.candidates.runner import read_manifest
+    from microctx.contract.records import read_manifest
     from microctx.grading.ledger import record_grade
 
     path = inputs.paths.get(name)
@@ -411,15 +414,15 @@ def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object
     microctx.candidates.runner.model_counts)."""
     import pandas as pd
 
-    from microctx.candidates.runner import model_counts, read_manifest
+    from microctx.contract.records import model_counts, read_manifest
 
     rows = []
     for name, path in zip(names, submission_paths):
         manifest = read_manifest(path, strict=True)
         if manifest is None:
             continue
-        row = {"candidate": name, "ok": manifest.get("ok")}
-        for key, value in _flatten(manifest):
+        row = {"candidate": name, "ok": manifest.ok}
+        for key, value in _flatten(manifest.as_dict()):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[key] = value
         row.update(_network_costs(manifest))
@@ -428,18 +431,17 @@ def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object
     return pd.DataFrame(rows)
 
 
-def _network_costs(manifest: dict) -> dict:
+def _network_costs(manifest: RunManifest) -> dict:
     """Record-mode network use as tool calls: `network.requests` and `network.denied` (counts from the
     runner's proxy), and `tool_calls_with_network`, the candidate's self-reported tool calls plus
     every request the runner logged (a run without a network record adds nothing)."""
-    network = manifest.get("network")
-    if not isinstance(network, dict):
+    network = manifest.network
+    if network is None:
         return {}
     requests, denied = network.get("requests"), network.get("denied")
     n_requests = len(requests) if isinstance(requests, list) else 0
     costs: dict = {"network.requests": n_requests, "network.denied": len(denied) if isinstance(denied, list) else 0}
-    counters = manifest.get("counters")
-    reported = counters.get("tool_calls") if isinstance(counters, dict) else None
+    reported = manifest.counter("tool_calls")
     costs["tool_calls_with_network"] = (reported if isinstance(reported, int) else 0) + n_requests
     return costs
 

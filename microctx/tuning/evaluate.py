@@ -19,34 +19,32 @@ from pathlib import Path
 from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
+from microctx.contract.records import Evaluation, Selected
+from microctx.contract.schemas import EVALUATION_SCHEMA, SELECTED_SCHEMA
 from microctx.errors import InputError
 
-EVALUATION_SCHEMA = "microctx-evaluation/1"
+__all__ = ["EVALUATION_SCHEMA", "MARKER", "evaluate_selected", "load_selected", "selected_sandbox"]
 MARKER = "evaluation.json"
 
 
-def load_selected(path: str | os.PathLike) -> dict:
+def load_selected(path: str | os.PathLike) -> Selected:
+    """A sweep's selected.json as its record; refused unless it holds a chosen configuration."""
     from microctx._io.jsonio import read_json
-    from microctx.tuning.sweep import SELECTED_SCHEMA
+    from microctx.contract.records import as_record
 
     document = read_json(path)
     if not isinstance(document, dict) or document.get("schema") != SELECTED_SCHEMA:
         raise InputError(path, f"not a sweep's selected.json (schema {SELECTED_SCHEMA})", field="schema")
     if not document.get("ok") or document.get("parameters") is None:
         raise InputError(path, f"the sweep selected no configuration: {document.get('reason', '')}", field="ok")
-    for key in ("candidate", "config_key", "corpus_sha256", "candidate_devkit"):
-        if key not in document:
-            raise InputError(path, "missing", field=key)
-    return document
+    return as_record(document, Selected, path)
 
 
-def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tuple[str, ...]]:
+def selected_sandbox(path, document: Selected) -> tuple[SandboxSettings | None, tuple[str, ...]]:
     """(SandboxSettings or None, pass_env) from selected.json's `sandbox` (what the sweep ran with)."""
-    recorded = document.get("sandbox")
+    recorded = document.sandbox
     if recorded is None:
         return None, ()
-    if not isinstance(recorded, dict):
-        raise InputError(path, "expected an object", field="sandbox")
     options = {k: v for k, v in recorded.items() if k != "pass_env"}
     pass_env = recorded.get("pass_env") or []
     if not isinstance(pass_env, list) or not all(isinstance(n, str) for n in pass_env):
@@ -58,6 +56,14 @@ def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tupl
         raise InputError(path, f"not sandbox settings: {exc}", field="sandbox") from None
     except InputError as exc:
         raise InputError(path, exc.message, field="sandbox") from None
+
+
+def run_manifest(submission: Path, document: dict):
+    """The manifest a run returned, as the record `microctx.contract.records.read_manifest` reads."""
+    from microctx.candidates.runner import manifest_path
+    from microctx.contract.records import RunManifest, as_record
+
+    return as_record(document, RunManifest, manifest_path(submission))
 
 
 def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
@@ -74,61 +80,67 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     sandbox, pass_env = selected_sandbox(selected_path, selected)
     public, answers, out = Path(public), Path(answers), Path(out)
     corpus_sha256 = file_sha256(public) if public.is_file() else None
-    if corpus_sha256 != selected["corpus_sha256"]:
-        raise InputError(public, f"the configuration was chosen on corpus {selected['corpus_sha256']}, this is {corpus_sha256}")
+    if corpus_sha256 != selected.corpus_sha256:
+        raise InputError(public, f"the configuration was chosen on corpus {selected.corpus_sha256}, this is {corpus_sha256}")
     gold = load_answers(answers)
     if gold["corpus_sha256"] != corpus_sha256:
         raise InputError(
             answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
         )
-    devkit = selected_path.parent / selected["candidate_devkit"]["path"]
-    if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
+    devkit = selected_path.parent / selected.candidate_devkit.path
+    if not devkit.is_file() or file_sha256(devkit) != selected.candidate_devkit.sha256:
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
         raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
     out.mkdir(parents=True, exist_ok=True)
 
-    cand = selected["candidate"]
+    cand = selected.candidate
     name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
     submission = out / "submission.json"
-    manifest = run_candidate(
-        name,
-        public,
+    manifest = run_manifest(
         submission,
-        devkit=devkit,
-        params=selected["parameters"],
-        timeout=timeout if timeout is not None else cand.get("timeout"),
-        cmd=cmd,
-        sandbox=sandbox,
-        pass_env=pass_env,
+        run_candidate(
+            name,
+            public,
+            submission,
+            devkit=devkit,
+            params=selected.parameters,
+            timeout=timeout if timeout is not None else cand.get("timeout"),
+            cmd=cmd,
+            sandbox=sandbox,
+            pass_env=pass_env,
+        ),
     )  # isolation and network as in the sweep
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
-    outcome: dict = {
-        "schema": EVALUATION_SCHEMA,
-        "selected": str(selected_path),
-        "selected_sha256": file_sha256(selected_path),
-        "config_key": selected["config_key"],
-        "config_digest": digest,
-        "parameters": selected["parameters"],
-        "candidate_version": cand.get("version"),
-        "run_version": manifest.get("version"),
-        "run_ok": manifest["ok"],
-        "error": manifest["error"],
-        "manifest": str(manifest_path(submission)),
-        "grade": None,
-        "ledger": None,
-    }
-    if manifest["ok"]:
+    record = Evaluation(
+        schema=EVALUATION_SCHEMA,
+        selected=str(selected_path),
+        selected_sha256=file_sha256(selected_path),
+        config_key=selected.config_key or "",
+        config_digest=digest,
+        parameters=selected.parameters or {},
+        candidate_version=cand.get("version"),
+        run_version=manifest.version,
+        run_ok=bool(manifest.ok),
+        error=manifest.error or "",
+        manifest=str(manifest_path(submission)),
+        grade=None,
+        ledger=None,
+    )
+    if manifest.ok:
         result = grade(gold, load_submission(submission))
         look = record_look(
             answers_sha256=file_sha256(answers),
-            submission_sha256=manifest["submission_sha256"],
+            submission_sha256=manifest.submission_sha256,
             candidate=cand["name"],
             config_digest=digest,
             via="evaluate",
             grade=result.grade,
         )
         write_grade(result, out / "grade.json")
-        outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
-    atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
+        record.grade, record.ledger = result.grade, look
+    atomic_write(out / MARKER, dumps(record.as_dict()))
+    outcome = record.as_dict()
+    if record.run_ok:
+        outcome.update(summary=result.summary(), look_line=looks_line(look))
     return outcome
