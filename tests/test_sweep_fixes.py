@@ -25,6 +25,7 @@ from microctx.corpus.public import corpus_to_issues
 from microctx.errors import InputError
 from microctx.grading import stats
 from microctx.tuning import sweep as sweep_mod
+from microctx.tuning import tune as tune_mod
 from microctx.tuning.sweep import config_key, load_sweep, run_sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -252,12 +253,12 @@ def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
 
     monkeypatch.setattr(public_mod, "load_corpus", lambda path: Path(path).name)
     monkeypatch.setattr(slices_mod, "record_table", record_table)
-    monkeypatch.setattr(sweep_mod, "_COMPONENTS", Orchestrated())
+    monkeypatch.setattr(tune_mod, "_COMPONENTS", Orchestrated())
     got: dict[str, object] = {}
 
     def work(path: Path) -> None:
         try:
-            got[path.name] = sweep_mod._components(path)
+            got[path.name] = tune_mod._components(path)
         except BaseException as exc:  # noqa: BLE001 - the assertion below shows it
             got[path.name] = exc
 
@@ -480,7 +481,7 @@ def test_model_counters_are_selection_costs():
             "metrics": {"f1": f1},
             "manifest": {"counters": {"cost_microdollars": dollars, "cached_tokens": 7}},
         }
-        rows.append(sweep_mod._row(result, spec))
+        rows.append(sweep_mod.sweep_row(result, spec))
     assert rows[0]["cost_microdollars"] == 500 and rows[0]["cached_tokens"] == 7
     assert sweep_mod.select(rows, spec)["row"]["key"] == "k1"  # cheapest meeting the floor; unknown cost never cheapest
     assert b"cost_microdollars" in sweep_mod.sweep_csv(rows, "k1").splitlines()[0]

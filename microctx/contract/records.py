@@ -238,7 +238,7 @@ def _field(where: str) -> str | None:
     return text or None
 
 
-def _input_error(path: object, error: msgspec.ValidationError, what: str) -> InputError:
+def validation_error(path: object, error: msgspec.ValidationError, what: str) -> InputError:
     match = _AT.match(str(error))
     assert match is not None
     message, where = match["what"], _field(match["where"] or "")
@@ -263,7 +263,7 @@ def as_record(document: object, kind: type[Record], path: object) -> Record:
     try:
         return msgspec.convert(document, kind, strict=True)
     except msgspec.ValidationError as exc:
-        raise _input_error(path, exc, what) from None
+        raise validation_error(path, exc, what) from None
 
 
 def read_record(path: str | os.PathLike, kind: type[Record]) -> Record:

@@ -1,0 +1,117 @@
+"""A sweep folder's files: each configuration's result (`runs/<key>/`), sweep.csv and selected.json."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+
+from microctx.contract.canonical import dumps
+from microctx.contract.schemas import RESULT_SCHEMA, SELECTED_SCHEMA
+from microctx.errors import InputError
+from microctx.tuning.config import SweepSpec
+
+CANDIDATE_DEVKIT = "candidate-devkit.json"
+
+
+def read_result(folder: Path) -> dict | None:
+    from microctx._io.jsonio import read_json
+
+    path = folder / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        document = read_json(path)
+    except InputError:
+        return None
+    return document if isinstance(document, dict) and document.get("schema") == RESULT_SCHEMA else None
+
+
+def save_result(out: Path, result: dict) -> dict:
+    """Write one configuration's files and result.json (last, so a result means a complete folder)."""
+    from microctx._io.atomic import AtomicOutputs
+
+    folder = out / "runs" / result["key"]
+    folder.mkdir(parents=True, exist_ok=True)
+    files = result.pop("files", {}) or {}  # a `transient` failure (a task lost by the cluster) stays marked: resume reruns it
+    with AtomicOutputs() as staged:
+        for name, data in files.items():
+            staged.write(folder / name, data)
+        staged.write(folder / "result.json", dumps(result))
+    return result
+
+
+def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
+    buffer = io.StringIO()
+    columns = list(rows[0]) + ["selected"] if rows else ["selected"]
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**{k: ("" if v is None else v) for k, v in row.items()}, "selected": row["key"] == selected_key})
+    return buffer.getvalue().encode()
+
+
+def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict | None, inputs) -> None:
+    from microctx._io.atomic import AtomicOutputs
+
+    row = selected["row"] if selected else None
+    document = {
+        "schema": SELECTED_SCHEMA,
+        "ok": row is not None,
+        "sweep": {
+            "path": spec.path,
+            "sha256": spec.sha256,
+            "configurations": len(rows),
+            "failed": sum(r["status"] != "ok" for r in rows),
+        },
+        "candidate": {**spec.identity, "timeout": spec.timeout},
+        "sandbox": spec.sandbox_identity if spec.sandbox is not None or spec.pass_env else None,
+        "parameters": None if row is None else _params(row, spec),
+        "config_key": None if row is None else row["key"],
+        "config_digest": None if row is None else row.get("config_digest"),
+        "corpus_sha256": inputs.corpus_sha256,
+        "devkit_sha256": inputs.devkit_sha256,
+        "candidate_devkit": {
+            "path": CANDIDATE_DEVKIT,
+            "splits": list(spec.devkit_splits),
+            "sha256": inputs.candidate_devkit_sha256,
+        },
+        "selection": {"metric": spec.metric, "rule": spec.rule, "floor": spec.floor, "cost": spec.cost},
+        "tune": None
+        if row is None
+        else {
+            k: v
+            for k, v in row.items()
+            if not k.startswith("param.") and k not in ("index", "key", "status", "error", "config_digest")
+        },
+        "reason": selected["reason"] if selected else "",
+    }
+    with AtomicOutputs() as staged:
+        staged.write(out / "sweep.csv", sweep_csv(rows, None if row is None else row["key"]))
+        staged.write(out / "selected.json", dumps(_json_safe(document)))
+
+
+def _params(row: dict, spec: SweepSpec) -> dict:
+    return {key: row[f"param.{key}"] for key in spec.grid}
+
+
+def _json_safe(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def sweep_frame(out: str | os.PathLike):
+    """DIR/sweep.csv as a DataFrame (for the sweep report)."""
+    import pandas as pd
+
+    path = Path(out) / "sweep.csv"
+    if not path.is_file():
+        raise InputError(path, "no sweep.csv: not a finished sweep folder")
+    return pd.read_csv(path)
