@@ -349,8 +349,13 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
     from microctx.contract.schemas import load_answers
 
     submission.write_bytes(dumps(examples.oracle_submission(load_answers(s8f.answers))))
-    with pytest.raises(reports.ReportError, match=r"grade_report\.ipynb: cell \d+ failed: RuntimeError: planted failure"):
+    with pytest.raises(reports.ReportError, match=r"grade_report\.ipynb: cell \d+ failed: RuntimeError: planted failure") as info:
         reports.grade_report(str(s8f.public), str(s8f.answers), str(submission), out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
     assert (out / "report.json").read_text() == '{"previous": true}'
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "oracle.json", "out"]
+    # the executed notebook is kept beside --out (issue 17: papermill's habit), and the message says where
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "oracle.json", "out", "out.failed"]
+    kept = tmp_path / "out.failed" / reports.NOTEBOOKS["grade"]
+    assert str(kept) in str(info.value) and "\n" not in str(info.value)
+    failing = [c for c in nbformat.read(kept, as_version=4).cells if c.cell_type == "code" and "planted failure" in c.source]
+    assert len(failing) == 1 and any(o.get("ename") == "RuntimeError" for o in failing[0].outputs)

@@ -192,17 +192,29 @@ class Evaluation(msgspec.Struct, **_OPTIONS):
         return msgspec.structs.asdict(self)
 
 
+class ReportFile(msgspec.Struct, **_OPTIONS):
+    path: str
+    bytes: int
+    sha256: str
+
+
 class ReportManifest(msgspec.Struct, **_OPTIONS):
-    """report.json of a report folder: what made it, with the SHA-256 of every input file."""
+    """report.json of a report folder: what made it (the notebook and its parameters), the SHA-256
+    of every input file it read (`inputs`: parameter -> digest, a list for a list of files, a
+    name -> digest object for a folder), and every file it holds."""
 
     schema: str
     kind: str
     notebook: str
     parameters: dict[str, Any]
-    inputs: dict[str, str]
-    created_at: str
-    microctx: str
-    files: list[str] = msgspec.field(default_factory=list)
+    inputs: dict[str, Any]
+    charts: list[str]
+    seconds: float
+    files: list[ReportFile]
+    statistics: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+    def as_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
 class LedgerEntry(msgspec.Struct, **_OPTIONS):

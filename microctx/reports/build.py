@@ -25,6 +25,7 @@ from microctx._io import atomic
 from microctx._io.paths import safe_name
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
+from microctx.contract.schemas import REPORT_MANIFEST_SCHEMA
 from microctx.errors import InputError
 from microctx.reports.tables import candidate_names
 
@@ -42,7 +43,7 @@ NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
 KERNEL_NAME = "python3"
 MANIFEST = "report.json"
-MANIFEST_SCHEMA = "microctx-report/1"
+MANIFEST_SCHEMA = REPORT_MANIFEST_SCHEMA
 CHARTS = "charts"
 _REMOTE_SCRIPT = re.compile(rb"<script[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//", re.IGNORECASE)
 
@@ -107,11 +108,30 @@ def html_export(notebook_path: Path) -> bytes:
     return data
 
 
-def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True) -> Path:
+def failed_folder(destination: str | os.PathLike) -> Path:
+    """Where a failed report keeps its executed notebook: `<destination>.failed/` beside it."""
+    return Path(os.fspath(destination).rstrip("/\\") + ".failed")
+
+
+def _keep_failed(executed: Path, keep: Path | None) -> str:
+    """Copy the executed notebook (with the failing cell's traceback) into `keep`; what to say of it."""
+    if keep is None or not executed.is_file():
+        return ""
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+        atomic.atomic_write(keep / executed.name, executed.read_bytes())
+    except OSError as exc:
+        return f"; the executed notebook could not be kept in {keep}: {exc.strerror or exc}"
+    return f"; the executed notebook with the failing cell: {keep / executed.name}"
+
+
+def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True, keep_failed: Path | None = None) -> Path:
     """Execute the `kind` notebook with papermill into `staging`; returns the executed notebook.
 
     `output_dir` is added to the parameters (the notebook writes its tables and charts there).
-    A cell error raises ReportError naming the cell and the exception.
+    A cell error raises ReportError naming the cell and the exception; the executed notebook,
+    with that cell's traceback, is kept in `keep_failed` (papermill's habit) and the message says
+    where.
     """
     import papermill as pm
 
@@ -126,7 +146,8 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
         # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
-        raise ReportError(f"{NOTEBOOKS[kind]}: cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}") from None
+        kept = _keep_failed(executed, keep_failed)
+        raise ReportError(f"{NOTEBOOKS[kind]}: cell {exc.exec_count} failed: {exc.ename}: {exc.evalue}{kept}") from None
     return executed
 
 
@@ -138,9 +159,14 @@ def _file_entry(path: Path, root: Path) -> dict:
 def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True,
                 statistics: dict | None = None) -> dict:
     """Execute, export and publish one report; returns its manifest (also written as report.json)."""
+    import msgspec
+
+    from microctx.contract.records import ReportFile, ReportManifest
+
     start = time.perf_counter()
+    inputs = input_digests(parameters)
     with staged_folder(destination) as staging:
-        executed = execute(kind, parameters, staging, progress=progress)
+        executed = execute(kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination))
         html_path = executed.with_suffix(".html")
         html_path.write_bytes(html_export(executed))
         charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
@@ -148,18 +174,39 @@ def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, 
         if missing_svg:
             raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
         files = sorted(p for p in staging.rglob("*") if p.is_file())
-        manifest = {
-            "schema": MANIFEST_SCHEMA,
-            "kind": kind,
-            "notebook": NOTEBOOKS[kind],
-            "parameters": parameters,
-            "charts": [p.stem for p in charts],
-            **({"statistics": statistics} if statistics is not None else {}),
-            "seconds": round(time.perf_counter() - start, 3),
-            "files": [_file_entry(p, staging) for p in files],
-        }
+        record = ReportManifest(schema=MANIFEST_SCHEMA, kind=kind, notebook=NOTEBOOKS[kind], parameters=parameters,
+                                inputs=inputs, charts=[p.stem for p in charts],
+                                seconds=round(time.perf_counter() - start, 3),
+                                files=msgspec.convert([_file_entry(p, staging) for p in files], list[ReportFile]))
+        if statistics is not None:
+            record.statistics = statistics
+        manifest = record.as_dict()
         (staging / MANIFEST).write_bytes(dumps(manifest))
     return manifest
+
+
+def input_digests(parameters: dict) -> dict:
+    """The SHA-256 of every input file a report's parameters name: a file's digest, a list's
+    digests, a folder's files (name -> digest); parameters that name no file are left out."""
+    def digest(value):
+        path = Path(value)
+        if path.is_file():
+            return file_sha256(path)
+        if path.is_dir():
+            return {p.name: file_sha256(p) for p in sorted(path.iterdir()) if p.is_file()}
+        return None
+
+    found: dict = {}
+    for key, value in parameters.items():
+        if isinstance(value, str) and value:
+            digests = digest(value)
+        elif isinstance(value, list) and value and all(isinstance(v, str) and Path(v).is_file() for v in value):
+            digests = [digest(v) for v in value]
+        else:
+            continue
+        if digests is not None:
+            found[key] = digests
+    return found
 
 
 def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] = ()) -> None:
