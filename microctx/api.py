@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from microctx.contract.schemas import load_answers, load_submission
 from microctx.contract.score import GradeResult
 from microctx.contract.score import grade as _grade
-from microctx.corpus.export import RawIssue, parse_export, read_export
+from microctx.corpus.export import RawIssue, check_enough, parse_export, read_export
 from microctx.corpus.freeze import Frozen
 from microctx.corpus.freeze import freeze as _freeze
 from microctx.corpus.public import Corpus, load_corpus
@@ -65,6 +65,7 @@ def freeze(
         issues = [issue for issue in raw if isinstance(issue, RawIssue)]
         if len(issues) != len(raw):
             raise TypeError("freeze: expected a path, export rows (dicts) or RawIssues, not a mix")
+        check_enough(issues, "freeze: the issues given")
     if isinstance(redactions, (str, os.PathLike)):
         rules = load_rules(redactions)
     else:

@@ -73,9 +73,14 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
             )
         seen[issue.number] = index
         issues.append(issue)
+    check_enough(issues, path)
+    return issues
+
+
+def check_enough(issues: list, path: object) -> None:
+    """Refuse an export of fewer than MIN_RECORDS issues (a split and its statistics need them)."""
     if len(issues) < MIN_RECORDS:
         raise InputError(path, f"{len(issues)} issues, at least {MIN_RECORDS} are needed")
-    return issues
 
 
 _GH_KEYS = {name: pair[0] for name, pair in _FIELDS.items()}
