@@ -26,6 +26,7 @@ from pathlib import Path
 
 from microctx._io.atomic import atomic_write
 from microctx.contract.canonical import dumps
+from microctx.contract.schemas import DEMO_SCHEMA
 from microctx.reports.examples import demo_submissions
 
 DEMO_MANIFEST = "demo.json"
@@ -140,7 +141,7 @@ def run_demo(
         report_dirs = {key: staging / "reports" / key for key in jobs}
         run_reports(jobs, report_dirs, workers)
         manifest = {
-            "schema": "microctx-demo/1",
+            "schema": DEMO_SCHEMA,
             "mode": mode,
             "verify": verified,
             "submissions": {n: p.relative_to(staging).as_posix() for n, p in submissions.items()},

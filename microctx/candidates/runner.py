@@ -60,11 +60,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from microctx.candidates import sandbox as sb
 from microctx.candidates.registry import COUNTERS_FILE, Candidate, resolve, run_version
 from microctx.contract.costs import COUNTER_KEYS, MODEL_COUNTER_KEYS
 from microctx.contract.digests import file_sha256
-from microctx.contract.records import RunManifest, manifest_path, model_counts
+from microctx.contract.records import Counters, RunManifest, manifest_path, model_counts
 from microctx.contract.records import read_manifest_document as read_manifest
 from microctx.contract.schemas import RUN_SCHEMA, RUN_SCHEMAS
 from microctx.errors import InputError
@@ -608,7 +610,7 @@ def _manifest(
         timeout_seconds=run.settings.timeout_seconds,
         processes_refused=limits.processes_refused(),
         memory_exceeded=limits.memory_exceeded(),
-        counters=counters,
+        counters=msgspec.convert(counters, Counters),
         counters_problem=counters_problem,
         self_reported=["counters", "version"],
         passed_env=run.passed_env,

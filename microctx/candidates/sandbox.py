@@ -49,9 +49,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from microctx.contract.schemas import SANDBOX_SCHEMA
 from microctx.errors import InputError
 
-SANDBOX_SCHEMA = "microctx-sandbox/1"
 ISOLATIONS = ("sandbox", "process")
 NETWORK_MODES = ("none", "record")
 RUN_DIR = "/candidate"  # the run folder inside the sandbox (the candidate's working directory)

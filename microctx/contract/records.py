@@ -24,12 +24,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import msgspec.structs
 
-from microctx.contract.costs import MODEL_COUNTS
+from microctx.contract.costs import COUNTER_KEYS, MODEL_COUNTER_KEYS, MODEL_COUNTS
 from microctx.contract.schemas import (
     EVALUATION_SCHEMA,
     REPORT_MANIFEST_SCHEMA,
@@ -42,6 +42,17 @@ from microctx.errors import InputError
 Record = TypeVar("Record", bound=msgspec.Struct)
 
 _OPTIONS: dict[str, Any] = {"forbid_unknown_fields": True}
+
+
+# The counters a candidate reports, one field per name of microctx.contract.costs (a non-negative
+# integer, null: not reported; a model counter is absent unless reported).
+_Count = Annotated[int, msgspec.Meta(ge=0)] | None
+Counters = msgspec.defstruct(
+    "Counters",
+    [(key, _Count | msgspec.UnsetType, msgspec.UNSET) for key in COUNTER_KEYS + MODEL_COUNTER_KEYS],
+    forbid_unknown_fields=True,
+    module=__name__,
+)
 
 
 class RunManifest(msgspec.Struct, **_OPTIONS):
@@ -71,7 +82,7 @@ class RunManifest(msgspec.Struct, **_OPTIONS):
     timeout_seconds: float | None = None
     processes_refused: int | None = None
     memory_exceeded: bool | None = None
-    counters: dict[str, int | None] | None = None
+    counters: Counters | None = None  # type: ignore[valid-type]
     counters_problem: str | None = None
     self_reported: list[str] | None = None
     passed_env: list[str] | None = None
@@ -84,7 +95,8 @@ class RunManifest(msgspec.Struct, **_OPTIONS):
 
     def counter(self, key: str) -> int | None:
         """A counter the candidate reported (None: not reported, unknown)."""
-        return (self.counters or {}).get(key)
+        value = getattr(self.counters, key, None)
+        return None if value is msgspec.UNSET else value
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest as a JSON object, in the order it is written."""
