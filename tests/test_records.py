@@ -196,7 +196,9 @@ def test_editing_a_builtins_source_changes_its_version_and_sweep_key(tmp_path):
 
     def keys() -> list[str]:
         env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-        out = subprocess.run([sys.executable, "-c", KEY_OF_A_BUILTIN], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", KEY_OF_A_BUILTIN], capture_output=True, text=True, env=env, cwd=tmp_path, check=True
+        )
         return out.stdout.split("\n")[:2]
 
     before = keys()

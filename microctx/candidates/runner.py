@@ -71,7 +71,13 @@ from microctx.contract.records import read_manifest_document as read_manifest
 from microctx.contract.schemas import RUN_SCHEMA, RUN_SCHEMAS
 from microctx.errors import InputError
 
-__all__ = ["RUN_SCHEMA", "manifest_path", "model_counts", "read_manifest", "run_candidate"]  # the manifest's home: contract.records
+__all__ = [
+    "RUN_SCHEMA",
+    "manifest_path",
+    "model_counts",
+    "read_manifest",
+    "run_candidate",
+]  # the manifest's home: contract.records
 _COUNTERS_LIMIT = 1 << 20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 _OUTPUT_TAIL = 4000

@@ -421,7 +421,7 @@ def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object
         manifest = read_manifest(path, strict=True)
         if manifest is None:
             continue
-        row = {"candidate": name, "ok": manifest.ok}
+        row: dict[str, Any] = {"candidate": name, "ok": manifest.ok}
         for key, value in _flatten(manifest.as_dict()):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[key] = value
