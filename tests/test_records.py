@@ -301,3 +301,39 @@ def test_freeze_of_nothing_is_an_input_error(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "0 issues" in err and sorted(p.name for p in tmp_path.iterdir()) == ["raw.json"]
+
+
+# ---------------------------------------------------------------- the built-ins' declared parameters
+
+
+def test_a_builtins_defaults_are_written_once():
+    import inspect
+
+    from microctx.candidates import registry
+    from microctx.candidates.builtins import llm, params, text_only
+
+    assert llm.DEFAULTS == registry.BUILTINS["llm"].params == params.defaults(params.LlmParams)
+    signature = inspect.signature(text_only.TextMetadataClassifier)
+    assert {k: v.default for k, v in signature.parameters.items()} == registry.BUILTINS["text-only"].params
+    assert registry.resolve("retrieval").params == params.defaults(params.RetrievalParams)
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [("100000000000000000000", "expected int"), ('"unbalanced', "expected int"), ("[" * 2000 + "]" * 2000, "expected int")],
+)
+def test_a_builtin_parameter_of_the_wrong_type_is_exit_2_before_anything_runs(tmp_path, capsys, synthetic, value, said):
+    argv = ["run", "exact-sql", "--public", str(synthetic.public), "--submission", str(tmp_path / "s.json")]
+    assert main([*argv, "--param", f"threads={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--param threads" in err and said in err, err[:300]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_grid_value_of_the_wrong_type_names_the_grid_key(tmp_path):
+    from microctx.tuning.config import load_sweep
+
+    path = _sweep(tmp_path, '[candidate]\nbuiltin = "retrieval"\n[grid]\nk = [5, "ten"]\n[select]\n')
+    with pytest.raises(InputError) as info:
+        load_sweep(path)
+    assert info.value.field == "grid.k" and "expected int, got str" in info.value.message

@@ -46,9 +46,10 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from microctx.candidates.builtins.params import ExactSqlParams, LlmParams, RetrievalParams, TextOnlyParams, defaults
 from microctx.candidates.child import COUNTERS_FILE
 from microctx.contract.costs import COUNTER_KEYS, MODEL_COUNTER_KEYS
 from microctx.errors import InputError
@@ -62,22 +63,39 @@ _BUILTINS_DIR = Path(__file__).resolve().parent / "builtins"
 class Builtin:
     entry: str  # module:function
     description: str
-    params: dict = field(default_factory=dict)  # known parameters and their defaults
+    params_type: type  # its parameters as a declared type (microctx.candidates.builtins.params)
     needs_devkit: bool = False
     code: tuple[str, ...] = ()  # its code, relative to candidates/builtins/ (a folder: every file in it)
+
+    @property
+    def params(self) -> dict:
+        """Known parameters and their defaults."""
+        return defaults(self.params_type)
+
+    def check_params(self, name: str, params: dict) -> None:
+        """Refuse a parameter of the wrong type (InputError naming it) before anything runs."""
+        import msgspec
+
+        from microctx.contract.records import validation_error
+
+        try:
+            msgspec.convert(params, self.params_type, strict=True)
+        except msgspec.ValidationError as exc:
+            error = validation_error(name, exc, f"a parameter of {name}")
+            raise InputError(name, error.message, field=f"--param {error.field}") from None
 
 
 BUILTINS = {
     "exact-sql": Builtin(
         "microctx.candidates.builtins.exact_sql:run",
         "DuckDB SQL over the public corpus: state and labels projected, relations by RE2, aggregates by GROUP BY",
-        {"threads": 1},
+        ExactSqlParams,
         code=("exact_sql.py",),
     ),
     "text-only": Builtin(
         "microctx.candidates.builtins.text_only:run",
         "TF-IDF + logistic regression (SGD) from title and body only; fit on train, thresholds on tune (needs --devkit)",
-        {"alpha": 1e-4, "epochs": 50, "min_label_examples": 5, "min_df": 2, "max_features": 50000, "seed": 0},
+        TextOnlyParams,
         needs_devkit=True,
         code=("text_only.py",),
     ),
@@ -85,39 +103,13 @@ BUILTINS = {
         "microctx.candidates.builtins.llm:run",
         "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
         "needs --param base_url=URL --param model=NAME",
-        {
-            "base_url": "",
-            "model": "",
-            "mode": "micro",
-            "task": "all",
-            "context_tokens": 32768,
-            "chunk_records": 20,
-            "overlap": 0,
-            "concurrency": 4,
-            "price_in": 0.0,
-            "price_out": 0.0,
-            "price_cached": None,
-            "price_file": "",
-            "api_key_env": "",
-            "call_timeout": 120.0,
-            "deadline": 0.0,
-            "retries": 4,
-            "backoff": 0.5,
-            "max_backoff": 30.0,
-            "max_tokens": 0,
-            "temperature": 0.0,
-            "stream": True,
-            "json_mode": True,
-            "cache": "",
-            "retrieval_k": 0,
-            "splits": "all",
-        },
+        LlmParams,
         code=("llm.py", "exact_sql.py", "retrieval.py", "prompts"),
     ),
     "retrieval": Builtin(
         "microctx.candidates.builtins.retrieval:run",
         "BM25 over the train/tune records: labels (task=text: also state) voted by the k nearest, the rest exact",
-        {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75},
+        RetrievalParams,
         code=("retrieval.py", "exact_sql.py"),
     ),
 }
@@ -151,11 +143,13 @@ def resolve(name: str, params: dict | None = None, cmd: str | None = None) -> Ca
             raise InputError(
                 name, f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(builtin.params)) or 'none'}", field="--param"
             )
+        merged = {**builtin.params, **params}
+        builtin.check_params(name, merged)
         return Candidate(
             name,
             "builtin",
             builtin.entry,
-            {**builtin.params, **params},
+            merged,
             needs_devkit=builtin.needs_devkit,
             version=builtin_version(name),
         )

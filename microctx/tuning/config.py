@@ -242,10 +242,16 @@ def _check_grid(path, grid: dict, kind: str, entry: str) -> int:
             raise InputError(path, "repeated value", field=f"grid.{key}")
         size *= len(values)
     if kind == "builtin":
-        known = BUILTINS[entry].params
-        for key in grid:
+        builtin = BUILTINS[entry]
+        known = builtin.params
+        for key, values in grid.items():
             if key not in known:
                 raise InputError(path, f"not a parameter of {entry} (known: {', '.join(sorted(known))})", field=f"grid.{key}")
+            for value in values:
+                try:
+                    builtin.check_params(entry, {key: value})
+                except InputError as exc:  # the declared type (microctx.candidates.builtins.params)
+                    raise InputError(path, exc.message, field=f"grid.{key}") from None
     return size
 
 

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import orjson
 
-from microctx.candidates.registry import BUILTINS
+from microctx.candidates.builtins.params import LlmParams, defaults
 from microctx.candidates.sandbox import CACHE_ENV
 from microctx.candidates.usage import read_usage
 from microctx.contract.patterns import CUE_WORDS
@@ -96,7 +96,7 @@ CHARS_PER_TOKEN = 4  # the packing estimate for long/chunks windows (a real toke
 OUTPUT_TOKENS_PER_RECORD = 96
 MAX_RESPONSE_BYTES = 16 << 20  # a response larger than this is refused (a runaway or hostile server)
 
-DEFAULTS = BUILTINS["llm"].params  # written once, in the registry
+DEFAULTS = defaults(LlmParams)  # written once, in microctx.candidates.builtins.params
 
 
 class ConfigError(ValueError):

@@ -71,16 +71,9 @@ class BM25Index:
 
 
 def _check(params: dict) -> dict:
-    p = {
-        "k": 10,
-        "rerank": "none",
-        "rerank_depth": 50,
-        "min_share": 0.5,
-        "task": "labels",
-        "k1": 1.5,
-        "b": 0.75,
-        **(params or {}),
-    }
+    from microctx.candidates.builtins.params import RetrievalParams, defaults
+
+    p = {**defaults(RetrievalParams), **(params or {})}
     for key in ("k", "rerank_depth"):
         if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < 1:
             raise ValueError(f"parameter {key}: expected a positive integer, got {p[key]!r}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from microctx.candidates.builtins.params import TextOnlyParams
 from microctx.contract.schemas import SUBMISSION_SCHEMA
 
 _VISIBLE = ("id", "split", "number", "title", "body", "created_at", "updated_at")
@@ -56,12 +57,12 @@ class TextMetadataClassifier:
 
     def __init__(
         self,
-        alpha: float = 1e-4,
-        epochs: int = 50,
-        min_label_examples: int = 5,
-        min_df: int = 2,
-        max_features: int = 50000,
-        seed: int = 0,
+        alpha: float = TextOnlyParams.alpha,
+        epochs: int = TextOnlyParams.epochs,
+        min_label_examples: int = TextOnlyParams.min_label_examples,
+        min_df: int | float = TextOnlyParams.min_df,
+        max_features: int | None = TextOnlyParams.max_features,
+        seed: int = TextOnlyParams.seed,
     ):
         self.alpha = alpha
         self.epochs = epochs
