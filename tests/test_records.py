@@ -337,3 +337,25 @@ def test_a_sweep_grid_value_of_the_wrong_type_names_the_grid_key(tmp_path):
     with pytest.raises(InputError) as info:
         load_sweep(path)
     assert info.value.field == "grid.k" and "expected int, got str" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('[m]\n"in" = -1.0\n"out" = 1.0\n', "Expected `float` >= 0"),
+        ('[m]\n"in" = 1.0\n', "missing required field `out`"),
+        ('[m]\n"in" = 1.0\n"out" = 1.0\ncached = "free"\n', "Expected `float | null`, got `str` - at `$.cached`"),
+        ('[m]\n"in" = 1.0\n"out = 1.0\n', "not valid TOML"),
+    ],
+)
+def test_the_price_file_is_a_declared_type(tmp_path, text, said):
+    from microctx.candidates.builtins import llm
+
+    table = tmp_path / "prices.toml"
+    table.write_text(text)
+    with pytest.raises(llm.ConfigError, match=re.escape(said)) as info:
+        llm.make_config({"base_url": "http://x/v1", "model": "m", "price_file": str(table)})
+    assert str(table) in str(info.value)
+    table.write_text('[m]\n"in" = 2\n"out" = 3.5\n')
+    config = llm.make_config({"base_url": "http://x/v1", "model": "m", "price_file": str(table)})
+    assert (config.price_in, config.price_out, config.price_cached) == (2.0, 3.5, 2.0)

@@ -162,21 +162,30 @@ def _absolute(params: dict, key: str) -> str:
 
 
 def load_price_file(path: str, model: str) -> dict:
-    """{in, out, cached} dollars per million tokens for `model` from a JSON or TOML price table."""
-    data = Path(path).read_bytes()
-    if path.endswith(".toml"):
-        import tomllib
+    """{in, out, cached} dollars per million tokens for `model` from a JSON or TOML price table
+    (each entry a `microctx.candidates.builtins.params.ModelPrice`)."""
+    import msgspec
 
-        table = tomllib.loads(data.decode())
-    else:
-        table = orjson.loads(data)
+    from microctx.candidates.builtins.params import ModelPrice
+
+    data = Path(path).read_bytes()
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            table = tomllib.loads(data.decode())
+        else:
+            table = orjson.loads(data)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"price_file {path}: not valid {'TOML' if path.endswith('.toml') else 'JSON'}: {exc}") from None
     if not isinstance(table, dict) or not isinstance(table.get(model), dict):
         raise ConfigError(f"price_file {path}: no entry for model {model!r} (expected {{model: {{in, out, cached}}}})")
-    entry = table[model]
-    for key in ("in", "out"):
-        if not isinstance(entry.get(key), (int, float)) or isinstance(entry.get(key), bool) or entry[key] < 0:
-            raise ConfigError(f"price_file {path}: model {model!r}: {key!r} must be a non-negative number")
-    return entry
+    try:
+        price = msgspec.convert(table[model], ModelPrice, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"price_file {path}: model {model!r}: {exc} (each price a non-negative number)") from None
+    entry = {"in": price.input, "out": price.out}
+    return entry if price.cached is None else {**entry, "cached": price.cached}
 
 
 def make_config(params: dict | None) -> Config:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Annotated
+
+import msgspec
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,18 @@ class RetrievalParams:
     task: str = "labels"
     k1: float = 1.5
     b: float = 0.75
+
+
+_Price = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class ModelPrice(msgspec.Struct, frozen=True):
+    """One model's entry in llm's price file (`price_file`, JSON or TOML: model -> {in, out, cached}):
+    dollars per million input, output and cached input tokens (cached: the input price if absent)."""
+
+    input: _Price = msgspec.field(name="in")
+    out: _Price
+    cached: _Price | None = None
 
 
 def defaults(kind: type) -> dict:
