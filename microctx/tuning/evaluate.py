@@ -66,19 +66,10 @@ def run_manifest(submission: Path, document: dict):
     return as_record(document, RunManifest, manifest_path(submission))
 
 
-def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
-    """Run the frozen configuration once, grade it on test, record the look; returns the outcome."""
-    from microctx._io.atomic import atomic_write
-    from microctx.candidates.runner import manifest_path, run_candidate
-    from microctx.contract.facts import write_grade
-    from microctx.contract.schemas import load_answers, load_submission
-    from microctx.contract.score import grade
-    from microctx.grading.ledger import config_digest, looks_line, record_look
+def _checked_inputs(selected_path: Path, selected: Selected, public: Path, answers: Path, out: Path) -> tuple[dict, Path]:
+    """The gold answers and the candidate's devkit, all bound to the corpus the sweep chose on."""
+    from microctx.contract.schemas import load_answers
 
-    selected_path = Path(selected_path)
-    selected = load_selected(selected_path)
-    sandbox, pass_env = selected_sandbox(selected_path, selected)
-    public, answers, out = Path(public), Path(answers), Path(out)
     corpus_sha256 = file_sha256(public) if public.is_file() else None
     if corpus_sha256 != selected.corpus_sha256:
         raise InputError(public, f"the configuration was chosen on corpus {selected.corpus_sha256}, this is {corpus_sha256}")
@@ -92,25 +83,46 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
         raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
-    out.mkdir(parents=True, exist_ok=True)
+    return gold, devkit
+
+
+def _run_selected(selected: Selected, sandbox, pass_env, public: Path, devkit: Path, submission: Path, timeout):
+    """Run the frozen configuration once, with the isolation and network it had in the sweep."""
+    from microctx.candidates.runner import run_candidate
 
     cand = selected.candidate
     name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
-    submission = out / "submission.json"
-    manifest = run_manifest(
+    document = run_candidate(
+        name,
+        public,
         submission,
-        run_candidate(
-            name,
-            public,
-            submission,
-            devkit=devkit,
-            params=selected.parameters,
-            timeout=timeout if timeout is not None else cand.get("timeout"),
-            cmd=cmd,
-            sandbox=sandbox,
-            pass_env=pass_env,
-        ),
-    )  # isolation and network as in the sweep
+        devkit=devkit,
+        params=selected.parameters,
+        timeout=timeout if timeout is not None else cand.get("timeout"),
+        cmd=cmd,
+        sandbox=sandbox,
+        pass_env=pass_env,
+    )
+    return run_manifest(submission, document)
+
+
+def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
+    """Run the frozen configuration once, grade it on test, record the look; returns the outcome."""
+    from microctx._io.atomic import atomic_write
+    from microctx.candidates.runner import manifest_path
+    from microctx.contract.facts import write_grade
+    from microctx.contract.schemas import load_submission
+    from microctx.contract.score import grade
+    from microctx.grading.ledger import config_digest, looks_line, record_look
+
+    selected_path = Path(selected_path)
+    selected = load_selected(selected_path)
+    sandbox, pass_env = selected_sandbox(selected_path, selected)
+    public, answers, out = Path(public), Path(answers), Path(out)
+    gold, devkit = _checked_inputs(selected_path, selected, public, answers, out)
+    out.mkdir(parents=True, exist_ok=True)
+    submission = out / "submission.json"
+    manifest = _run_selected(selected, sandbox, pass_env, public, devkit, submission, timeout)
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
     record = Evaluation(
         schema=EVALUATION_SCHEMA,
@@ -119,7 +131,7 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         config_key=selected.config_key or "",
         config_digest=digest,
         parameters=selected.parameters or {},
-        candidate_version=cand.get("version"),
+        candidate_version=selected.candidate.get("version"),
         run_version=manifest.version,
         run_ok=bool(manifest.ok),
         error=manifest.error or "",
@@ -127,20 +139,19 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         grade=None,
         ledger=None,
     )
+    extra = {}
     if manifest.ok:
         result = grade(gold, load_submission(submission))
         look = record_look(
             answers_sha256=file_sha256(answers),
             submission_sha256=manifest.submission_sha256,
-            candidate=cand["name"],
+            candidate=selected.candidate["name"],
             config_digest=digest,
             via="evaluate",
             grade=result.grade,
         )
         write_grade(result, out / "grade.json")
         record.grade, record.ledger = result.grade, look
+        extra = {"summary": result.summary(), "look_line": looks_line(look)}
     atomic_write(out / MARKER, dumps(record.as_dict()))
-    outcome = record.as_dict()
-    if record.run_ok:
-        outcome.update(summary=result.summary(), look_line=looks_line(look))
-    return outcome
+    return {**record.as_dict(), **extra}
