@@ -359,3 +359,52 @@ def test_the_price_file_is_a_declared_type(tmp_path, text, said):
     table.write_text('[m]\n"in" = 2\n"out" = 3.5\n')
     config = llm.make_config({"base_url": "http://x/v1", "model": "m", "price_file": str(table)})
     assert (config.price_in, config.price_out, config.price_cached) == (2.0, 3.5, 2.0)
+
+
+SELECTED = {
+    "schema": "microctx-selected/1",
+    "ok": True,
+    "sweep": {"path": "s.toml", "sha256": "0" * 64, "configurations": 1, "failed": 0},
+    "candidate": {"name": "c", "kind": "builtin", "entry": "exact-sql", "version": "1", "timeout": None},
+    "sandbox": None,
+    "parameters": {"threads": 1},
+    "config_key": "k" * 64,
+    "config_digest": "d" * 64,
+    "corpus_sha256": "c" * 64,
+    "devkit_sha256": "e" * 64,
+    "candidate_devkit": {"path": "candidate-devkit.json", "splits": ["train"], "sha256": "f" * 64},
+    "selection": {"metric": "f1", "rule": "max", "floor": None, "cost": None},
+    "tune": {"f1": 0.5},
+    "reason": "highest tune f1",
+}
+
+
+@pytest.mark.parametrize(
+    "planted, field",
+    [({"candidate_devkit": {**SELECTED["candidate_devkit"], "sha256": 5}}, "candidate_devkit.sha256"), ({"tun": {}}, "tun")],
+)
+def test_evaluate_refuses_a_selected_json_with_a_planted_wrong_field(tmp_path, capsys, synthetic, planted, field):
+    from microctx.tuning.evaluate import load_selected
+
+    path = tmp_path / "selected.json"
+    path.write_bytes(dumps(SELECTED))
+    assert load_selected(path).candidate_devkit.path == "candidate-devkit.json"
+    path.write_bytes(dumps({**SELECTED, **planted}))
+    argv = ["evaluate", str(path), "--public", str(synthetic.public), "--answers", str(synthetic.answers)]
+    assert main([*argv, "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"field '{field}'" in err and str(path) in err, err
+    assert not (tmp_path / "e").exists()
+
+
+def test_a_sweep_result_that_is_not_the_record_is_run_again(tmp_path):
+    from microctx.tuning.write import read_result
+
+    folder = tmp_path / "runs" / "k"
+    folder.mkdir(parents=True)
+    result = {"schema": "microctx-sweep-result/1", "key": "k", "index": 0, "parameters": {}, "status": "ok", "error": ""}
+    result |= {"manifest": None, "grade": None, "metrics": None, "task_seconds": 1.0}
+    (folder / "result.json").write_bytes(dumps(result))
+    assert read_result(folder) == result
+    (folder / "result.json").write_bytes(dumps({**result, "index": "first"}))
+    assert read_result(folder) is None

@@ -165,6 +165,9 @@ class Selected(msgspec.Struct, **_OPTIONS):
     tune: dict[str, Any] | None
     reason: str
 
+    def as_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
 
 class SweepResult(msgspec.Struct, **_OPTIONS):
     """One configuration of a sweep (runs/<key>/result.json, files kept beside it)."""
@@ -178,7 +181,6 @@ class SweepResult(msgspec.Struct, **_OPTIONS):
     manifest: dict[str, Any] | None
     grade: dict[str, Any] | None
     metrics: dict[str, Any] | None
-    files: list[str] | dict[str, Any]
     task_seconds: float | None = None
     transient: bool | msgspec.UnsetType = msgspec.UNSET
 

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from microctx.contract.canonical import dumps
-from microctx.contract.schemas import RESULT_SCHEMA, SELECTED_SCHEMA
+from microctx.contract.records import Selected, SweepResult, as_record
+from microctx.contract.schemas import SELECTED_SCHEMA
 from microctx.errors import InputError
 from microctx.tuning.config import SweepSpec
 
@@ -17,6 +18,7 @@ CANDIDATE_DEVKIT = "candidate-devkit.json"
 
 
 def read_result(folder: Path) -> dict | None:
+    """A configuration's result.json when it is a `SweepResult` record, else None (it runs again)."""
     from microctx._io.jsonio import read_json
 
     path = folder / "result.json"
@@ -24,9 +26,10 @@ def read_result(folder: Path) -> dict | None:
         return None
     try:
         document = read_json(path)
+        as_record(document, SweepResult, path)
     except InputError:
         return None
-    return document if isinstance(document, dict) and document.get("schema") == RESULT_SCHEMA else None
+    return document if isinstance(document, dict) else None
 
 
 def save_result(out: Path, result: dict) -> dict:
@@ -36,6 +39,7 @@ def save_result(out: Path, result: dict) -> dict:
     folder = out / "runs" / result["key"]
     folder.mkdir(parents=True, exist_ok=True)
     files = result.pop("files", {}) or {}  # a `transient` failure (a task lost by the cluster) stays marked: resume reruns it
+    as_record(result, SweepResult, folder / "result.json")  # what is written is the record a resume reads
     with AtomicOutputs() as staged:
         for name, data in files.items():
             staged.write(folder / name, data)
@@ -90,7 +94,7 @@ def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict |
     }
     with AtomicOutputs() as staged:
         staged.write(out / "sweep.csv", sweep_csv(rows, None if row is None else row["key"]))
-        staged.write(out / "selected.json", dumps(_json_safe(document)))
+        staged.write(out / "selected.json", dumps(as_record(_json_safe(document), Selected, out / "selected.json").as_dict()))
 
 
 def _params(row: dict, spec: SweepSpec) -> dict:
