@@ -5,7 +5,7 @@ s8f records by `rest_issue`) in pages linked by `Link` headers, filters by `stat
 planted faults per page (a 403 with a rate-limit reset, a 502, ...). It records every request
 (path and headers) so tests can check what the client sent.
 
-`FileServer` serves fixed bytes by name, for the pooch downloads of the published files.
+`FileServer` serves fixed bytes by name, for the downloads of the published files.
 """
 
 from __future__ import annotations
