@@ -108,4 +108,3 @@ def shown(text: str, limit: int, pattern: re.Pattern[str] | None = None) -> str:
     folded, then cut to `limit` characters (in that order, so a cut never shows part of a secret).
     Secrets are scrubbed again after the URLs: showing a URL decodes its query once."""
     return " ".join(scrub_secret(scrub_urls(scrub_secret(text, pattern)), pattern).split())[:limit]
-

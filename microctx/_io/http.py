@@ -64,11 +64,12 @@ class HttpFailure(Exception):
     redirects. `retryable`: whether asking again can help. `total`: for a deadline, whether it was the
     whole operation's (else the one response's)."""
 
-    def __init__(self, kind: str, message: str, *, retryable: bool = False, total: bool = False) -> None:
+    def __init__(self, kind: str, message: str, *, retryable: bool = False, total: bool = False, cause: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
         self.total = total
+        self.cause = cause  # the name of httpx's exception, when there was one
 
 
 def make_client(
@@ -196,25 +197,25 @@ def open_stream(
     except httpx.TimeoutException as exc:
         if time.monotonic() >= ends_at - 0.05:
             raise _late(bounds, total) from None
-        raise HttpFailure("timeout", f"timed out ({type(exc).__name__})", retryable=True) from None
+        raise HttpFailure("timeout", f"timed out ({type(exc).__name__})", retryable=True, cause=type(exc).__name__) from None
     except httpx.HTTPError as exc:
         raise _failure(exc) from None
 
 
 def _failure(exc: httpx.HTTPError) -> HttpFailure:
     """httpx's exception as an HttpFailure of the right kind."""
-    detail = str(exc) or "no detail"
+    detail, cause = str(exc) or "no detail", type(exc).__name__
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL | httpx.LocalProtocolError):
-        return HttpFailure("config", f"cannot request this URL: {detail}")
+        return HttpFailure("config", f"cannot request this URL: {detail}", cause=cause)
     if isinstance(exc, httpx.ConnectError):
-        return HttpFailure("connect", f"cannot connect: {detail}")
+        return HttpFailure("connect", f"cannot connect: {detail}", cause=cause)
     if isinstance(exc, httpx.TooManyRedirects):
-        return HttpFailure("redirects", "too many redirects (a redirect loop?)")
+        return HttpFailure("redirects", "too many redirects (a redirect loop?)", cause=cause)
     if isinstance(exc, httpx.DecodingError):
-        return HttpFailure("decoding", f"the body cannot be decoded: {detail}")
+        return HttpFailure("decoding", f"the body cannot be decoded: {detail}", cause=cause)
     if isinstance(exc, httpx.TransportError):
-        return HttpFailure("network", f"network error ({type(exc).__name__}: {detail})", retryable=True)
-    return HttpFailure("network", f"{type(exc).__name__}: {detail}")
+        return HttpFailure("network", f"network error ({cause}: {detail})", retryable=True, cause=cause)
+    return HttpFailure("network", f"{cause}: {detail}", cause=cause)
 
 
 def request(client: httpx.Client, method: str, url: str, *, bounds: Bounds, budget: Budget, **options: Any) -> httpx.Response:

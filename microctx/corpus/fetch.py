@@ -179,9 +179,7 @@ def _read_pages(api: Api, url: str | None, limit: int | None, result: FetchResul
         idle = 0 if new else idle + 1
         url = api.next_url(response)
         if url and idle >= policy.idle_pages:
-            raise InputError(
-                api.where(url), f"{idle} pages in a row brought no new issue (empty or repeated pages); giving up"
-            )
+            raise InputError(api.where(url), f"{idle} pages in a row brought no new issue (empty or repeated pages); giving up")
 
 
 def _take_page(api: Api, page: list[dict], url: str, limit: int | None, seen: set[int], result: FetchResult, bar) -> int:
@@ -273,7 +271,9 @@ def _check_item(api: Api, item: dict, url: str, index: int) -> None:
             raise InputError(api.where(url), f"expected a string, got {_shown(api, item.get(key))}", record=where, field=key)
     for key in ("body", "closed_at"):
         if item.get(key) is not None and not isinstance(item.get(key), str):
-            raise InputError(api.where(url), f"expected a string or null, got {_shown(api, item.get(key))}", record=where, field=key)
+            raise InputError(
+                api.where(url), f"expected a string or null, got {_shown(api, item.get(key))}", record=where, field=key
+            )
 
 
 def _shown(api: Api, value: object) -> str:

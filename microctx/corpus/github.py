@@ -172,7 +172,8 @@ class Api:
             raise InputError(self.where(url), f"no complete response in time ({what}; the server is too slow); giving up")
         if error.kind == "too_large":
             raise InputError(
-                self.where(url), f"the response is larger than {policy.max_response_bytes} bytes (after decompression); refusing it"
+                self.where(url),
+                f"the response is larger than {policy.max_response_bytes} bytes (after decompression); refusing it",
             )
         if not error.retryable:
             raise InputError(self.where(url), f"{self.shown(str(error))}; giving up")

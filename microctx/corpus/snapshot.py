@@ -234,7 +234,8 @@ def fetch_published(item: Published, cache: Path) -> Path:
             if got.status >= 400:
                 kind = "Client" if got.status < 500 else "Server"
                 raise InputError(
-                    where, f"cannot download {item.name}: {got.status} {kind} Error: {got.response.reason_phrase} for url: {where}"
+                    where,
+                    f"cannot download {item.name}: {got.status} {kind} Error: {got.response.reason_phrase} for url: {where}",
                 )
             atomic_write(cache / item.name, _checked(got.chunks(), item, where))
     except HttpFailure as exc:
