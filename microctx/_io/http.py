@@ -136,7 +136,9 @@ class Stream:
         """The body, inflated piece by piece; HttpFailure past the cap or the deadline."""
         cap = self.bounds.max_bytes
         decoder = _decoder(self.headers.get("content-encoding", ""))
+        received = False
         for raw in self.response.iter_raw():
+            received = received or bool(raw)
             if time.monotonic() > self.ends_at:
                 raise _late(self.bounds, self.total)
             data = raw if decoder is None else self._inflate(decoder, raw, cap)
@@ -145,7 +147,7 @@ class Stream:
                 raise HttpFailure("too_large", f"the response is larger than {cap} bytes (after decompression)")
             if data:
                 yield data
-        if decoder is not None and not decoder.eof and self.size:
+        if decoder is not None and received and not decoder.eof:
             raise HttpFailure("decoding", "the compressed body ends early (a lying Content-Encoding?)")
 
     def _inflate(self, decoder: Any, raw: bytes, cap: int) -> bytes:
