@@ -122,7 +122,9 @@ def test_the_cap_counts_inflated_bytes():
     ],
 )
 def test_a_lying_or_unknown_encoding_is_a_decoding_failure(encoding, body, said):
-    with client_for(lambda r: httpx.Response(200, stream=httpx.ByteStream(body), headers={"Content-Encoding": encoding})) as client:
+    with client_for(
+        lambda r: httpx.Response(200, stream=httpx.ByteStream(body), headers={"Content-Encoding": encoding})
+    ) as client:
         with pytest.raises(HttpFailure, match=said) as caught:
             request(client, "GET", "http://h/x", bounds=Bounds(), budget=Budget())
     assert caught.value.kind == "decoding" and not caught.value.retryable
