@@ -80,15 +80,17 @@ def make_client(
     base_url: str = "",
     trust_env: bool = False,
     max_connections: int | None = None,
+    follow_redirects: bool = True,
 ) -> httpx.Client:
-    """An httpx client with the layer's defaults: redirects followed (at most 10), the bounds'
-    timeout, the encodings `Stream` inflates within its cap."""
+    """An httpx client with the layer's defaults: redirects followed (at most 10; httpx drops the
+    Authorization header when one leaves the origin), the bounds' timeout, and only the encodings
+    `Stream` inflates within its cap asked for."""
     sent = {"Accept-Encoding": "gzip, deflate", **(headers or {})}
     return httpx.Client(
         base_url=base_url,
         headers=sent,
         timeout=httpx.Timeout(bounds.timeout_seconds),
-        follow_redirects=True,
+        follow_redirects=follow_redirects,
         max_redirects=10,
         transport=transport,
         trust_env=trust_env,

@@ -531,7 +531,7 @@ class Endpoint:
     """Chat completions over httpx: retries, deadlines, streaming, usage, a response cache."""
 
     def __init__(self, config: Config, api_key: str | None, stats: Stats, clock=time.monotonic, sleep=time.sleep):
-        import httpx
+        from microctx._io.http import Bounds, make_client
 
         self.config = config
         self.stats = stats
@@ -541,12 +541,13 @@ class Endpoint:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # trust_env: a recording proxy given through HTTP(S)_PROXY (the sandbox's record mode) is used
-        self.client = httpx.Client(
+        self.client = make_client(
             base_url=config.base_url,
             headers=headers,
             trust_env=True,
-            timeout=httpx.Timeout(config.call_timeout),
-            limits=httpx.Limits(max_connections=config.concurrency),
+            bounds=Bounds(config.call_timeout, config.call_timeout, MAX_RESPONSE_BYTES),
+            max_connections=config.concurrency,
+            follow_redirects=False,
         )
         self.cache = Path(config.cache) if config.cache else None
         self._log_lock = threading.Lock()
