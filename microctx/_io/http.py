@@ -106,6 +106,9 @@ _DECODERS: dict[str, Callable[[], Any] | None] = {
 }
 
 
+_PIECE = 1 << 20  # inflated bytes per step
+
+
 def _decoder(header: str) -> Any:
     """The decompressor a `Content-Encoding` asks for (None: none); anything else is refused."""
     names = [name.strip().lower() for name in header.split(",") if name.strip().lower() not in ("", "identity")]
@@ -143,24 +146,27 @@ class Stream:
             received = received or bool(raw)
             if time.monotonic() > self.ends_at:
                 raise _late(self.bounds, self.total)
-            data = raw if decoder is None else self._inflate(decoder, raw, cap)
-            self.size += len(data)
-            if self.size > cap:
-                raise HttpFailure("too_large", f"the response is larger than {cap} bytes (after decompression)")
-            if data:
+            for data in (raw,) if decoder is None else self._inflate(decoder, raw):
+                self.size += len(data)
+                if self.size > cap:
+                    raise HttpFailure("too_large", f"the response is larger than {cap} bytes (after decompression)")
                 yield data
         if decoder is not None and received and not decoder.eof:
             raise HttpFailure("decoding", "the compressed body ends early (a lying Content-Encoding?)")
 
-    def _inflate(self, decoder: Any, raw: bytes, cap: int) -> bytes:
+    def _inflate(self, decoder: Any, raw: bytes) -> Iterator[bytes]:
+        """One raw chunk inflated in pieces of at most `_PIECE` bytes (so a bomb is refused at the
+        cap without ever holding more than a piece beyond it)."""
+        pending = raw
         try:
-            out = bytearray(decoder.decompress(raw, cap + 1 - self.size))
-            while decoder.unconsumed_tail and self.size + len(out) <= cap:
-                out += decoder.decompress(decoder.unconsumed_tail, cap + 1 - self.size - len(out))
+            while pending:
+                piece = decoder.decompress(pending, _PIECE)
+                pending = decoder.unconsumed_tail
+                if piece:
+                    yield piece
         except zlib.error:
             encoding = self.headers.get("content-encoding", "").strip()[:40]
             raise HttpFailure("decoding", f"the body is not valid {encoding} as its Content-Encoding says") from None
-        return bytes(out)
 
     def read(self) -> bytes:
         return b"".join(self.chunks())
