@@ -4,13 +4,14 @@
 path: configurations are compared on the devkit's tune answers only, and the sweep is never given
 the answer bundle (it has no such argument), so choosing a configuration cannot look at test.
 
-SWEEP.toml:
+SWEEP.toml (declared as types in `microctx.tuning.config`; a bad key or value is one line naming
+the file and the key, exit 2):
 
     [candidate]
     name = "text-only"             # optional label (default: the builtin, function or "command")
     builtin = "text-only"          # or function = "module:function" | "file.py:function" (relative to this file),
                                    # or cmd = "python mine.py {public} {submission} {params}"
-    version = "2"                  # optional; else microctx's version (builtin), the file's SHA-256, or none
+    version = "2"                  # optional; else microctx's version + a hash of its code (builtin), the file's SHA-256, or none
     timeout = 600                  # optional, seconds per run
     devkit_splits = ["train"]      # optional: what the candidate sees of the devkit (default train only)
 
@@ -44,8 +45,9 @@ it is given, as text-only does for train records, would otherwise grade itself p
 
 Each configuration is one task: one run through `microctx.candidates.runner.run_candidate` (in its
 own process and folder, with the [sandbox] settings) plus its tune grade. Its key is the SHA-256
-of the candidate's identity and version, the parameters, the corpus, devkit and candidate-devkit
-digests and (when given) the [sandbox] settings; results are
+of the candidate's identity and version (a built-in's carries a hash of its code, so changed code
+never reuses a result), the parameters, the corpus, devkit and candidate-devkit digests and (when
+given) the [sandbox] settings; results are
 written by the caller only (never by a worker), once per key, into `DIR/runs/<key>/`, so a
 re-run resumes: every key already there is skipped. Outputs: `DIR/sweep.csv` (a row per
 configuration, failed ones included), `DIR/selected.json` (the frozen choice and the reason),
