@@ -1,0 +1,94 @@
+"""The client side: `microctx submit` and `microctx leaderboard`, on httpx.
+
+Every refusal is one line: what the server said, and for 429 when the quota resets and what is
+left. The token comes from an environment variable (never an argument: arguments are visible to
+every user of the machine in the process list) and is never printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import httpx
+import orjson
+
+from microctx.contract.canonical import dumps
+from microctx.errors import InputError, scrub_urls
+from microctx.files import atomic_write, read_bytes
+
+TIMEOUT = 120.0
+
+
+class Refused(Exception):
+    """The server answered, and did not score (or show) what was asked: one line."""
+
+
+def _url(server: str, path: str) -> str:
+    return server.rstrip("/") + path
+
+
+def _refusal(response: httpx.Response) -> str:
+    try:
+        document = response.json()
+    except ValueError:
+        document = {}
+    message = document.get("error") if isinstance(document, dict) else None
+    line = f"HTTP {response.status_code}: {message or response.reason_phrase}"
+    if response.status_code == 429 and isinstance(document, dict):
+        line += (f" (resets at {document.get('resets_at')}; left today: {_left(document.get('remaining_today'))}, "
+                 f"left in total: {_left(document.get('remaining_total'))})")
+    return line
+
+
+def _left(value: object) -> str:
+    return "unlimited" if value is None else str(value)
+
+
+def _request(method: str, url: str, **kw) -> httpx.Response:
+    try:
+        return httpx.request(method, url, timeout=TIMEOUT, **kw)
+    except httpx.HTTPError as exc:
+        raise InputError("--server", f"cannot reach {scrub_urls(url)}: {type(exc).__name__}: {scrub_urls(str(exc))}") from None
+
+
+def submit(submission: str, server: str, token_env: str, manifest: dict | None = None) -> dict:
+    """POST a submission file; the scored result document, or Refused."""
+    token = os.environ.get(token_env)
+    if not token:
+        raise InputError(f"${token_env}", "no token in this environment variable (see `microctx serve admin add-team`)")
+    body = read_bytes(submission)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    if manifest is not None:
+        headers["X-Microctx-Manifest"] = base64.b64encode(orjson.dumps(manifest)).decode()
+    response = _request("POST", _url(server, "/v1/submissions"), content=body, headers=headers)
+    if response.status_code != 201:
+        raise Refused(_refusal(response))
+    return response.json()
+
+
+def fetch_leaderboard(server: str) -> dict:
+    response = _request("GET", _url(server, "/v1/leaderboard"))
+    if response.status_code != 200:
+        raise Refused(_refusal(response))
+    return response.json()
+
+
+def result_line(result: dict) -> str:
+    quota = result.get("quota") or {}
+    return (f"{result['team']}: {result['part']} {result['metric']} {result['score']:.3f} ({result['decision']}); "
+            f"submission {result['id']}; left today: {_left(quota.get('remaining_today'))}, "
+            f"left in total: {_left(quota.get('remaining_total'))}")
+
+
+def leaderboard_lines(board: dict) -> list[str]:
+    lines = [f"{board['part']} board ({board['status']}): {board['records']} records in {board['components']} components",
+             "rank_group\tteam\tscore\tci_low\tci_high\tlooks"]
+    for team in board["teams"]:
+        lines.append(f"{team['rank_group']}\t{team['team']}\t{team['score']:.3f}\t{team['ci_low']:.3f}\t"
+                     f"{team['ci_high']:.3f}\t{team['looks']}")
+    return lines
+
+
+def write_receipt(result: dict, path: str) -> None:
+    atomic_write(path, dumps(result["receipt"]))
