@@ -54,8 +54,10 @@ class Service:
     def cached_board(self) -> dict:
         """The board, recomputed only when the ledger or the status changed."""
         with self.engine.begin() as connection:
-            key = (connection.execute(select(ledger.c.id).order_by(ledger.c.id.desc()).limit(1)).scalar(),
-                   competition_row(connection).status)
+            key = (
+                connection.execute(select(ledger.c.id).order_by(ledger.c.id.desc()).limit(1)).scalar(),
+                competition_row(connection).status,
+            )
         if self._board.get("key") != key:
             self._board = {"key": key, "board": leaderboard.board(self.engine, self.comp)}
         return self._board["board"]
@@ -113,8 +115,9 @@ async def post_submission(request: Request) -> Response:
         return _error(401, UNAUTHORIZED)
     try:
         body = await _read_body(request, service.max_body, service.body_timeout)
-        result = await run_in_threadpool(intake.accept, service.engine, service.comp, service.settings, team, body,
-                                         _manifest(request))
+        result = await run_in_threadpool(
+            intake.accept, service.engine, service.comp, service.settings, team, body, _manifest(request)
+        )
     except _TooLarge:
         return _error(413, f"the submission is larger than {service.max_body} bytes", limit=service.max_body)
     except TimeoutError:
@@ -122,26 +125,31 @@ async def post_submission(request: Request) -> Response:
     except Rejected as exc:
         return _error(422, str(exc), counted=False)
     except QuotaExceeded as exc:
-        return _error(429, "the submission quota is used up", **exc.state.as_json(),
-                      counted=False)
+        return _error(429, "the submission quota is used up", **exc.state.as_json(), counted=False)
     except intake.Closed as exc:
         return _error(409, str(exc), counted=False)
     except intake.Refunded as exc:
-        return _error(503, "the service failed to score this submission; it was refunded (not counted)",
-                      submission_id=exc.submission_id, counted=False)
+        return _error(
+            503,
+            "the service failed to score this submission; it was refunded (not counted)",
+            submission_id=exc.submission_id,
+            counted=False,
+        )
     return JSONResponse(result, status_code=201)
 
 
 def _own_submission(service: Service, team, submission_id: str) -> dict | None:
     with service.engine.begin() as connection:
-        row = connection.execute(select(submissions).where(submissions.c.id == submission_id,
-                                                           submissions.c.team_id == team.id)).first()
+        row = connection.execute(
+            select(submissions).where(submissions.c.id == submission_id, submissions.c.team_id == team.id)
+        ).first()
     if row is None:
         return None
     if row.state != "scored":
         return {"id": row.id, "team": team.name, "received_at": row.received_at, "state": row.state, "counted": False}
-    return intake.result_document(row.id, team.name, row.received_at, row.released, row.decision,
-                                  orjson.loads(row.receipt), service.settings.ladder)
+    return intake.result_document(
+        row.id, team.name, row.received_at, row.released, row.decision, orjson.loads(row.receipt), service.settings.ladder
+    )
 
 
 async def get_submission(request: Request) -> Response:
@@ -156,8 +164,12 @@ async def get_submission(request: Request) -> Response:
 def _quota(service: Service, team) -> dict:
     with service.engine.begin() as connection:
         state = usage(connection, team.id, utc_now(), service.settings.quota)
-    return {"team": team.name, "daily_quota": service.settings.quota.daily, "total_quota": service.settings.quota.total,
-            **state.as_json()}
+    return {
+        "team": team.name,
+        "daily_quota": service.settings.quota.daily,
+        "total_quota": service.settings.quota.total,
+        **state.as_json(),
+    }
 
 
 async def get_quota(request: Request) -> Response:
@@ -174,7 +186,9 @@ async def get_leaderboard(request: Request) -> Response:
 
 async def get_page(request: Request) -> Response:
     document = await run_in_threadpool(request.app.state.service.cached_board)
-    return HTMLResponse(page.render(document), headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
+    return HTMLResponse(
+        page.render(document), headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"}
+    )
 
 
 def _key(service: Service) -> str:
@@ -187,13 +201,15 @@ async def get_public_key(request: Request) -> Response:
 
 
 def create_app(service: Service) -> Starlette:
-    app = Starlette(routes=[
-        Route("/", get_page, methods=["GET"]),
-        Route("/v1/submissions", post_submission, methods=["POST"]),
-        Route("/v1/submissions/{submission_id}", get_submission, methods=["GET"]),
-        Route("/v1/quota", get_quota, methods=["GET"]),
-        Route("/v1/leaderboard", get_leaderboard, methods=["GET"]),
-        Route("/v1/public-key", get_public_key, methods=["GET"]),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/", get_page, methods=["GET"]),
+            Route("/v1/submissions", post_submission, methods=["POST"]),
+            Route("/v1/submissions/{submission_id}", get_submission, methods=["GET"]),
+            Route("/v1/quota", get_quota, methods=["GET"]),
+            Route("/v1/leaderboard", get_leaderboard, methods=["GET"]),
+            Route("/v1/public-key", get_public_key, methods=["GET"]),
+        ]
+    )
     app.state.service = service
     return app

@@ -41,8 +41,14 @@ def cmd_serve(args) -> int:
     for option in ("answers", "public", "state"):
         if not getattr(args, option):
             raise InputError(f"--{option}", "missing: `microctx serve --answers A --public P --state URL --port N`")
-    service = build_service(args.answers, args.public, args.state, daily_quota=args.daily_quota,
-                            total_quota=args.total_quota, ladder=args.ladder == "on")
+    service = build_service(
+        args.answers,
+        args.public,
+        args.state,
+        daily_quota=args.daily_quota,
+        total_quota=args.total_quota,
+        ladder=args.ladder == "on",
+    )
     run(service, args.host, args.port)
     return EXIT_OK
 
@@ -101,23 +107,30 @@ def cmd_receipt_verify(args) -> int:
     key = load_public_key(args.key)
     receipt = load_receipt(args.receipt)
     if not is_valid(receipt, key):
-        print(f"microctx receipt verify: {args.receipt}: INVALID: the signature does not match this key and payload",
-              file=sys.stderr)
+        print(
+            f"microctx receipt verify: {args.receipt}: INVALID: the signature does not match this key and payload",
+            file=sys.stderr,
+        )
         return EXIT_FAIL
     p = receipt["payload"]
-    print(f"valid: {p['team']} {p['part']} {p['metric']} {p['released']} ({p['decision']}) at {p['at']}, "
-          f"submission {p['submission_sha256'][:12]}…, answers {p['answers_sha256'][:12]}…")
+    print(
+        f"valid: {p['team']} {p['part']} {p['metric']} {p['released']} ({p['decision']}) at {p['at']}, "
+        f"submission {p['submission_sha256'][:12]}…, answers {p['answers_sha256'][:12]}…"
+    )
     return EXIT_OK
 
 
 def _admin_parsers(serve) -> None:
     admin = serve.add_subparsers(dest="serve_command", metavar="admin").add_parser(
-        "admin", help="manage a competition's state: teams, tokens, the receipt key, closing")
+        "admin", help="manage a competition's state: teams, tokens, the receipt key, closing"
+    )
     commands = admin.add_subparsers(dest="admin_command", required=True, metavar="ACTION")
-    for name, help_text in (("add-team", "register a team; prints its token alone on the last line"),
-                            ("revoke", "revoke a team's token"),
-                            ("public-key", "print the receipt key (base64 of the Ed25519 public key, one line)"),
-                            ("close", "close the competition: no more submissions, the private board is released")):
+    for name, help_text in (
+        ("add-team", "register a team; prints its token alone on the last line"),
+        ("revoke", "revoke a team's token"),
+        ("public-key", "print the receipt key (base64 of the Ed25519 public key, one line)"),
+        ("close", "close the competition: no more submissions, the private board is released"),
+    ):
         p = commands.add_parser(name, help=help_text)
         if name in ("add-team", "revoke"):
             p.add_argument("name", metavar="NAME")
@@ -127,9 +140,11 @@ def _admin_parsers(serve) -> None:
 
 def register_service_commands(sub) -> None:
     """Add serve, submit, leaderboard and receipt to microctx's subcommands."""
-    serve = sub.add_parser("serve", help="the grader as a service: answers stay in it, every look is counted",
-                           description="Serve the grader over HTTP (docs/service.md). The answer file must be readable "
-                                       "by its owner only.")
+    serve = sub.add_parser(
+        "serve",
+        help="the grader as a service: answers stay in it, every look is counted",
+        description="Serve the grader over HTTP (docs/service.md). The answer file must be readable by its owner only.",
+    )
     serve.add_argument("--answers", help="answer bundle (mode 600, owned by the service's user)")
     serve.add_argument("--public", help="public corpus")
     serve.add_argument("--state", metavar="URL", help="sqlite:///FILE (default kind), a file path, or postgresql://...")
@@ -144,7 +159,9 @@ def register_service_commands(sub) -> None:
     p = sub.add_parser("submit", help="send a submission to a grading service; prints the released score")
     p.add_argument("submission", metavar="SUBMISSION")
     p.add_argument("--server", required=True, metavar="URL")
-    p.add_argument("--token-env", default="MICROCTX_TOKEN", metavar="VAR", help="variable holding the token (default %(default)s)")
+    p.add_argument(
+        "--token-env", default="MICROCTX_TOKEN", metavar="VAR", help="variable holding the token (default %(default)s)"
+    )
     p.add_argument("--receipt", metavar="FILE", help="write the signed receipt here")
     p.set_defaults(func=cmd_submit)
 
@@ -154,7 +171,8 @@ def register_service_commands(sub) -> None:
 
     receipt = sub.add_parser("receipt", help="signed receipts of a grading service")
     verify = receipt.add_subparsers(dest="receipt_command", required=True, metavar="ACTION").add_parser(
-        "verify", help="check a receipt offline: exit 0 valid, 1 invalid, 2 unusable")
+        "verify", help="check a receipt offline: exit 0 valid, 1 invalid, 2 unusable"
+    )
     verify.add_argument("receipt", metavar="RECEIPT.json")
     verify.add_argument("--key", required=True, metavar="KEYFILE", help="the output of `microctx serve admin public-key`")
     verify.set_defaults(func=cmd_receipt_verify)

@@ -36,8 +36,10 @@ def _refusal(response: httpx.Response) -> str:
     message = document.get("error") if isinstance(document, dict) else None
     line = f"HTTP {response.status_code}: {message or response.reason_phrase}"
     if response.status_code == 429 and isinstance(document, dict):
-        line += (f" (resets at {document.get('resets_at')}; left today: {_left(document.get('remaining_today'))}, "
-                 f"left in total: {_left(document.get('remaining_total'))})")
+        line += (
+            f" (resets at {document.get('resets_at')}; left today: {_left(document.get('remaining_today'))}, "
+            f"left in total: {_left(document.get('remaining_total'))})"
+        )
     return line
 
 
@@ -76,17 +78,23 @@ def fetch_leaderboard(server: str) -> dict:
 
 def result_line(result: dict) -> str:
     quota = result.get("quota") or {}
-    return (f"{result['team']}: {result['part']} {result['metric']} {result['score']:.3f} ({result['decision']}); "
-            f"submission {result['id']}; left today: {_left(quota.get('remaining_today'))}, "
-            f"left in total: {_left(quota.get('remaining_total'))}")
+    return (
+        f"{result['team']}: {result['part']} {result['metric']} {result['score']:.3f} ({result['decision']}); "
+        f"submission {result['id']}; left today: {_left(quota.get('remaining_today'))}, "
+        f"left in total: {_left(quota.get('remaining_total'))}"
+    )
 
 
 def leaderboard_lines(board: dict) -> list[str]:
-    lines = [f"{board['part']} board ({board['status']}): {board['records']} records in {board['components']} components",
-             "rank_group\tteam\tscore\tci_low\tci_high\tlooks"]
+    lines = [
+        f"{board['part']} board ({board['status']}): {board['records']} records in {board['components']} components",
+        "rank_group\tteam\tscore\tci_low\tci_high\tlooks",
+    ]
     for team in board["teams"]:
-        lines.append(f"{team['rank_group']}\t{team['team']}\t{team['score']:.3f}\t{team['ci_low']:.3f}\t"
-                     f"{team['ci_high']:.3f}\t{team['looks']}")
+        lines.append(
+            f"{team['rank_group']}\t{team['team']}\t{team['score']:.3f}\t{team['ci_low']:.3f}\t"
+            f"{team['ci_high']:.3f}\t{team['looks']}"
+        )
     return lines
 
 

@@ -44,13 +44,16 @@ def check_private_file(path: str | os.PathLike) -> None:
     """Refuse an answer file that users other than its owner can read (or write)."""
     mode = os.stat(path).st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InputError(path, f"the answer file is readable by others (mode {stat.filemode(mode)}): "
-                               f"`chmod 600` it and own it by the service's user")
+        raise InputError(
+            path,
+            f"the answer file is readable by others (mode {stat.filemode(mode)}): "
+            f"`chmod 600` it and own it by the service's user",
+        )
 
 
 def is_public(seed_hex: str, component_key: int) -> bool:
     digest = hmac.new(bytes.fromhex(seed_hex), str(component_key).encode(), hashlib.sha256).digest()
-    return int.from_bytes(digest[:8], "big") < PUBLIC_SHARE * 2 ** 64
+    return int.from_bytes(digest[:8], "big") < PUBLIC_SHARE * 2**64
 
 
 @dataclass
@@ -80,15 +83,25 @@ def load_competition(answers_path: str | os.PathLike, public_path: str | os.Path
     answers = load_answers(answers_path)
     corpus = load_corpus(public_path)
     if corpus.sha256 != answers["corpus_sha256"]:
-        raise InputError(public_path, f"this corpus is {corpus.sha256[:12]}…, the answers are of {answers['corpus_sha256'][:12]}…")
+        raise InputError(
+            public_path, f"this corpus is {corpus.sha256[:12]}…, the answers are of {answers['corpus_sha256'][:12]}…"
+        )
     component_of = dict(zip(*(record_table(corpus)[c] for c in ("id", "component"))))
     test_ids = [a["id"] for a in answers["answers"] if a["split"] == "test"]
     keys = sorted({int(component_of[i]) for i in test_ids})
     index = {key: n for n, key in enumerate(keys)}
     component = np.array([index[int(component_of[i])] for i in test_ids], dtype=np.int64)
     public_keys = np.array([is_public(seed_hex, key) for key in keys], dtype=bool)
-    return Competition(answers, file_sha256(answers_path), answers["corpus_sha256"], test_ids, component, len(keys),
-                       public_keys[component], frozenset(a["id"] for a in answers["answers"]))
+    return Competition(
+        answers,
+        file_sha256(answers_path),
+        answers["corpus_sha256"],
+        test_ids,
+        component,
+        len(keys),
+        public_keys[component],
+        frozenset(a["id"] for a in answers["answers"]),
+    )
 
 
 def _depth(value: object) -> int:
@@ -134,8 +147,10 @@ def parse_submission(body: bytes, comp: Competition) -> dict:
     if reason:
         raise Rejected(f"submission: {reason}")
     if document["corpus_sha256"] != comp.corpus_sha256:
-        raise Rejected(f"submission: field 'corpus_sha256': bound to corpus {document['corpus_sha256']}, "
-                       f"this competition grades corpus {comp.corpus_sha256}")
+        raise Rejected(
+            f"submission: field 'corpus_sha256': bound to corpus {document['corpus_sha256']}, "
+            f"this competition grades corpus {comp.corpus_sha256}"
+        )
     seen: set[str] = set()
     for n, answer in enumerate(document.get("answers") or []):
         if answer["id"] not in comp.known_ids:

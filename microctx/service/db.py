@@ -35,7 +35,8 @@ from microctx.errors import InputError
 METADATA = MetaData()
 
 competition = Table(
-    "competition", METADATA,
+    "competition",
+    METADATA,
     Column("id", Integer, primary_key=True),  # always 1: one competition per state
     Column("created_at", String(32), nullable=False),
     Column("split_seed", String(64), nullable=False),  # secret: decides the public/private split
@@ -47,7 +48,8 @@ competition = Table(
 )
 
 teams = Table(
-    "teams", METADATA,
+    "teams",
+    METADATA,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(100), nullable=False, unique=True),
     Column("token_sha256", String(64), nullable=False, unique=True),
@@ -56,7 +58,8 @@ teams = Table(
 )
 
 submissions = Table(
-    "submissions", METADATA,
+    "submissions",
+    METADATA,
     Column("id", String(36), primary_key=True),
     Column("team_id", Integer, ForeignKey("teams.id"), nullable=False, index=True),
     Column("received_at", String(32), nullable=False),
@@ -66,14 +69,15 @@ submissions = Table(
     Column("public_raw", Float),  # never released while running (the Ladder releases a rounding)
     Column("private_raw", Float),  # never released before close
     Column("released", Float),
-    Column("decision", String(64)),
+    Column("decision", Text),
     Column("outcomes", Text),  # exact (1) or not (0) per test record, in the answers' order
     Column("receipt", Text),
     Column("detail", Text),  # why a refund happened
 )
 
 ledger = Table(
-    "ledger", METADATA,
+    "ledger",
+    METADATA,
     Column("id", Integer, primary_key=True, autoincrement=True),
     # the local held-out ledger's fields (microctx.grading.ledger) ...
     Column("at", String(32), nullable=False),
@@ -91,7 +95,7 @@ ledger = Table(
     Column("best_before", Float),
     Column("threshold", Float),
     Column("released", Float),
-    Column("decision", String(64), nullable=False),
+    Column("decision", Text, nullable=False),
 )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -111,8 +115,9 @@ def engine_for(url: str) -> Engine:
         raise InputError("--state", f"expected a sqlite:/// or postgresql:// URL, got {parsed.get_backend_name()!r}")
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(parsed, connect_args={"timeout": 30, "check_same_thread": False},
-                           pool_size=10, max_overflow=60, pool_timeout=60)
+    engine = create_engine(
+        parsed, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=10, max_overflow=60, pool_timeout=60
+    )
     _immediate_transactions(engine)
     return engine
 
@@ -151,6 +156,7 @@ def open_state(url: str) -> Engine:
         migrate(engine)
     except SQLAlchemyError as exc:
         engine.dispose()
-        raise InputError("--state", f"cannot open the service state: {type(exc.orig or exc).__name__}: "
-                         f"{str(exc.orig or exc).splitlines()[0]}") from None
+        cause = getattr(exc, "orig", None) or exc
+        first_line = (str(cause).splitlines() or [""])[0]
+        raise InputError("--state", f"cannot open the service state: {type(cause).__name__}: {first_line}") from None
     return engine

@@ -49,25 +49,41 @@ class Settings:
     ladder: bool = True
 
 
-def best_released(connection: Connection, team: str) -> tuple[float, object] | None:
-    """The team's current released public score and the outcomes of the submission that set it."""
+def best_released(connection: Connection, team: str) -> ladder.Best | None:
+    """The team's current released public score, with the raw score and outcomes of the submission that set it."""
     row = connection.execute(
-        select(submissions.c.released, submissions.c.outcomes)
+        select(submissions.c.released, submissions.c.public_raw, submissions.c.outcomes)
         .select_from(ledger.join(submissions, submissions.c.id == ledger.c.submission_id))
         .where(ledger.c.team == team, ledger.c.part == "public", ledger.c.decision != ladder.NOT_SIGNIFICANT)
-        .order_by(ledger.c.id.desc()).limit(1)).first()
-    return None if row is None else (float(row.released), outcomes_of(row.outcomes))
+        .order_by(ledger.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else ladder.Best(float(row.released), float(row.public_raw), outcomes_of(row.outcomes))
 
 
-def _receipt(comp: Competition, key: str, team: str, submission_id: str, sha: str, decision: ladder.Decision,
-             part: str, at: str) -> dict:
-    return sign({"corpus_sha256": comp.corpus_sha256, "answers_sha256": comp.answers_sha256, "submission_sha256": sha,
-                 "submission_id": submission_id, "team": team, "metric": METRIC, "part": part,
-                 "released": decision.released, "decision": decision.decision, "at": at}, key)
+def _receipt(
+    comp: Competition, key: str, team: str, submission_id: str, sha: str, decision: ladder.Decision, part: str, at: str
+) -> dict:
+    return sign(
+        {
+            "corpus_sha256": comp.corpus_sha256,
+            "answers_sha256": comp.answers_sha256,
+            "submission_sha256": sha,
+            "submission_id": submission_id,
+            "team": team,
+            "metric": METRIC,
+            "part": part,
+            "released": decision.released,
+            "decision": decision.decision,
+            "at": at,
+        },
+        key,
+    )
 
 
-def _record(connection: Connection, comp: Competition, team: Row, scored: Scored, sha: str, manifest: dict | None,
-            settings: Settings) -> dict:
+def _record(
+    connection: Connection, comp: Competition, team: Row, scored: Scored, sha: str, manifest: dict | None, settings: Settings
+) -> dict:
     """Inside the transaction: take the quota, take the Ladder's step, write submission and ledger entry."""
     now = utc_now()
     row = competition_row(connection)
@@ -76,30 +92,72 @@ def _record(connection: Connection, comp: Competition, team: Row, scored: Scored
     quota = take(connection, team.id, now, settings.quota)
     mask = comp.part("public")
     raw = scored.rate(mask)
-    decision = ladder.decide(raw, scored.exact, best_released(connection, team.name), comp.component, mask,
-                             comp.n_components, ladder=settings.ladder)
+    decision = ladder.decide(
+        raw, scored.exact, best_released(connection, team.name), comp.component, mask, comp.n_components, ladder=settings.ladder
+    )
     submission_id, at = str(uuid.uuid4()), iso(now)
     receipt = _receipt(comp, row.signing_key, team.name, submission_id, sha, decision, "public", at)
-    connection.execute(insert(submissions).values(
-        id=submission_id, team_id=team.id, received_at=at, day=day_of(now), state=SCORED, submission_sha256=sha,
-        public_raw=raw, private_raw=scored.rate(comp.part("private")), released=decision.released,
-        decision=decision.decision, outcomes=outcomes_text(scored.exact), receipt=orjson.dumps(receipt).decode()))
+    connection.execute(
+        insert(submissions).values(
+            id=submission_id,
+            team_id=team.id,
+            received_at=at,
+            day=day_of(now),
+            state=SCORED,
+            submission_sha256=sha,
+            public_raw=raw,
+            private_raw=scored.rate(comp.part("private")),
+            released=decision.released,
+            decision=decision.decision,
+            outcomes=outcomes_text(scored.exact),
+            receipt=orjson.dumps(receipt).decode(),
+        )
+    )
     candidate = manifest.get("candidate") if manifest else None
-    connection.execute(insert(ledger).values(
-        at=at, answers_sha256=comp.answers_sha256, submission_sha256=sha,
-        candidate=str(candidate) if candidate is not None else team.name, config_digest=config_digest(manifest),
-        via=VIA, summary=orjson.dumps(grade_summary(scored.grade)).decode(), team=team.name, submission_id=submission_id,
-        part="public", raw_score=raw, best_before=decision.best_before, threshold=decision.threshold,
-        released=decision.released, decision=decision.decision))
-    return result_document(submission_id, team.name, at, decision.released, decision.decision, receipt, settings.ladder,
-                           quota)
+    connection.execute(
+        insert(ledger).values(
+            at=at,
+            answers_sha256=comp.answers_sha256,
+            submission_sha256=sha,
+            candidate=str(candidate) if candidate is not None else team.name,
+            config_digest=config_digest(manifest),
+            via=VIA,
+            summary=orjson.dumps(grade_summary(scored.grade)).decode(),
+            team=team.name,
+            submission_id=submission_id,
+            part="public",
+            raw_score=raw,
+            best_before=decision.best_before,
+            threshold=decision.threshold,
+            released=decision.released,
+            decision=decision.decision,
+        )
+    )
+    return result_document(submission_id, team.name, at, decision.released, decision.decision, receipt, settings.ladder, quota)
 
 
-def result_document(submission_id: str, team: str, at: str, released: float | None, decision: str | None,
-                    receipt: dict | None, ladder_on: bool, quota: QuotaState | None = None) -> dict:
+def result_document(
+    submission_id: str,
+    team: str,
+    at: str,
+    released: float | None,
+    decision: str | None,
+    receipt: dict | None,
+    ladder_on: bool,
+    quota: QuotaState | None = None,
+) -> dict:
     """What a team is told about one of its submissions (never a raw score or a per-record outcome)."""
-    document = {"id": submission_id, "team": team, "received_at": at, "metric": METRIC, "part": "public",
-                "score": released, "decision": decision, "ladder": ladder_on, "receipt": receipt}
+    document = {
+        "id": submission_id,
+        "team": team,
+        "received_at": at,
+        "metric": METRIC,
+        "part": "public",
+        "score": released,
+        "decision": decision,
+        "ladder": ladder_on,
+        "receipt": receipt,
+    }
     if quota is not None:
         document["quota"] = quota.as_json()
     return document
@@ -108,14 +166,21 @@ def result_document(submission_id: str, team: str, at: str, released: float | No
 def _refund(engine: Engine, team: Row, sha: str, detail: str) -> str:
     submission_id, now = str(uuid.uuid4()), utc_now()
     with engine.begin() as connection:
-        connection.execute(insert(submissions).values(
-            id=submission_id, team_id=team.id, received_at=iso(now), day=day_of(now), state=REFUNDED,
-            submission_sha256=sha, detail=detail[:500]))
+        connection.execute(
+            insert(submissions).values(
+                id=submission_id,
+                team_id=team.id,
+                received_at=iso(now),
+                day=day_of(now),
+                state=REFUNDED,
+                submission_sha256=sha,
+                detail=detail[:500],
+            )
+        )
     return submission_id
 
 
-def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, body: bytes,
-           manifest: dict | None = None) -> dict:
+def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, body: bytes, manifest: dict | None = None) -> dict:
     """Score one submission body for `team`: its result document, or Rejected / QuotaExceeded /
     Closed (nothing counted) / Refunded (the service's failure, recorded and not counted)."""
     with engine.begin() as connection:

@@ -31,11 +31,20 @@ LADDER_OFF = "released (the Ladder is off)"
 
 
 @dataclass(frozen=True)
+class Best:
+    """The submission that set a team's current released score: that value, its raw score, its outcomes."""
+
+    released: float
+    raw: float
+    exact: np.ndarray
+
+
+@dataclass(frozen=True)
 class Decision:
     released: float  # the value the team is shown
     decision: str
     raw: float
-    best_before: float | None  # the best released score before this submission
+    best_before: float | None  # the raw score of the submission that set the released score (never shown)
     threshold: float | None  # the paired standard error it had to beat the best by
 
     @property
@@ -55,26 +64,36 @@ def per_component(exact: np.ndarray, component: np.ndarray, mask: np.ndarray, n_
     return np.column_stack([hits[keep], records[keep]]).astype(np.float64)
 
 
-def paired_standard_error(new: np.ndarray, best: np.ndarray, component: np.ndarray, mask: np.ndarray,
-                          n_components: int) -> float:
+def paired_standard_error(new: np.ndarray, best: np.ndarray, component: np.ndarray, mask: np.ndarray, n_components: int) -> float:
     """Cluster-bootstrap standard error of rate(new) - rate(best) over the components of `mask`."""
-    rows = np.column_stack([per_component(new, component, mask, n_components)[:, 0],
-                            per_component(best, component, mask, n_components)])
+    rows = np.column_stack(
+        [per_component(new, component, mask, n_components)[:, 0], per_component(best, component, mask, n_components)]
+    )
     totals = stats.bootstrap_totals(rows, SE_REPLICATES, SE_SEED)
     differences = stats.ratio(totals[:, 0] - totals[:, 1], totals[:, 2])
     return float(np.std(differences, ddof=1))
 
 
-def decide(raw: float, exact: np.ndarray, best: tuple[float, np.ndarray] | None, component: np.ndarray,
-           mask: np.ndarray, n_components: int, *, ladder: bool = True) -> Decision:
+def decide(
+    raw: float,
+    exact: np.ndarray,
+    best: Best | None,
+    component: np.ndarray,
+    mask: np.ndarray,
+    n_components: int,
+    *,
+    ladder: bool = True,
+) -> Decision:
     """The Ladder's step for a submission with public score `raw` and per-record outcomes `exact`,
-    given the team's best released (value, outcomes) so far (None: nothing released yet)."""
+    given the submission behind the team's released score (None: nothing released yet).
+
+    The comparison is with that submission's raw score, not its rounding, so rounding never
+    lowers the bar (a released 0.665 may stand for a raw 0.6654)."""
     if not ladder:
-        return Decision(released_value(raw), LADDER_OFF, raw, best[0] if best else None, None)
+        return Decision(released_value(raw), LADDER_OFF, raw, best.raw if best else None, None)
     if best is None:
         return Decision(released_value(raw), FIRST, raw, None, None)
-    best_value, best_exact = best
-    threshold = paired_standard_error(exact, best_exact, component, mask, n_components)
-    if raw > best_value + threshold and not math.isclose(raw, best_value + threshold):
-        return Decision(released_value(raw), IMPROVED, raw, best_value, threshold)
-    return Decision(best_value, NOT_SIGNIFICANT, raw, best_value, threshold)
+    threshold = paired_standard_error(exact, best.exact, component, mask, n_components)
+    if raw > best.raw + threshold and not math.isclose(raw, best.raw + threshold):
+        return Decision(released_value(raw), IMPROVED, raw, best.raw, threshold)
+    return Decision(best.released, NOT_SIGNIFICANT, raw, best.raw, threshold)

@@ -57,8 +57,10 @@ def interval(exact: np.ndarray, comp: Competition, mask: np.ndarray) -> tuple[fl
 
 def paired_p_value(a: np.ndarray, b: np.ndarray, comp: Competition, mask: np.ndarray) -> float:
     """Two-sided sign-flip p-value of exact(a) - exact(b) over the part's components."""
-    delta = (ladder.per_component(a, comp.component, mask, comp.n_components)[:, 0]
-             - ladder.per_component(b, comp.component, mask, comp.n_components)[:, 0])
+    delta = (
+        ladder.per_component(a, comp.component, mask, comp.n_components)[:, 0]
+        - ladder.per_component(b, comp.component, mask, comp.n_components)[:, 0]
+    )
     delta = delta[delta != 0][:, None]
     observed = float(delta.sum())
     if len(delta) == 0:
@@ -85,16 +87,24 @@ def rank_groups(entries: list[Entry], comp: Competition, mask: np.ndarray) -> li
 
 def _entries(engine: Engine, comp: Competition, closed_at: str | None, key: str) -> list[Entry]:
     """Each team's chosen submission (its last release), scored on the board's part."""
-    last_release = (select(ledger.c.team, func.max(ledger.c.id).label("id"))
-                    .where(ledger.c.part == "public", ledger.c.decision != ladder.NOT_SIGNIFICANT)
-                    .group_by(ledger.c.team).subquery())
-    looks = (select(submissions.c.team_id, func.count().label("looks")).where(submissions.c.state == SCORED)
-             .group_by(submissions.c.team_id).subquery())
-    query = (select(teams.c.name, submissions, looks.c.looks)
-             .select_from(last_release.join(ledger, ledger.c.id == last_release.c.id)
-                          .join(submissions, submissions.c.id == ledger.c.submission_id)
-                          .join(teams, teams.c.id == submissions.c.team_id)
-                          .join(looks, looks.c.team_id == teams.c.id)))
+    last_release = (
+        select(ledger.c.team, func.max(ledger.c.id).label("id"))
+        .where(ledger.c.part == "public", ledger.c.decision != ladder.NOT_SIGNIFICANT)
+        .group_by(ledger.c.team)
+        .subquery()
+    )
+    looks = (
+        select(submissions.c.team_id, func.count().label("looks"))
+        .where(submissions.c.state == SCORED)
+        .group_by(submissions.c.team_id)
+        .subquery()
+    )
+    query = select(teams.c.name, submissions, looks.c.looks).select_from(
+        last_release.join(ledger, ledger.c.id == last_release.c.id)
+        .join(submissions, submissions.c.id == ledger.c.submission_id)
+        .join(teams, teams.c.id == submissions.c.team_id)
+        .join(looks, looks.c.team_id == teams.c.id)
+    )
     with engine.begin() as connection:
         rows = connection.execute(query).all()
     out = []
@@ -103,10 +113,21 @@ def _entries(engine: Engine, comp: Competition, closed_at: str | None, key: str)
             score, receipt = float(row.released), orjson.loads(row.receipt)
         else:
             score = ladder.released_value(float(row.private_raw))
-            receipt = sign({"corpus_sha256": comp.corpus_sha256, "answers_sha256": comp.answers_sha256,
-                            "submission_sha256": row.submission_sha256, "submission_id": row.id, "team": row.name,
-                            "metric": METRIC, "part": "private", "released": score, "decision": PRIVATE_DECISION,
-                            "at": closed_at}, key)
+            receipt = sign(
+                {
+                    "corpus_sha256": comp.corpus_sha256,
+                    "answers_sha256": comp.answers_sha256,
+                    "submission_sha256": row.submission_sha256,
+                    "submission_id": row.id,
+                    "team": row.name,
+                    "metric": METRIC,
+                    "part": "private",
+                    "released": score,
+                    "decision": PRIVATE_DECISION,
+                    "at": closed_at,
+                },
+                key,
+            )
         out.append(Entry(row.name, row.id, row.submission_sha256, outcomes_of(row.outcomes), score, int(row.looks), receipt))
     return sorted(out, key=lambda e: (-e.score, e.team))
 
@@ -123,11 +144,28 @@ def board(engine: Engine, comp: Competition) -> dict:
     teams_out = []
     for entry, group in zip(entries, groups):
         low, high = interval(entry.exact, comp, mask)
-        teams_out.append({"team": entry.team, "rank_group": group, "score": entry.score, "ci_low": low, "ci_high": high,
-                          "looks": entry.looks, "submission_id": entry.submission_id, "receipt": entry.receipt})
-    return {"status": row.status, "part": part, "metric": METRIC, "corpus_sha256": comp.corpus_sha256,
-            "records": int(mask.sum()), "components": int(len(np.unique(comp.component[mask]))),
-            "closed_at": row.closed_at, "teams": teams_out,
-            "method": "score: exact-record rate of each team's chosen submission (its last released); interval: 95% "
-                      "percentile cluster bootstrap over split components; rank group: teams the paired sign-flip test "
-                      "over components does not separate from the group's first team at 0.05"}
+        teams_out.append(
+            {
+                "team": entry.team,
+                "rank_group": group,
+                "score": entry.score,
+                "ci_low": low,
+                "ci_high": high,
+                "looks": entry.looks,
+                "submission_id": entry.submission_id,
+                "receipt": entry.receipt,
+            }
+        )
+    return {
+        "status": row.status,
+        "part": part,
+        "metric": METRIC,
+        "corpus_sha256": comp.corpus_sha256,
+        "records": int(mask.sum()),
+        "components": int(len(np.unique(comp.component[mask]))),
+        "closed_at": row.closed_at,
+        "teams": teams_out,
+        "method": "score: exact-record rate of each team's chosen submission (its last released); interval: 95% "
+        "percentile cluster bootstrap over split components; rank group: teams the paired sign-flip test "
+        "over components does not separate from the group's first team at 0.05",
+    }

@@ -17,8 +17,10 @@ def _bar(score: float, low: float, high: float) -> str:
     def pct(x: float) -> str:
         return f"{max(0.0, min(1.0, x)) * 100:.1f}%"
 
-    return (f"<div class='bar' title='95% interval {low:.3f} to {high:.3f}'>"
-            f"<span style='left:{pct(low)};width:{pct(high - low)}'></span><i style='left:{pct(score)}'></i></div>")
+    return (
+        f"<div class='bar' title='95% interval {low:.3f} to {high:.3f}'>"
+        f"<span style='left:{pct(low)};width:{pct(high - low)}'></span><i style='left:{pct(score)}'></i></div>"
+    )
 
 
 def render(document: dict) -> str:
@@ -30,10 +32,13 @@ def render(document: dict) -> str:
             f"<tr class='g{team['rank_group'] % 2}'><td class='num'>{team['rank_group']}</td>"
             f"<td class='team'>{escape(team['team'])}</td><td class='num'>{team['score']:.3f}</td>"
             f"<td class='num'>{team['ci_low']:.3f} – {team['ci_high']:.3f}</td><td>{_bar(team['score'], team['ci_low'], team['ci_high'])}</td>"
-            f"<td class='num'>{team['looks']}</td></tr>")
-    status = ("Closed: the private board (records never scored for anyone while the competition ran)."
-              if document["status"] == "closed" else
-              "Running: the public board. Scores are released by the Ladder; the private board appears after close.")
+            f"<td class='num'>{team['looks']}</td></tr>"
+        )
+    status = (
+        "Closed: the private board (records never scored for anyone while the competition ran)."
+        if document["status"] == "closed"
+        else "Running: the public board. Scores are released by the Ladder; the private board appears after close."
+    )
     empty = "" if rows else "<p>No released score yet.</p>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>microctx leaderboard ({escape(part)})</title>
@@ -41,10 +46,10 @@ def render(document: dict) -> str:
 <style>{_STYLE}</style></head><body>
 <h1>Leaderboard: {escape(part)} part</h1>
 <p>{escape(status)}</p>
-<p class="note">Corpus <code>{escape(document['corpus_sha256'][:12])}…</code>; {document['records']} {escape(part)} test records in
-{document['components']} split components. Metric: exact-record rate.</p>
+<p class="note">Corpus <code>{escape(document["corpus_sha256"][:12])}…</code>; {document["records"]} {escape(part)} test records in
+{document["components"]} split components. Metric: exact-record rate.</p>
 <table><thead><tr><th>rank group</th><th>team</th><th>score</th><th>95% interval</th><th></th><th>looks</th></tr></thead>
-<tbody>{''.join(rows)}</tbody></table>{empty}
-<p class="note">{escape(document['method'])}. Teams that share a rank group are not separated by the test.</p>
+<tbody>{"".join(rows)}</tbody></table>{empty}
+<p class="note">{escape(document["method"])}. Teams that share a rank group are not separated by the test.</p>
 </body></html>
 """

@@ -41,8 +41,13 @@ class QuotaState:
         return self.remaining_today == 0 or self.remaining_total == 0
 
     def as_json(self) -> dict:
-        return {"used_today": self.used_today, "used_total": self.used_total, "remaining_today": self.remaining_today,
-                "remaining_total": self.remaining_total, "resets_at": self.resets_at}
+        return {
+            "used_today": self.used_today,
+            "used_total": self.used_total,
+            "remaining_today": self.remaining_today,
+            "remaining_total": self.remaining_total,
+            "resets_at": self.resets_at,
+        }
 
 
 class QuotaExceeded(Exception):
@@ -70,8 +75,13 @@ def usage(connection: Connection, team_id: int, now: datetime, quota: Quota) -> 
     counted = (submissions.c.team_id == team_id) & (submissions.c.state == SCORED)
     today = connection.execute(select(func.count()).where(counted & (submissions.c.day == day_of(now)))).scalar_one()
     total = connection.execute(select(func.count()).where(counted)).scalar_one()
-    return QuotaState(today, total, None if quota.daily is None else max(0, quota.daily - today),
-                      None if quota.total is None else max(0, quota.total - total), next_reset(now))
+    return QuotaState(
+        today,
+        total,
+        None if quota.daily is None else max(0, quota.daily - today),
+        None if quota.total is None else max(0, quota.total - total),
+        next_reset(now),
+    )
 
 
 def take(connection: Connection, team_id: int, now: datetime, quota: Quota) -> QuotaState:
@@ -80,6 +90,10 @@ def take(connection: Connection, team_id: int, now: datetime, quota: Quota) -> Q
     state = usage(connection, team_id, now, quota)
     if state.exhausted:
         raise QuotaExceeded(state)
-    return QuotaState(state.used_today + 1, state.used_total + 1,
-                      None if state.remaining_today is None else state.remaining_today - 1,
-                      None if state.remaining_total is None else state.remaining_total - 1, state.resets_at)
+    return QuotaState(
+        state.used_today + 1,
+        state.used_total + 1,
+        None if state.remaining_today is None else state.remaining_today - 1,
+        None if state.remaining_total is None else state.remaining_total - 1,
+        state.resets_at,
+    )

@@ -24,15 +24,24 @@ from microctx.errors import InputError
 from microctx.files import parse_json, read_bytes
 
 RECEIPT_SCHEMA = "microctx-receipt/1"
-PAYLOAD_FIELDS = ("corpus_sha256", "answers_sha256", "submission_sha256", "submission_id", "team", "metric", "part",
-                  "released", "decision", "at")
+PAYLOAD_FIELDS = (
+    "corpus_sha256",
+    "answers_sha256",
+    "submission_sha256",
+    "submission_id",
+    "team",
+    "metric",
+    "part",
+    "released",
+    "decision",
+    "at",
+)
 
 
 def new_private_key() -> str:
     """A new Ed25519 private key, PEM (PKCS#8, unencrypted: it lives in the service state)."""
     key = Ed25519PrivateKey.generate()
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
 
 
 def _private(pem: str) -> Ed25519PrivateKey:
@@ -54,8 +63,12 @@ def sign(payload: dict, private_pem: str) -> dict:
         raise ValueError(f"a receipt payload holds exactly {PAYLOAD_FIELDS}")
     ordered = {key: payload[key] for key in PAYLOAD_FIELDS}
     signature = _private(private_pem).sign(dumps(ordered))
-    return {"schema": RECEIPT_SCHEMA, "payload": ordered, "signature": base64.b64encode(signature).decode(),
-            "key": public_key_line(private_pem)}
+    return {
+        "schema": RECEIPT_SCHEMA,
+        "payload": ordered,
+        "signature": base64.b64encode(signature).decode(),
+        "key": public_key_line(private_pem),
+    }
 
 
 def load_public_key(path: str | os.PathLike) -> Ed25519PublicKey:

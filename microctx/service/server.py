@@ -44,7 +44,7 @@ class DeadlineH11Protocol(H11Protocol):
         if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
             self.transport.close()
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._arm()
 
@@ -64,8 +64,15 @@ class DeadlineH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def build_service(answers: str, public: str, state_url: str, *, daily_quota: int | None = None,
-                  total_quota: int | None = None, ladder: bool = True) -> service_app.Service:
+def build_service(
+    answers: str,
+    public: str,
+    state_url: str,
+    *,
+    daily_quota: int | None = None,
+    total_quota: int | None = None,
+    ladder: bool = True,
+) -> service_app.Service:
     """Everything `serve` checks before it listens: the answer file's mode, the state, the binding."""
     from microctx.service.competition import check_private_file
 
@@ -80,10 +87,21 @@ def build_service(answers: str, public: str, state_url: str, *, daily_quota: int
 def run(service: service_app.Service, host: str, port: int) -> None:
     import uvicorn
 
-    config = uvicorn.Config(service_app.create_app(service), host=host, port=port, http=DeadlineH11Protocol,
-                            timeout_keep_alive=KEEP_ALIVE, log_level=os.environ.get("MICROCTX_SERVICE_LOG", "warning"),
-                            access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        service_app.create_app(service),
+        host=host,
+        port=port,
+        http=DeadlineH11Protocol,
+        timeout_keep_alive=KEEP_ALIVE,
+        log_level=os.environ.get("MICROCTX_SERVICE_LOG", "warning"),
+        access_log=False,
+        lifespan="off",
+    )
     public = int(service.comp.public.sum())
-    print(f"microctx serve: grading answers {service.comp.answers_sha256[:12]}… ({public} public, "
-          f"{len(service.comp.test_ids) - public} private test records) on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(
+        f"microctx serve: grading answers {service.comp.answers_sha256[:12]}… ({public} public, "
+        f"{len(service.comp.test_ids) - public} private test records) on http://{host}:{port}",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.Server(config).run()

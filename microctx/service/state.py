@@ -46,9 +46,15 @@ def ensure_competition(engine: Engine) -> Row:
             return row
     try:
         with engine.begin() as connection:
-            connection.execute(insert(competition).values(
-                id=1, created_at=iso(utc_now()), split_seed=secrets.token_hex(32), signing_key=new_private_key(),
-                status=RUNNING))
+            connection.execute(
+                insert(competition).values(
+                    id=1,
+                    created_at=iso(utc_now()),
+                    split_seed=secrets.token_hex(32),
+                    signing_key=new_private_key(),
+                    status=RUNNING,
+                )
+            )
     except IntegrityError:
         pass  # another process created it first: theirs is the competition
     with engine.begin() as connection:
@@ -61,11 +67,17 @@ def bind_answers(engine: Engine, answers_sha256: str, corpus_sha256: str) -> Row
     with engine.begin() as connection:
         row = competition_row(connection)
         if row.answers_sha256 is None:
-            connection.execute(update(competition).where(competition.c.id == 1).values(
-                answers_sha256=answers_sha256, corpus_sha256=corpus_sha256))
+            connection.execute(
+                update(competition)
+                .where(competition.c.id == 1)
+                .values(answers_sha256=answers_sha256, corpus_sha256=corpus_sha256)
+            )
         elif row.answers_sha256 != answers_sha256:
-            raise InputError("--answers", f"this state's competition grades answers {row.answers_sha256[:12]}…, "
-                                          f"not {answers_sha256[:12]}…: give its answer bundle or a new --state")
+            raise InputError(
+                "--answers",
+                f"this state's competition grades answers {row.answers_sha256[:12]}…, "
+                f"not {answers_sha256[:12]}…: give its answer bundle or a new --state",
+            )
         return competition_row(connection)
 
 
@@ -74,6 +86,5 @@ def close(engine: Engine) -> Row:
     ensure_competition(engine)
     with engine.begin() as connection:
         if competition_row(connection).status != CLOSED:
-            connection.execute(update(competition).where(competition.c.id == 1).values(
-                status=CLOSED, closed_at=iso(utc_now())))
+            connection.execute(update(competition).where(competition.c.id == 1).values(status=CLOSED, closed_at=iso(utc_now())))
         return competition_row(connection)

@@ -51,8 +51,9 @@ def add_team(engine: Engine, name: str) -> str:
 def revoke_team(engine: Engine, name: str) -> None:
     """Revoke a team's token (its submissions and scores stay)."""
     with engine.begin() as connection:
-        done = connection.execute(update(teams).where(teams.c.name == name, teams.c.revoked_at.is_(None))
-                                  .values(revoked_at=iso(utc_now())))
+        done = connection.execute(
+            update(teams).where(teams.c.name == name, teams.c.revoked_at.is_(None)).values(revoked_at=iso(utc_now()))
+        )
         if done.rowcount == 0:
             raise InputError("NAME", f"no team named {name!r} with a valid token")
 

@@ -59,7 +59,7 @@ def upgrade() -> None:
         sa.Column("public_raw", sa.Float),
         sa.Column("private_raw", sa.Float),
         sa.Column("released", sa.Float),
-        sa.Column("decision", sa.String(64)),
+        sa.Column("decision", sa.Text),
         sa.Column("outcomes", sa.Text),
         sa.Column("receipt", sa.Text),
         sa.Column("detail", sa.Text),
@@ -82,7 +82,7 @@ def upgrade() -> None:
         sa.Column("best_before", sa.Float),
         sa.Column("threshold", sa.Float),
         sa.Column("released", sa.Float),
-        sa.Column("decision", sa.String(64), nullable=False),
+        sa.Column("decision", sa.Text, nullable=False),
     )
     guards = _POSTGRES_GUARDS if op.get_bind().dialect.name == "postgresql" else _SQLITE_GUARDS
     for statement in guards:
