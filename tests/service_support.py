@@ -125,3 +125,36 @@ def post(url: str, token: str | None, content: bytes, **headers: str) -> httpx.R
 def get(url: str, path: str, token: str | None = None) -> httpx.Response:
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.get(url + path, headers=auth, timeout=60)
+
+
+class InProcessService:
+    """The same app and protocol as `microctx serve`, in a thread of the test process (for planted
+    faults that need the test to reach inside: a scorer that fails, a shorter deadline)."""
+
+    def __init__(self, service) -> None:
+        import threading
+
+        import uvicorn
+
+        from microctx.service import app as service_app
+        from microctx.service.server import KEEP_ALIVE, DeadlineH11Protocol
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(service_app.create_app(service), host="127.0.0.1", port=self.port, http=DeadlineH11Protocol,
+                                timeout_keep_alive=KEEP_ALIVE, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> InProcessService:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise AssertionError("the in-process service did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
