@@ -29,7 +29,9 @@ class PostgresUnavailable(Exception):
 def _binary(name: str) -> str:
     found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
     if not found:
-        raise PostgresUnavailable(f"`{name}` not found on PATH or in /usr/lib/postgresql/*/bin: install the Debian package `postgresql`")
+        raise PostgresUnavailable(
+            f"`{name}` not found on PATH or in /usr/lib/postgresql/*/bin: install the Debian package `postgresql`"
+        )
     return found
 
 
@@ -39,10 +41,11 @@ def system_user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         pass
-    done = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True
+    )
     if done.returncode != 0:
-        raise PostgresUnavailable(f"cannot create the system user {name}: {done.stderr.strip()}")
+        raise OSError(f"cannot create the system user {name}: {done.stderr.strip()}")
     return pwd.getpwnam(name)
 
 
@@ -69,7 +72,10 @@ class PostgresServer:
             try:
                 self.user = pwd.getpwnam("postgres")
             except KeyError:
-                self.user = system_user(FALLBACK_USER)
+                try:
+                    self.user = system_user(FALLBACK_USER)
+                except OSError as exc:
+                    raise PostgresUnavailable(str(exc)) from None
             os.chown(self.folder, self.user.pw_uid, self.user.pw_gid)
         data, log = self.folder / "data", self.folder / "server.log"
         done = self._run(_binary("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")

@@ -38,8 +38,12 @@ def submission(answers: dict, wrong_ids: set[str] | frozenset[str] = frozenset()
         if gold["id"] in wrong_ids:
             row["state"] = "OPEN" if gold["state"] == "CLOSED" else "CLOSED"
         rows.append(row)
-    return {"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"], "answers": rows,
-            "aggregates": answers["aggregates"]}
+    return {
+        "schema": "fak-microcontext-submission/1",
+        "corpus_sha256": answers["corpus_sha256"],
+        "answers": rows,
+        "aggregates": answers["aggregates"],
+    }
 
 
 def body(document: dict) -> bytes:
@@ -47,8 +51,13 @@ def body(document: dict) -> bytes:
 
 
 def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "microctx", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "microctx", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=120,
+    )
     if check and done.returncode != 0:
         raise AssertionError(f"microctx {' '.join(args)} exited {done.returncode}: {done.stderr}")
     return done
@@ -61,14 +70,37 @@ def add_team(state: str, name: str) -> str:
 class ServiceProcess:
     """`microctx serve` in a subprocess on a free port; `.url`, `.stop()`, `.kill()`."""
 
-    def __init__(self, answers: Path, public: Path, state: str, *options: str, log: Path,
-                 prefix: tuple[str, ...] = (), python: str = sys.executable, env: dict | None = None) -> None:
+    def __init__(
+        self,
+        answers: Path,
+        public: Path,
+        state: str,
+        *options: str,
+        log: Path,
+        prefix: tuple[str, ...] = (),
+        python: str = sys.executable,
+        env: dict | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self._log = open(log, "wb")
-        argv = [*prefix, python, "-m", "microctx", "serve", "--answers", str(answers), "--public", str(public),
-                "--state", state, "--port", str(self.port), *options]
+        argv = [
+            *prefix,
+            python,
+            "-m",
+            "microctx",
+            "serve",
+            "--answers",
+            str(answers),
+            "--public",
+            str(public),
+            "--state",
+            state,
+            "--port",
+            str(self.port),
+            *options,
+        ]
         self._argv, self._env = argv, {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=self._env)
         self._wait()
@@ -141,8 +173,15 @@ class InProcessService:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(service_app.create_app(service), host="127.0.0.1", port=self.port, http=DeadlineH11Protocol,
-                                timeout_keep_alive=KEEP_ALIVE, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            service_app.create_app(service),
+            host="127.0.0.1",
+            port=self.port,
+            http=DeadlineH11Protocol,
+            timeout_keep_alive=KEEP_ALIVE,
+            log_level="warning",
+            lifespan="off",
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -85,7 +85,7 @@ def test_tokens(service, s8f_answers):
 
 def test_twenty_concurrent_submissions_against_a_quota_of_five_score_exactly_five(service, s8f_answers):
     token = _team(service, "racers")
-    documents = [body(submission(s8f_answers, set(_test_ids(s8f_answers)[i:i + 1]))) for i in range(20)]
+    documents = [body(submission(s8f_answers, set(_test_ids(s8f_answers)[i : i + 1]))) for i in range(20)]
     barrier = threading.Barrier(20)
 
     def send(document: bytes):
@@ -113,10 +113,17 @@ def _hostile_bodies(answers: dict) -> dict[str, bytes]:
     extra_field = {**good, "sneaky": 1}
     extra_answer_field = {**good, "answers": [{**good["answers"][0], "note": "x"}] + good["answers"][1:]}
     deep = {**good, "aggregates": {"state_counts": json.loads("[" * 50 + "]" * 50)}}
-    return {"another corpus": body(other), "unknown id": body(unknown), "repeated id": body(repeated),
-            "unknown field": body(extra_field), "unknown answer field": body(extra_answer_field),
-            "too deep": body(deep), "not JSON": b"{not json", "bad type": b'{"corpus_sha256": 7}',
-            "very deep": b"[" * 100_000 + b"]" * 100_000}
+    return {
+        "another corpus": body(other),
+        "unknown id": body(unknown),
+        "repeated id": body(repeated),
+        "unknown field": body(extra_field),
+        "unknown answer field": body(extra_answer_field),
+        "too deep": body(deep),
+        "not JSON": b"{not json",
+        "bad type": b'{"corpus_sha256": 7}',
+        "very deep": b"[" * 100_000 + b"]" * 100_000,
+    }
 
 
 def test_refusals_are_not_counted(service, s8f_answers):
@@ -147,7 +154,7 @@ def _one_per_component(comp, public: bool, count: int, skip: int = 0) -> list[st
     for rid, component, is_public in zip(comp.test_ids, comp.component, comp.public):
         if bool(is_public) == public and int(component) not in seen:
             seen[int(component)] = rid
-    return list(seen.values())[skip:skip + count]
+    return list(seen.values())[skip : skip + count]
 
 
 def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
@@ -161,7 +168,9 @@ def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
     nudged = set(wrong[3:]) | set(_one_per_component(comp, True, 2, skip=40))
     nudge = post(service.url, token, body(submission(s8f_answers, nudged))).json()
     # worse on private records only: the same public score
-    private_only = post(service.url, token, body(submission(s8f_answers, set(wrong) | set(_one_per_component(comp, False, 5))))).json()
+    private_only = post(
+        service.url, token, body(submission(s8f_answers, set(wrong) | set(_one_per_component(comp, False, 5))))
+    ).json()
     leap = post(service.url, token, body(submission(s8f_answers, set(wrong[20:])))).json()  # 20 components fixed
     worse = post(service.url, token, body(submission(s8f_answers, set(wrong)))).json()
     assert first["decision"] == ladder.FIRST and first["score"] == round(1 - 40 / comp.public.sum(), 3)
@@ -171,9 +180,16 @@ def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
     assert worse["decision"] == ladder.NOT_SIGNIFICANT and worse["score"] == leap["score"]
     assert get(service.url, f"/v1/submissions/{nudge['id']}", token).json()["score"] == first["score"]
     assert get(service.url, f"/v1/submissions/{nudge['id']}", _team(service, "nosy")).status_code == 404
-    decisions = _rows(service, "SELECT decision, raw_score, best_before, threshold FROM ledger WHERE team = 'climber' ORDER BY id")
-    assert [d[0] for d in decisions] == [ladder.FIRST, ladder.NOT_SIGNIFICANT, ladder.NOT_SIGNIFICANT, ladder.IMPROVED,
-                                         ladder.NOT_SIGNIFICANT]
+    decisions = _rows(
+        service, "SELECT decision, raw_score, best_before, threshold FROM ledger WHERE team = 'climber' ORDER BY id"
+    )
+    assert [d[0] for d in decisions] == [
+        ladder.FIRST,
+        ladder.NOT_SIGNIFICANT,
+        ladder.NOT_SIGNIFICANT,
+        ladder.IMPROVED,
+        ladder.NOT_SIGNIFICANT,
+    ]
     assert decisions[1][1] > decisions[1][2]  # the nudge was better, and still not released
     assert 0 < decisions[1][1] - decisions[1][2] <= decisions[1][3]
     board = get(service.url, "/v1/leaderboard").json()
@@ -189,8 +205,7 @@ def test_receipts_verify_and_a_tampered_one_fails(service, s8f_answers, tmp_path
     submission_file = tmp_path / "s.json"
     submission_file.write_bytes(body(submission(s8f_answers)))
     receipt = tmp_path / "receipt.json"
-    done = cli("submit", str(submission_file), "--server", service.url, "--receipt", str(receipt),
-               env={"MICROCTX_TOKEN": token})
+    done = cli("submit", str(submission_file), "--server", service.url, "--receipt", str(receipt), env={"MICROCTX_TOKEN": token})
     assert "signer: public exact_record_rate" in done.stdout
     from microctx.contract.digests import file_sha256
 
@@ -237,10 +252,16 @@ def test_the_client_says_one_line_per_refusal(service, s8f_answers, tmp_path):
 def test_a_restart_keeps_everything(service, s8f_answers):
     token = _team(service, "durable")
     first = post(service.url, token, body(submission(s8f_answers))).json()
-    before = [get(service.url, path, token).json() for path in ("/v1/leaderboard", "/v1/public-key", f"/v1/submissions/{first['id']}", "/v1/quota")]
+    before = [
+        get(service.url, path, token).json()
+        for path in ("/v1/leaderboard", "/v1/public-key", f"/v1/submissions/{first['id']}", "/v1/quota")
+    ]
     service.stop()
     service.restart()
-    after = [get(service.url, path, token).json() for path in ("/v1/leaderboard", "/v1/public-key", f"/v1/submissions/{first['id']}", "/v1/quota")]
+    after = [
+        get(service.url, path, token).json()
+        for path in ("/v1/leaderboard", "/v1/public-key", f"/v1/submissions/{first['id']}", "/v1/quota")
+    ]
     assert after == before and after[3]["used_today"] == 1
 
 
@@ -256,7 +277,9 @@ def test_a_kill_while_scoring_leaves_nothing_counted(service, s8f_answers):
     finally:
         release()
     assert _rows(service, "SELECT COUNT(*) FROM ledger WHERE team = 'crashed'") == [(0,)]
-    assert _rows(service, "SELECT COUNT(*) FROM submissions s JOIN teams t ON t.id = s.team_id WHERE t.name = 'crashed'") == [(0,)]
+    assert _rows(service, "SELECT COUNT(*) FROM submissions s JOIN teams t ON t.id = s.team_id WHERE t.name = 'crashed'") == [
+        (0,)
+    ]
     service.restart()
     assert get(service.url, "/v1/quota", token).json()["used_today"] == 0
     assert post(service.url, token, body(submission(s8f_answers))).status_code == 201
@@ -296,8 +319,9 @@ def _wait_until_blocked(service, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     with psycopg.connect(service.state, autocommit=True) as watcher:
         while time.monotonic() < deadline:
-            waiting = watcher.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                      "AND query ILIKE '%submissions%'").fetchone()[0]
+            waiting = watcher.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%submissions%'"
+            ).fetchone()[0]
             if waiting:
                 return
             time.sleep(0.05)

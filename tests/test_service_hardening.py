@@ -55,8 +55,15 @@ def test_a_failure_of_the_service_is_refunded(built, s8f_answers, monkeypatch):
         monkeypatch.undo()
         assert post(running.url, token, body(submission(s8f_answers))).status_code == 201
         assert get(running.url, "/v1/quota", token).json() | {"resets_at": ""} == {
-            "team": "unlucky", "daily_quota": 3, "total_quota": None, "used_today": 1, "used_total": 1,
-            "remaining_today": 2, "remaining_total": None, "resets_at": ""}
+            "team": "unlucky",
+            "daily_quota": 3,
+            "total_quota": None,
+            "used_today": 1,
+            "used_total": 1,
+            "remaining_today": 2,
+            "remaining_total": None,
+            "resets_at": "",
+        }
 
 
 def _connect(url: str) -> socket.socket:
@@ -83,8 +90,10 @@ def test_a_client_slow_with_its_body_gets_408(built, s8f_answers):
     built.body_timeout = 1.0
     with InProcessService(built) as running:
         sock = _connect(running.url)
-        sock.sendall(b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Authorization: Bearer " + token.encode() + b"\r\nContent-Length: 1000\r\n\r\n{")
+        sock.sendall(
+            b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\nContent-Length: 1000\r\n\r\n{"
+        )
         started = time.monotonic()
         reply = sock.recv(4096)
         assert reply.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10
@@ -95,8 +104,18 @@ def test_a_client_slow_with_its_body_gets_408(built, s8f_answers):
 def test_serve_refuses_an_answer_file_others_can_read(tmp_path, s8f):
     answers = private_answers(s8f.answers, tmp_path)
     answers.chmod(0o640)
-    done = cli("serve", "--answers", str(answers), "--public", str(s8f.public), "--state", str(tmp_path / "s.db"),
-               "--port", "1", check=False)
+    done = cli(
+        "serve",
+        "--answers",
+        str(answers),
+        "--public",
+        str(s8f.public),
+        "--state",
+        str(tmp_path / "s.db"),
+        "--port",
+        "1",
+        check=False,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert str(answers) in done.stderr and "readable by others" in done.stderr and "-rw-r-----" in done.stderr
 
@@ -107,8 +126,7 @@ def test_a_state_is_bound_to_one_answer_bundle(tmp_path, s8f, synthetic):
     state = f"sqlite:///{tmp_path / 's.db'}"
     build_service(str(private_answers(s8f.answers, tmp_path / "a")), str(s8f.public), state).engine.dispose()
     other = private_answers(synthetic.answers, tmp_path / "b")
-    done = cli("serve", "--answers", str(other), "--public", str(synthetic.public), "--state", state, "--port", "1",
-               check=False)
+    done = cli("serve", "--answers", str(other), "--public", str(synthetic.public), "--state", state, "--port", "1", check=False)
     assert done.returncode == 2 and "this state's competition grades answers" in done.stderr
 
 
@@ -132,8 +150,19 @@ def test_the_migrated_schema_is_the_tables_and_the_ledger_is_append_only(state_u
         assert compare_metadata(MigrationContext.configure(connection), METADATA) == []
         assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
     with engine.begin() as connection:
-        connection.execute(insert(ledger).values(at="t", answers_sha256="a", via="service", summary="{}", team="t",
-                                                 submission_id="s", part="public", raw_score=0.5, decision="d"))
+        connection.execute(
+            insert(ledger).values(
+                at="t",
+                answers_sha256="a",
+                via="service",
+                summary="{}",
+                team="t",
+                submission_id="s",
+                part="public",
+                raw_score=0.5,
+                decision="d",
+            )
+        )
     for statement in ("UPDATE ledger SET raw_score = 1", "DELETE FROM ledger"):
         with pytest.raises(Exception, match="append-only"):
             with engine.begin() as connection:

@@ -7,7 +7,8 @@ with a receipt signed at the closing time. Raw public scores are never shown.
 
 - interval: 95% percentile cluster bootstrap over the part's split components
   (`microctx.grading.stats`), answering "how far could this rate move on other records like
-  these" (beyond these records), assuming components are independent; rounded like scores.
+  these" (beyond these records), assuming components are independent; rounded like scores. A
+  rate of exactly 1 (or 0) gets the exact one-sided bound alpha ** (1 / components) instead.
 - rank groups: teams in score order; a team starts a new group when the paired sign-flip test
   over components (`stats.sign_flip_exact`, Monte Carlo beyond EXACT_FLIP_LIMIT discordant
   components) separates it from the first team of the current group at ALPHA = 0.05
@@ -49,10 +50,17 @@ class Entry:
 
 
 def interval(exact: np.ndarray, comp: Competition, mask: np.ndarray) -> tuple[float, float]:
+    """95% percentile cluster-bootstrap interval of the exact-record rate on `mask`; when every
+    component is all right (or all wrong) the bootstrap has no spread, and the exact one-sided
+    bound `stats.boundary_bound` over the components replaces the missing side."""
     rows = ladder.per_component(exact, comp.component, mask, comp.n_components)
     totals = stats.bootstrap_totals(rows, N_BOOT, SEED)
     low, high, _ = stats.percentile_interval(stats.ratio(totals[:, 0], totals[:, 1])[:, None])
-    return ladder.released_value(float(low[0])), ladder.released_value(float(high[0]))
+    if rows[:, 0].sum() == rows[:, 1].sum():
+        low = stats.boundary_bound(len(rows))
+    elif rows[:, 0].sum() == 0:
+        high = 1 - stats.boundary_bound(len(rows))
+    return ladder.released_value(float(np.ravel(low)[0])), ladder.released_value(float(np.ravel(high)[0]))
 
 
 def paired_p_value(a: np.ndarray, b: np.ndarray, comp: Competition, mask: np.ndarray) -> float:
