@@ -75,3 +75,8 @@ def bearer_token(header: str | None) -> str | None:
         return None
     scheme, _, token = header.partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def teams_row(connection: Connection, name: str) -> Row | None:
+    """A team's row by name (None when there is no such team)."""
+    return connection.execute(select(teams).where(teams.c.name == name)).first()
