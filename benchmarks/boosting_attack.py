@@ -22,7 +22,6 @@ each repetition, and their means.
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -37,7 +36,6 @@ from microctx.service.competition import Scored, load_competition, score
 from microctx.service.db import competition, open_state
 from microctx.service.quotas import Quota
 from microctx.service.receipts import new_private_key
-
 
 CHANCE = 0.5
 
@@ -154,5 +152,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    secrets.token_bytes(1)  # (the split seeds are drawn from --seed, for repeatable figures)
     sys.exit(main())
