@@ -6,8 +6,9 @@ the schema to the newest revision (`migrations/`) before anything is read, so ev
 that takes `--state` works on a new or an old database alike.
 
 SQLite: every transaction is `BEGIN IMMEDIATE` (the write lock is taken before anything is
-read, so a quota check and its insert are one serialised step), the file is in WAL mode and a
-writer waits up to 30 s for the lock. PostgreSQL: the quota transaction locks the team's row
+read, so a quota check and its insert are one serialised step), the file is in WAL mode with
+`synchronous = NORMAL` (a killed process loses no committed transaction; a power cut may lose
+the last ones, never consistency), and a writer waits up to 30 s for the lock. PostgreSQL: the quota transaction locks the team's row
 (`SELECT ... FOR UPDATE`), so one team's submissions are serialised and other teams' are not.
 """
 
@@ -130,6 +131,7 @@ def _immediate_transactions(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         dbapi_connection.execute("PRAGMA busy_timeout = 30000")
         dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        dbapi_connection.execute("PRAGMA synchronous = NORMAL")  # WAL: a crashed process loses nothing committed
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
 
     @event.listens_for(engine, "begin")
