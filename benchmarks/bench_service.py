@@ -2,13 +2,14 @@
 
 A real `microctx serve` (uvicorn, a subprocess) on s8f, with its state in SQLite and in a real
 PostgreSQL server started for the run (tests/postgres.py), the Ladder on and no quota. Each of
-C clients (threads, each its own team) sends N submissions over HTTP; printed: submissions per
+C clients (threads, each its own team) sends N submissions over HTTP, after a single client
+has sent S one after another; printed: submissions per
 second, latency p50 and p99, and beside them the in-process time of the same work without HTTP
 or the database: `grade()` alone, and the service's whole scoring (`parse_submission` +
 `score`). Afterwards the state is checked: every 201 is exactly one scored submission and one
 ledger entry (nothing lost, nothing counted twice).
 
-    python benchmarks/bench_service.py [--clients 50] [--per-client 4] [--backends sqlite,postgresql]
+    python benchmarks/bench_service.py [--clients 50] [--per-client 4] [--sequential 20] [--backends sqlite,postgresql]
 """
 
 from __future__ import annotations
@@ -75,13 +76,12 @@ def counted(state: str) -> tuple[int, int]:
     return int(scored), int(entries)
 
 
-def run_backend(
-    name: str, state: str, work: Path, answers_path: Path, public: Path, documents: list[bytes], clients: int, per_client: int
-) -> None:
+def run_backend(name: str, state: str, work: Path, answers_path: Path, public: Path, documents: list[bytes], args) -> None:
+    clients, per_client, sequential = args.clients, args.per_client, args.sequential
     with ServiceProcess(answers_path, public, state, log=work / f"serve-{name}.log") as running:
         tokens = [add_team(state, f"{name}-{i}") for i in range(max(clients, 1))]
-        for concurrency in (1, clients):
-            latencies, statuses, wall = load(running.url, tokens[:concurrency], documents, per_client)
+        for concurrency, each in ((1, sequential), (clients, per_client)):
+            latencies, statuses, wall = load(running.url, tokens[:concurrency], documents, each)
             ok = statuses.count(201)
             print(
                 f"{name}\t{concurrency}\t{len(statuses)}\t{ok}\t{ok / wall:.1f}\t{np.percentile(latencies, 50) * 1e3:.1f}"
@@ -89,7 +89,7 @@ def run_backend(
                 flush=True,
             )
         scored, entries = counted(state)
-        total = per_client * (1 + clients)
+        total = sequential + per_client * clients
         print(
             f"{name}: {scored} scored submissions and {entries} ledger entries for {total} accepted "
             f"({'nothing lost or double-counted' if scored == entries == total else 'MISMATCH'})",
@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--per-client", type=int, default=4)
+    parser.add_argument("--sequential", type=int, default=20, help="submissions of the single client first")
     parser.add_argument("--backends", default="sqlite,postgresql")
     args = parser.parse_args(argv)
     paths = data.s8f()
@@ -115,21 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         print("backend\tclients\tsent\tscored\tper_second\tp50_ms\tp99_ms")
         for name in args.backends.split(","):
             if name == "sqlite":
-                run_backend(
-                    name,
-                    f"sqlite:///{work / 'state.db'}",
-                    work,
-                    private,
-                    Path(paths.public),
-                    documents,
-                    args.clients,
-                    args.per_client,
-                )
+                run_backend(name, f"sqlite:///{work / 'state.db'}", work, private, Path(paths.public), documents, args)
             else:
                 with PostgresServer() as pg:
-                    run_backend(
-                        name, pg.new_database(), work, private, Path(paths.public), documents, args.clients, args.per_client
-                    )
+                    run_backend(name, pg.new_database(), work, private, Path(paths.public), documents, args)
     return 0
 
 

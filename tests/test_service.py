@@ -162,22 +162,23 @@ def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
 
     comp = _split(service, s8f)
     token = _team(service, "climber")
-    wrong = _one_per_component(comp, True, 40)
-    first = post(service.url, token, body(submission(s8f_answers, set(wrong)))).json()
+    public_ids = [rid for rid, public in zip(comp.test_ids, comp.public) if public]
+    wrong = set(public_ids[::2])
+    first = post(service.url, token, body(submission(s8f_answers, wrong))).json()
     # three records fixed and two others broken, in five components: one record better, not significantly
-    nudged = set(wrong[3:]) | set(_one_per_component(comp, True, 2, skip=40))
-    nudge = post(service.url, token, body(submission(s8f_answers, nudged))).json()
+    fixed = [rid for rid in _one_per_component(comp, True, 40) if rid in wrong][:3]
+    broken = [rid for rid in _one_per_component(comp, True, 40) if rid not in wrong and rid not in fixed][:2]
+    nudge = post(service.url, token, body(submission(s8f_answers, (wrong - set(fixed)) | set(broken)))).json()
     # worse on private records only: the same public score
-    private_only = post(
-        service.url, token, body(submission(s8f_answers, set(wrong) | set(_one_per_component(comp, False, 5))))
-    ).json()
-    leap = post(service.url, token, body(submission(s8f_answers, set(wrong[20:])))).json()  # 20 components fixed
-    worse = post(service.url, token, body(submission(s8f_answers, set(wrong)))).json()
-    assert first["decision"] == ladder.FIRST and first["score"] == round(1 - 40 / comp.public.sum(), 3)
+    private_only = post(service.url, token, body(submission(s8f_answers, wrong | set(_one_per_component(comp, False, 5))))).json()
+    leap = post(service.url, token, body(submission(s8f_answers))).json()  # every record right
+    worse = post(service.url, token, body(submission(s8f_answers, set(comp.test_ids)))).json()
+    assert (len(fixed), len(broken)) == (3, 2)
+    assert first["decision"] == ladder.FIRST and first["score"] == round(1 - len(wrong) / comp.public.sum(), 3)
     assert nudge["decision"] == ladder.NOT_SIGNIFICANT and nudge["score"] == first["score"]
     assert private_only["decision"] == ladder.NOT_SIGNIFICANT
-    assert leap["decision"] == ladder.IMPROVED and leap["score"] == round(1 - 20 / comp.public.sum(), 3)
-    assert worse["decision"] == ladder.NOT_SIGNIFICANT and worse["score"] == leap["score"]
+    assert leap["decision"] == ladder.IMPROVED and leap["score"] == 1.0
+    assert worse["decision"] == ladder.NOT_SIGNIFICANT and worse["score"] == 1.0
     assert get(service.url, f"/v1/submissions/{nudge['id']}", token).json()["score"] == first["score"]
     assert get(service.url, f"/v1/submissions/{nudge['id']}", _team(service, "nosy")).status_code == 404
     decisions = _rows(

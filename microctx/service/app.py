@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from microctx.service import intake, leaderboard, page
 from microctx.service.competition import Competition, Rejected
-from microctx.service.db import ledger, submissions
+from microctx.service.db import ledger, reading, submissions
 from microctx.service.quotas import QuotaExceeded, usage
 from microctx.service.receipts import public_key_line
 from microctx.service.state import competition_row, utc_now
@@ -48,12 +48,12 @@ class Service:
     _board: dict = field(default_factory=dict)
 
     def team(self, request: Request):
-        with self.engine.begin() as connection:
+        with reading(self.engine) as connection:
             return team_of_token(connection, bearer_token(request.headers.get("authorization")))
 
     def cached_board(self) -> dict:
         """The board, recomputed only when the ledger or the status changed."""
-        with self.engine.begin() as connection:
+        with reading(self.engine) as connection:
             key = (
                 connection.execute(select(ledger.c.id).order_by(ledger.c.id.desc()).limit(1)).scalar(),
                 competition_row(connection).status,
@@ -139,7 +139,7 @@ async def post_submission(request: Request) -> Response:
 
 
 def _own_submission(service: Service, team, submission_id: str) -> dict | None:
-    with service.engine.begin() as connection:
+    with reading(service.engine) as connection:
         row = connection.execute(
             select(submissions).where(submissions.c.id == submission_id, submissions.c.team_id == team.id)
         ).first()
@@ -162,7 +162,7 @@ async def get_submission(request: Request) -> Response:
 
 
 def _quota(service: Service, team) -> dict:
-    with service.engine.begin() as connection:
+    with reading(service.engine) as connection:
         state = usage(connection, team.id, utc_now(), service.settings.quota)
     return {
         "team": team.name,
@@ -192,7 +192,7 @@ async def get_page(request: Request) -> Response:
 
 
 def _key(service: Service) -> str:
-    with service.engine.begin() as connection:
+    with reading(service.engine) as connection:
         return public_key_line(competition_row(connection).signing_key)
 
 

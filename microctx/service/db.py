@@ -5,7 +5,7 @@ PostgreSQL URL (`postgresql://user@host:port/db`, driven by psycopg). `open_stat
 the schema to the newest revision (`migrations/`) before anything is read, so every command
 that takes `--state` works on a new or an old database alike.
 
-SQLite: every transaction is `BEGIN IMMEDIATE` (the write lock is taken before anything is
+SQLite: every transaction that may write is `BEGIN IMMEDIATE` (the write lock is taken before anything is
 read, so a quota check and its insert are one serialised step), the file is in WAL mode with
 `synchronous = NORMAL` (a killed process loses no committed transaction; a power cut may lose
 the last ones, never consistency), and a writer waits up to 30 s for the lock. PostgreSQL: the quota transaction locks the team's row
@@ -14,6 +14,8 @@ the last ones, never consistency), and a writer waits up to 30 s for the lock. P
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import (
@@ -28,7 +30,7 @@ from sqlalchemy import (
     create_engine,
     event,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from microctx.errors import InputError
@@ -100,6 +102,17 @@ ledger = Table(
 )
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+READ_ONLY = "microctx_read_only"
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A transaction that only reads: on SQLite a deferred `BEGIN` (WAL readers never wait for the
+    writer), elsewhere an ordinary transaction."""
+    with engine.connect() as connection:
+        connection.execution_options(**{READ_ONLY: True})
+        with connection.begin():
+            yield connection
 
 
 def engine_for(url: str) -> Engine:
@@ -136,7 +149,8 @@ def _immediate_transactions(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        deferred = connection.get_execution_options().get(READ_ONLY)
+        connection.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
 
 
 def migrate(engine: Engine) -> None:

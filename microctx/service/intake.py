@@ -23,7 +23,7 @@ from microctx.contract.digests import sha256_hex
 from microctx.grading.ledger import config_digest, grade_summary
 from microctx.service import ladder
 from microctx.service.competition import METRIC, Competition, Scored, outcomes_of, outcomes_text, parse_submission, score
-from microctx.service.db import ledger, submissions
+from microctx.service.db import ledger, reading, submissions
 from microctx.service.quotas import REFUNDED, SCORED, Quota, QuotaExceeded, QuotaState, day_of, take, usage
 from microctx.service.receipts import sign
 from microctx.service.state import CLOSED, competition_row, iso, utc_now
@@ -183,7 +183,7 @@ def _refund(engine: Engine, team: Row, sha: str, detail: str) -> str:
 def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, body: bytes, manifest: dict | None = None) -> dict:
     """Score one submission body for `team`: its result document, or Rejected / QuotaExceeded /
     Closed (nothing counted) / Refunded (the service's failure, recorded and not counted)."""
-    with engine.begin() as connection:
+    with reading(engine) as connection:
         if competition_row(connection).status == CLOSED:
             raise Closed("the competition is closed: submissions are no longer scored")
         state = usage(connection, team.id, utc_now(), settings.quota)  # early refusal; `take` decides

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine
 from microctx.grading import stats
 from microctx.service import ladder
 from microctx.service.competition import METRIC, Competition, outcomes_of
-from microctx.service.db import ledger, submissions, teams
+from microctx.service.db import ledger, reading, submissions, teams
 from microctx.service.quotas import SCORED
 from microctx.service.receipts import sign
 from microctx.service.state import CLOSED, competition_row
@@ -113,7 +113,7 @@ def _entries(engine: Engine, comp: Competition, closed_at: str | None, key: str)
         .join(teams, teams.c.id == submissions.c.team_id)
         .join(looks, looks.c.team_id == teams.c.id)
     )
-    with engine.begin() as connection:
+    with reading(engine) as connection:
         rows = connection.execute(query).all()
     out = []
     for row in rows:
@@ -142,7 +142,7 @@ def _entries(engine: Engine, comp: Competition, closed_at: str | None, key: str)
 
 def board(engine: Engine, comp: Competition) -> dict:
     """The leaderboard document (GET /v1/leaderboard)."""
-    with engine.begin() as connection:
+    with reading(engine) as connection:
         row = competition_row(connection)
     closed = row.status == CLOSED
     part = "private" if closed else "public"
