@@ -37,7 +37,7 @@ from microctx.corpus import snapshot as data  # noqa: E402
 
 def in_process(answers_path: Path, public: Path, document: bytes) -> tuple[float, float]:
     """(grade() alone, parse + score) in seconds, the fastest of 5."""
-    from microctx.grading.score import grade
+    from microctx.contract.score import grade
     from microctx.service.competition import load_competition, parse_submission, score
 
     comp = load_competition(answers_path, public, "00" * 32)

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from microctx import files
+from microctx._io import atomic
+from microctx._io.paths import safe_name
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
@@ -79,10 +80,10 @@ def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
 
     An existing destination is replaced only if it is empty or holds `marker` (a previous
     report); anything else is refused, so a typo cannot wipe an unrelated folder. On failure
-    the staging folder is removed and the destination is untouched (see `files.staged_folder`:
+    the staging folder is removed and the destination is untouched (see `microctx._io.atomic.staged_folder`:
     the swap is locked against concurrent reports, and every OSError is one line).
     """
-    return files.staged_folder(destination, marker)
+    return atomic.staged_folder(destination, marker)
 
 
 def html_export(notebook_path: Path) -> bytes:
@@ -213,7 +214,7 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
+    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     full = _statistics(statistics)
@@ -245,7 +246,7 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")
-    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
+    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
     n_boot = DEFAULT_N_BOOT if n_boot is None else n_boot
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")

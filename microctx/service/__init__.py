@@ -1,7 +1,7 @@
 """The grader as a service: answers stay in the service, every look is counted, the board resists overfitting.
 
 `microctx serve` holds the answer bundle in its own process and grades submissions over HTTP
-with the project's scorer (`microctx.grading.score.grade`, validated as `microctx grade`
+with the project's scorer (`microctx.contract.score.grade`, validated as `microctx grade`
 validates). The room, by concern:
 
 - `db`: the tables (SQLAlchemy Core) and opening a state URL (SQLite file or PostgreSQL), with

@@ -13,9 +13,10 @@ import os
 import httpx
 import orjson
 
+from microctx._io.atomic import atomic_write
+from microctx._io.jsonio import read_bytes
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError, scrub_urls
-from microctx.files import atomic_write, read_bytes
 
 TIMEOUT = 120.0
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from microctx._io.jsonio import parse_json
 from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, check_submission_document, load_answers
+from microctx.contract.score import grade
 from microctx.errors import InputError
-from microctx.files import parse_json
-from microctx.grading.score import grade
 
 PUBLIC_SHARE = 0.5
 METRIC = "exact_record_rate"

@@ -19,9 +19,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
-from microctx.files import parse_json, read_bytes
 
 RECEIPT_SCHEMA = "microctx-receipt/1"
 PAYLOAD_FIELDS = (
