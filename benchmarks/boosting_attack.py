@@ -27,15 +27,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import orjson
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
-from microctx.corpus import snapshot as data
-from microctx.service import intake, state, tokens
-from microctx.service.competition import Scored, load_competition, score
-from microctx.service.db import competition, open_state
-from microctx.service.quotas import Quota
-from microctx.service.receipts import new_private_key
+import numpy as np  # noqa: E402
+import orjson  # noqa: E402
+from service_support import submission  # noqa: E402  (the gold answers with chosen states flipped)
+
+from microctx.corpus import snapshot as data  # noqa: E402
+from microctx.service import intake, state, tokens  # noqa: E402
+from microctx.service.competition import Scored, load_competition, score  # noqa: E402
+from microctx.service.db import competition, open_state  # noqa: E402
+from microctx.service.quotas import Quota  # noqa: E402
+from microctx.service.receipts import new_private_key  # noqa: E402
 
 CHANCE = 0.5
 
@@ -47,16 +51,6 @@ class Outcome:
     private_gain: float
     kept: int
     queries: int
-
-
-def _document(answers: dict, flipped: set[str]) -> dict:
-    rows = []
-    for gold in answers["answers"]:
-        row = {k: v for k, v in gold.items() if k != "split"}
-        if gold["id"] in flipped:
-            row["state"] = "OPEN" if gold["state"] == "CLOSED" else "CLOSED"
-        rows.append(row)
-    return {"corpus_sha256": answers["corpus_sha256"], "answers": rows}
 
 
 def _service(answers_path: Path, public_path: Path, folder: Path, split_seed: str, ladder: bool):
@@ -88,7 +82,7 @@ def attack(
     answers = comp.answers
     test = np.array(comp.test_ids)
     base_flips = set(test[rng.random(len(test)) < 0.5])
-    send = lambda flips: intake.accept(engine, comp, settings, team, orjson.dumps(_document(answers, flips)))  # noqa: E731
+    send = lambda flips: intake.accept(engine, comp, settings, team, orjson.dumps(submission(answers, flips)))  # noqa: E731
     send(base_flips)  # the base submission: the Ladder's first release
     kept = []
     for _ in range(queries):
@@ -97,7 +91,7 @@ def attack(
         if result["decision"] != intake.ladder.NOT_SIGNIFICANT and result["score"] > CHANCE:
             kept.append(mix)
     votes = np.mean(kept, axis=0) > 0.5 if kept else np.zeros(len(test), dtype=bool)
-    final, base = (score(comp, _document(answers, flips)) for flips in (base_flips ^ set(test[votes]), base_flips))
+    final, base = (score(comp, submission(answers, flips)) for flips in (base_flips ^ set(test[votes]), base_flips))
     engine.dispose()
     return Outcome(ladder, _gain(final, base, comp.part("public")), _gain(final, base, comp.part("private")), len(kept), queries)
 

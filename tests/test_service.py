@@ -16,20 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
-from postgres import PostgresServer, PostgresUnavailable
 from service_support import ServiceProcess, add_team, body, cli, get, post, private_answers, submission
 
 DAILY = 5
-
-
-@pytest.fixture(scope="module")
-def pg():
-    try:
-        server = PostgresServer().start()
-    except PostgresUnavailable as exc:
-        pytest.fail(f"PostgreSQL could not start, so the PostgreSQL half of the service tests cannot run: {exc}")
-    yield server
-    server.stop()
 
 
 def _state_url(kind: str, folder, pg_factory) -> str:

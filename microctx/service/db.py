@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from microctx.errors import InputError
+from microctx.errors import InputError, scrub_urls
 
 METADATA = MetaData()
 
@@ -120,8 +120,11 @@ def engine_for(url: str) -> Engine:
     text = url if "://" in url else f"sqlite:///{Path(url).expanduser()}"
     try:
         parsed = make_url(text)
-    except ArgumentError as exc:
-        raise InputError("--state", f"not a database URL: {exc}") from None
+        parsed.port  # noqa: B018  (a malformed port raises here, not later)
+    except (ArgumentError, ValueError) as exc:
+        message = scrub_urls(str(exc))
+        password = text.partition("://")[2].rpartition("@")[0].partition(":")[2]
+        raise InputError("--state", f"not a database URL: {message.replace(password, '[hidden]') if password else message}") from None
     if parsed.get_backend_name() == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_size=10, max_overflow=60, pool_timeout=60, pool_pre_ping=True)
@@ -166,13 +169,16 @@ def migrate(engine: Engine) -> None:
 
 
 def open_state(url: str) -> Engine:
-    """The migrated engine of a state URL; InputError naming --state when the database is unusable."""
+    """The migrated engine of a state URL; InputError naming --state when the database is unusable
+    (the message never shows the URL's password: scrubbed by value and as a URL part)."""
     engine = engine_for(url)
     try:
         migrate(engine)
     except SQLAlchemyError as exc:
         engine.dispose()
         cause = getattr(exc, "orig", None) or exc
-        first_line = (str(cause).splitlines() or [""])[0]
+        first_line = scrub_urls((str(cause).splitlines() or [""])[0])
+        if engine.url.password:
+            first_line = first_line.replace(str(engine.url.password), "[hidden]")
         raise InputError("--state", f"cannot open the service state: {type(cause).__name__}: {first_line}") from None
     return engine
