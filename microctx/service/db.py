@@ -124,7 +124,9 @@ def engine_for(url: str) -> Engine:
     except (ArgumentError, ValueError) as exc:
         message = scrub_urls(str(exc))
         password = text.partition("://")[2].rpartition("@")[0].partition(":")[2]
-        raise InputError("--state", f"not a database URL: {message.replace(password, '[hidden]') if password else message}") from None
+        raise InputError(
+            "--state", f"not a database URL: {message.replace(password, '[hidden]') if password else message}"
+        ) from None
     if parsed.get_backend_name() == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_size=10, max_overflow=60, pool_timeout=60, pool_pre_ping=True)
