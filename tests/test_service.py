@@ -146,6 +146,7 @@ def _one_per_component(comp, public: bool, count: int, skip: int = 0) -> list[st
     return list(seen.values())[skip : skip + count]
 
 
+@pytest.mark.slow
 def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
     from microctx.service import ladder
 
@@ -188,6 +189,7 @@ def test_ladder_decisions_on_planted_submissions(service, s8f, s8f_answers):
     assert "raw" not in json.dumps(board) and "outcomes" not in json.dumps(board)
 
 
+@pytest.mark.slow
 def test_receipts_verify_and_a_tampered_one_fails(service, s8f_answers, tmp_path):
     token = _team(service, "signer")
     key = tmp_path / "key.txt"
@@ -218,6 +220,7 @@ def test_receipts_verify_and_a_tampered_one_fails(service, s8f_answers, tmp_path
     assert cli("receipt", "verify", str(receipt), "--key", str(key), check=False).returncode == 2
 
 
+@pytest.mark.slow
 def test_the_client_says_one_line_per_refusal(service, s8f_answers, tmp_path):
     token = _team(service, "client")
     good = tmp_path / "good.json"
@@ -239,6 +242,7 @@ def test_the_client_says_one_line_per_refusal(service, s8f_answers, tmp_path):
     assert "rank_group\tteam\tscore" in board.stdout and "\tclient\t1.000\t" in board.stdout
 
 
+@pytest.mark.slow
 def test_a_restart_keeps_everything(service, s8f_answers):
     token = _team(service, "durable")
     first = post(service.url, token, body(submission(s8f_answers))).json()
@@ -255,6 +259,7 @@ def test_a_restart_keeps_everything(service, s8f_answers):
     assert after == before and after[3]["used_today"] == 1
 
 
+@pytest.mark.slow
 def test_a_kill_while_scoring_leaves_nothing_counted(service, s8f_answers):
     """The service is killed with SIGKILL while its scoring transaction waits for a lock the test
     holds: afterwards the submission is neither recorded nor counted, and a restart serves on."""
@@ -318,6 +323,7 @@ def _wait_until_blocked(service, timeout: float = 30) -> None:
     raise AssertionError("the scoring transaction never waited on the lock")
 
 
+@pytest.mark.slow
 def test_the_private_board_appears_only_after_close(service, s8f_answers):
     token = _team(service, "finalist")
     ids = _test_ids(s8f_answers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from browser import browser_page, need_browser
 from service_support import ServiceProcess, add_team, body, post, private_answers, submission
 
@@ -13,6 +14,7 @@ SHOTS = os.environ.get("MICROCTX_SCREENSHOTS")
 MARKUP = "<img src=x onerror=alert(1)><script>alert(2)</script>"
 
 
+@pytest.mark.slow
 def test_the_leaderboard_page(tmp_path, s8f, s8f_answers):
     need_browser()
     state = f"sqlite:///{tmp_path / 'state.db'}"

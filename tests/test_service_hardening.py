@@ -159,3 +159,29 @@ def test_the_migrated_schema_is_the_tables_and_the_ledger_is_append_only(state_u
     with engine.connect() as connection:
         assert connection.execute(text("SELECT raw_score FROM ledger")).scalar() == 0.5
     engine.dispose()
+
+
+def test_the_total_quota_and_the_run_manifest(tmp_path, s8f, s8f_answers):
+    import base64
+
+    import orjson
+    from sqlalchemy import text
+
+    from microctx.grading.ledger import config_digest
+    from microctx.service.server import build_service
+
+    answers = private_answers(s8f.answers, tmp_path / "private")
+    service = build_service(str(answers), str(s8f.public), f"sqlite:///{tmp_path / 'state.db'}", total_quota=2)
+    token = add_team(str(service.engine.url), "thrifty")
+    manifest = {"candidate": "exact-sql", "version": "1", "parameters": {"k": 3}}
+    header = base64.b64encode(orjson.dumps(manifest)).decode()
+    with InProcessService(service) as running:
+        assert post(running.url, token, body(submission(s8f_answers)), **{"X-Microctx-Manifest": "%%%"}).status_code == 422
+        assert post(running.url, token, body(submission(s8f_answers)), **{"X-Microctx-Manifest": header}).status_code == 201
+        assert post(running.url, token, body(submission(s8f_answers))).status_code == 201
+        over = post(running.url, token, body(submission(s8f_answers)))
+        assert over.status_code == 429 and (over.json()["remaining_total"], over.json()["remaining_today"]) == (0, None)
+    with service.engine.connect() as connection:
+        rows = connection.execute(text("SELECT candidate, config_digest, via FROM ledger ORDER BY id")).all()
+    assert [tuple(r) for r in rows] == [("exact-sql", config_digest(manifest), "service"), ("thrifty", None, "service")]
+    service.engine.dispose()

@@ -89,6 +89,7 @@ def world(s8f):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_researcher_uid_can_submit_but_not_read_the_answers(world, s8f_answers):
     base, private, env, researcher = world
     python = _python_for(SERVICE_USER)

@@ -14,8 +14,9 @@ the last ones, never consistency), and a writer waits up to 30 s for the lock. P
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from sqlalchemy import (
@@ -103,6 +104,17 @@ ledger = Table(
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 READ_ONLY = "microctx_read_only"
+_WRITE_LOCKS: dict[int, threading.Lock] = {}
+
+
+def write_lock(engine: Engine) -> AbstractContextManager:
+    """SQLite: one lock per engine that this process's writers queue on before `BEGIN IMMEDIATE`,
+    so threads wait their turn instead of SQLite's sleep-and-retry busy handler (which starves
+    some writers for seconds under load); other processes still meet SQLite's own lock.
+    PostgreSQL: no lock (row locks do the work)."""
+    if engine.dialect.name != "sqlite":
+        return nullcontext()
+    return _WRITE_LOCKS.setdefault(id(engine), threading.Lock())
 
 
 @contextmanager

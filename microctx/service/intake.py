@@ -23,7 +23,7 @@ from microctx.contract.digests import sha256_hex
 from microctx.grading.ledger import config_digest, grade_summary
 from microctx.service import ladder
 from microctx.service.competition import METRIC, Competition, Scored, outcomes_of, outcomes_text, parse_submission, score
-from microctx.service.db import ledger, reading, submissions
+from microctx.service.db import ledger, reading, submissions, write_lock
 from microctx.service.quotas import REFUNDED, SCORED, Quota, QuotaExceeded, QuotaState, day_of, take, usage
 from microctx.service.receipts import sign
 from microctx.service.state import CLOSED, competition_row, iso, utc_now
@@ -165,7 +165,7 @@ def result_document(
 
 def _refund(engine: Engine, team: Row, sha: str, detail: str) -> str:
     submission_id, now = str(uuid.uuid4()), utc_now()
-    with engine.begin() as connection:
+    with write_lock(engine), engine.begin() as connection:
         connection.execute(
             insert(submissions).values(
                 id=submission_id,
@@ -193,7 +193,7 @@ def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, bod
     sha = sha256_hex(body)
     try:
         scored = score(comp, submission)
-        with engine.begin() as connection:
+        with write_lock(engine), engine.begin() as connection:
             return _record(connection, comp, team, scored, sha, manifest, settings)
     except (QuotaExceeded, Closed):
         raise
