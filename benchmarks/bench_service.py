@@ -35,14 +35,22 @@ from microctx.contract.schemas import load_answers  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
 
 
-def in_process(answers_path: Path, public: Path, document: bytes) -> tuple[float, float]:
-    """(grade() alone, parse + score) in seconds, the fastest of 5."""
+def in_process(answers_path: Path, public: Path, document: bytes) -> tuple[float, float, float]:
+    """In seconds, the fastest of 5: grade() alone; the submission's bytes parsed, validated and
+    graded as `microctx grade` does it in-process (`check_submission_document` + `grade`); the
+    service's whole scoring (`parse_submission` + `score`)."""
+    from microctx._io.jsonio import parse_json
+    from microctx.contract.schemas import check_submission_document
     from microctx.contract.score import grade
     from microctx.service.competition import load_competition, parse_submission, score
 
     comp = load_competition(answers_path, public, "00" * 32)
     parsed = parse_submission(document, comp)
-    return (best_of(5, lambda: grade(comp.answers, parsed)), best_of(5, lambda: score(comp, parse_submission(document, comp))))
+    return (
+        best_of(5, lambda: grade(comp.answers, parsed)),
+        best_of(5, lambda: grade(comp.answers, check_submission_document(parse_json(document, "s"), "s"))),
+        best_of(5, lambda: score(comp, parse_submission(document, comp))),
+    )
 
 
 def load(url: str, tokens: list[str], documents: list[bytes], per_client: int) -> tuple[list[float], list[int], float]:
@@ -76,16 +84,19 @@ def counted(state: str) -> tuple[int, int]:
     return int(scored), int(entries)
 
 
-def run_backend(name: str, state: str, work: Path, answers_path: Path, public: Path, documents: list[bytes], args) -> None:
+def run_backend(
+    name: str, state: str, work: Path, answers_path: Path, public: Path, documents: list[bytes], args, local_s: float
+) -> None:
     clients, per_client, sequential = args.clients, args.per_client, args.sequential
     with ServiceProcess(answers_path, public, state, log=work / f"serve-{name}.log") as running:
         tokens = [add_team(state, f"{name}-{i}") for i in range(max(clients, 1))]
         for concurrency, each in ((1, sequential), (clients, per_client)):
             latencies, statuses, wall = load(running.url, tokens[:concurrency], documents, each)
             ok = statuses.count(201)
+            p50 = float(np.percentile(latencies, 50))
             print(
-                f"{name}\t{concurrency}\t{len(statuses)}\t{ok}\t{ok / wall:.1f}\t{np.percentile(latencies, 50) * 1e3:.1f}"
-                f"\t{np.percentile(latencies, 99) * 1e3:.1f}",
+                f"{name}\t{concurrency}\t{len(statuses)}\t{ok}\t{ok / wall:.1f}\t{p50 * 1e3:.1f}"
+                f"\t{np.percentile(latencies, 99) * 1e3:.1f}\t{p50 / local_s:.2f}",
                 flush=True,
             )
         scored, entries = counted(state)
@@ -111,15 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="microctx-bench-service-") as folder:
         work = Path(folder)
         private = private_answers(Path(paths.answers), work / "private")
-        grade_s, score_s = in_process(private, Path(paths.public), documents[0])
-        print(f"in-process on s8f: grade() {grade_s * 1e3:.1f} ms; parse + score (the service's work) {score_s * 1e3:.1f} ms")
-        print("backend\tclients\tsent\tscored\tper_second\tp50_ms\tp99_ms")
+        grade_s, local_s, score_s = in_process(private, Path(paths.public), documents[0])
+        print(
+            f"in-process on s8f: grade() {grade_s * 1e3:.1f} ms; parse + validate + grade (as `microctx grade`) "
+            f"{local_s * 1e3:.1f} ms; the service's parse + score {score_s * 1e3:.1f} ms"
+        )
+        print("backend\tclients\tsent\tscored\tper_second\tp50_ms\tp99_ms\tp50_over_in_process_grade")
         for name in args.backends.split(","):
             if name == "sqlite":
-                run_backend(name, f"sqlite:///{work / 'state.db'}", work, private, Path(paths.public), documents, args)
+                run_backend(name, f"sqlite:///{work / 'state.db'}", work, private, Path(paths.public), documents, args, local_s)
             else:
                 with PostgresServer() as pg:
-                    run_backend(name, pg.new_database(), work, private, Path(paths.public), documents, args)
+                    run_backend(name, pg.new_database(), work, private, Path(paths.public), documents, args, local_s)
     return 0
 
 
