@@ -94,6 +94,28 @@ def test_twenty_concurrent_submissions_against_a_quota_of_five_score_exactly_fiv
     assert (quota["used_today"], quota["remaining_today"]) == (5, 0)
 
 
+@pytest.mark.slow
+def test_two_processes_on_one_state_share_the_quota(service, s8f, s8f_answers):
+    """A second `microctx serve` on the same state: 20 submissions split across both processes
+    still score exactly the quota of 5 (the lock is in the database, not in a process)."""
+    token = _team(service, "two-doors")
+    documents = [body(submission(s8f_answers, set(_test_ids(s8f_answers)[i : i + 1]))) for i in range(20)]
+    barrier = threading.Barrier(20)
+    with ServiceProcess(
+        service.answers, s8f.public, service.state, "--daily-quota", str(DAILY), log=service.folder / "serve-second.log"
+    ) as second:
+        urls = [service.url, second.url]
+
+        def send(index: int):
+            barrier.wait()
+            return post(urls[index % 2], token, documents[index])
+
+        with ThreadPoolExecutor(20) as pool:
+            responses = list(pool.map(send, range(20)))
+    assert sorted(r.status_code for r in responses) == [201] * 5 + [429] * 15
+    assert _rows(service, "SELECT COUNT(*) FROM ledger WHERE team = 'two-doors'") == [(5,)]
+
+
 def _hostile_bodies(answers: dict) -> dict[str, bytes]:
     good = submission(answers)
     other = {**good, "corpus_sha256": "0" * 64}
