@@ -66,6 +66,40 @@ def _python_for(user: str) -> str:
     )
 
 
+NEEDED = (
+    "import microctx.service.server, microctx.service.app, microctx.grading.slices, psycopg, alembic.command, httpx; "
+    "httpx.Client().close()"  # httpx imports its transport (httpcore, h11) only here
+)
+CLOSURE = (
+    NEEDED
+    + "; import json, sys; print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)})))"
+)
+
+
+def _libraries(user: str, code: Path, folder: Path) -> list[str]:
+    """Where `user` finds the service's libraries: this environment's site-packages when it may
+    read them, else a copy of just the packages the service imports (a venv under /root, or in a
+    0700 folder, is out of reach of other users)."""
+    site = list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), *site])}
+    if subprocess.run([*_as(user), _python_for(user), "-c", NEEDED], env=env, capture_output=True).returncode == 0:
+        return site
+    files = json.loads(
+        subprocess.run([sys.executable, "-c", CLOSURE], env=env, capture_output=True, text=True, check=True).stdout
+    )
+    for root in map(Path, site):
+        tops = {Path(f).relative_to(root).parts[0] for f in files if Path(f).is_relative_to(root)}
+        tops |= {p.name for p in root.glob("*.dist-info")} | {f"{t}.libs" for t in tops if (root / f"{t}.libs").is_dir()}
+        for top in tops:
+            source, target = root / top, folder / top
+            if source.is_dir() and not target.exists():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "tests"))
+            elif source.is_file():
+                shutil.copyfile(source, target)
+    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
+    return [str(folder)]
+
+
 @pytest.fixture
 def world(s8f):
     """A world-readable folder with the package copy and the public corpus, and the service's private folder."""
@@ -83,7 +117,7 @@ def world(s8f):
         os.chown(path, service_user.pw_uid, service_user.pw_gid)
     for path in (base / "code", base / "public.json"):
         subprocess.run(["chmod", "-R", "a+rX", str(path)], check=True)
-    paths = [str(base / "code"), *dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))]
+    paths = [str(base / "code"), *_libraries(SERVICE_USER, base / "code", base / "libraries")]
     env = {"PYTHONPATH": os.pathsep.join(paths), "HOME": str(private), "MICROCTX_LEDGER": str(private / "ledger.sqlite")}
     yield base, private, env, researcher
     shutil.rmtree(base, ignore_errors=True)
