@@ -361,6 +361,7 @@ def test_the_private_board_appears_only_after_close(service, s8f_answers):
     cli("serve", "admin", "close", "--state", service.state)
     closed = get(service.url, "/v1/leaderboard").json()
     assert closed["status"] == "closed" and closed["part"] == "private"
+    assert "Leaderboard: private part" in get(service.url, "/").text
     assert closed["records"] == len(ids) - public_records
     final = next(t for t in closed["teams"] if t["team"] == "finalist")
     assert final["score"] == round(private_raw, 3) and final["receipt"]["payload"]["part"] == "private"

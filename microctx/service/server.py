@@ -24,6 +24,7 @@ from microctx.service.state import bind_answers, ensure_competition
 
 HEADER_TIMEOUT = 10.0
 KEEP_ALIVE = 5
+MAX_CONNECTIONS = 256  # beyond this uvicorn answers 503 at once (bounds threads and buffered bodies)
 
 
 class DeadlineH11Protocol(H11Protocol):
@@ -93,6 +94,7 @@ def run(service: service_app.Service, host: str, port: int) -> None:
         port=port,
         http=DeadlineH11Protocol,
         timeout_keep_alive=KEEP_ALIVE,
+        limit_concurrency=MAX_CONNECTIONS,
         log_level=os.environ.get("MICROCTX_SERVICE_LOG", "warning"),
         access_log=False,
         lifespan="off",
