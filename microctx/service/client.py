@@ -13,12 +13,15 @@ import os
 import httpx
 import orjson
 
+from microctx._io import http
 from microctx._io.atomic import atomic_write
 from microctx._io.jsonio import read_bytes
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError, scrub_urls
 
-TIMEOUT = 120.0
+# a submission is graded while the client waits: up to 2 minutes for the whole response, a board
+# of any sane size is far below 16 MiB; redirects are not followed (the token stays with the server)
+BOUNDS = http.Bounds(timeout_seconds=30.0, request_seconds=120.0, max_bytes=16 << 20)
 
 
 class Refused(Exception):
@@ -48,11 +51,14 @@ def _left(value: object) -> str:
     return "unlimited" if value is None else str(value)
 
 
-def _request(method: str, url: str, **kw) -> httpx.Response:
-    try:
-        return httpx.request(method, url, timeout=TIMEOUT, **kw)
-    except httpx.HTTPError as exc:
-        raise InputError("--server", f"cannot reach {scrub_urls(url)}: {type(exc).__name__}: {scrub_urls(str(exc))}") from None
+def _request(method: str, url: str, **options) -> httpx.Response:
+    """One request through the project's HTTP layer (`microctx._io.http`); InputError when no
+    usable response came (unreachable, too slow, too large)."""
+    with http.make_client(bounds=BOUNDS, follow_redirects=False) as client:
+        try:
+            return http.request(client, method, url, bounds=BOUNDS, budget=http.Budget(), **options)
+        except http.HttpFailure as exc:
+            raise InputError("--server", f"cannot reach {scrub_urls(url)}: {scrub_urls(str(exc))}") from None
 
 
 def submit(submission: str, server: str, token_env: str, manifest: dict | None = None) -> dict:
