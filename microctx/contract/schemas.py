@@ -33,6 +33,7 @@ SELECTED_SCHEMA = "microctx-selected/1"
 EVALUATION_SCHEMA = "microctx-evaluation/1"
 REPORT_MANIFEST_SCHEMA = "microctx-report/1"  # report.json of a report folder
 DEMO_SCHEMA = "microctx-demo/1"
+RECEIPT_SCHEMA = "microctx-receipt/1"  # a signed receipt of the competition service (microctx.service.receipts)
 MICROCTX_SCHEMAS = (
     RUN_SCHEMA,
     SANDBOX_SCHEMA,
@@ -42,6 +43,7 @@ MICROCTX_SCHEMAS = (
     EVALUATION_SCHEMA,
     REPORT_MANIFEST_SCHEMA,
     DEMO_SCHEMA,
+    RECEIPT_SCHEMA,
 )
 
 

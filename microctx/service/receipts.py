@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.canonical import dumps
+from microctx.contract.schemas import RECEIPT_SCHEMA
 from microctx.errors import InputError
 
-RECEIPT_SCHEMA = "microctx-receipt/1"
 PAYLOAD_FIELDS = (
     "corpus_sha256",
     "answers_sha256",
