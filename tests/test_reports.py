@@ -187,6 +187,23 @@ def test_report_json_records_every_statistics_setting(demo_dir, key):
     assert "How these numbers were made" in html and "cluster bootstrap" in html
 
 
+def test_report_json_is_the_record_with_its_input_digests(demo_dir, s8f):
+    """report.json reads as a ReportManifest, and its `inputs` are the SHA-256 of the files it read."""
+    from microctx.contract.digests import file_sha256
+    from microctx.contract.records import ReportManifest, read_record
+
+    for key in ALL_REPORTS:
+        path = report_dir(demo_dir, key) / "report.json"
+        record = read_record(path, ReportManifest)
+        assert record.inputs["public"] == file_sha256(s8f.public), key
+        for name, value in record.parameters.items():
+            if isinstance(value, str) and Path(value).is_file():
+                assert record.inputs[name] == file_sha256(value), (key, name)
+            if isinstance(value, list) and value and all(Path(v).is_file() for v in value):
+                assert record.inputs[name] == [file_sha256(v) for v in value], (key, name)
+        assert set(record.inputs) <= set(record.parameters)
+
+
 def test_every_chart_is_a_real_png_and_svg(demo_dir):
     expected = {
         "corpus": {"state_by_split", "labels_by_split", "fact_density", "cue_words", "timeline_labels", "component_sizes"},
