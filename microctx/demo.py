@@ -104,7 +104,7 @@ def run_demo(
     from microctx.contract.facts import write_grade
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.contract.score import grade
-    from microctx.corpus.snapshot import s8f
+    from microctx.corpus.snapshot import data_dir, s8f
     from microctx.errors import ContractError
     from microctx.reports import build as reports
 
@@ -113,7 +113,7 @@ def run_demo(
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 else 1
     start = time.perf_counter()
-    paths = s8f(download=False) if os.environ.get("MICROCTX_DATA_DIR") else s8f()
+    paths = s8f(download=False) if data_dir() is not None else s8f()  # a data setting that fails is said, not downloaded around
     with reports.staged_folder(out, marker=DEMO_MANIFEST) as staging:
         verified = verify_step(paths)
         _say(f"demo: verify {verified}")
