@@ -43,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     if given in (["--version"], ["-V"]):  # answered before the parser (and the registry it lists) is built
         print(f"microctx {__version__}")
         return EXIT_OK
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "lab":  # only `microctx lab` passes options on (to JupyterLab)
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter_args = extra
     try:
         return args.func(args)
     except InputError as exc:
