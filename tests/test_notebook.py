@@ -250,8 +250,21 @@ def test_microctx_lab_prepares_copies_and_passes_the_data_dir(tmp_path, monkeypa
 
 def test_microctx_lab_passes_port_browser_and_jupyterlab_options_through(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "microctx", "lab", "--dir", "lab", "--port", "8899", "--no-browser", "--dry-run",
-         "--ServerApp.token=abc", "--ip", "127.0.0.1"],
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "lab",
+            "--dir",
+            "lab",
+            "--port",
+            "8899",
+            "--no-browser",
+            "--dry-run",
+            "--ServerApp.token=abc",
+            "--ip",
+            "127.0.0.1",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -278,8 +291,21 @@ def test_microctx_lab_starts_and_serves_as_this_user(tmp_path):
         port = probe.getsockname()[1]
     env = {**os.environ, "HOME": str(tmp_path / "home"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
     server = subprocess.Popen(
-        [sys.executable, "-m", "microctx", "lab", "--dir", str(tmp_path / "lab"), "--port", str(port), "--no-browser",
-         "--ServerApp.token=t0k3n", "--ip", "127.0.0.1", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "lab",
+            "--dir",
+            str(tmp_path / "lab"),
+            "--port",
+            str(port),
+            "--no-browser",
+            "--ServerApp.token=t0k3n",
+            "--ip",
+            "127.0.0.1",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -10,11 +10,10 @@ project-local `microctx.toml` setting), so a notebook finds the data the way the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from microctx._io.atomic import atomic_write
