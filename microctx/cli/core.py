@@ -66,8 +66,14 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    result = grade(load_answers(args.answers), load_submission(args.submission))
-    look = _held_out_look(args.answers, result.grade, "grade", args.submission)
+    from microctx.reports.examples import look_mark
+
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
+    from microctx.candidates.runner import read_manifest
+
+    marked = look_mark(answers, submission, read_manifest(args.submission))
+    look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
     write_grade(result, args.output)
     print(result.summary())
     print(look)

@@ -177,19 +177,19 @@ def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
     """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
     from microctx.candidates.runner import read_manifest
     from microctx.grading.ledger import record_grade
+    from microctx.reports.examples import look_mark
 
     path = inputs.paths.get(name)
+    manifest = read_manifest(path) if path else None
     return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
                         submission=None if path else inputs.submissions[name], candidate=name,
-                        manifest=read_manifest(path) if path else None)
+                        manifest=manifest, marked=look_mark(inputs.answers, inputs.submissions[name], manifest))
 
 
 def held_out_looks(outputs) -> str:
     """Markdown: how many times this answer bundle, and each candidate, has been graded on test
     (the held-out ledger's count, this report's own look included). `outputs`: GradeOutputs,
     CompareOutputs, or a dict of candidate name -> ledger entry (`frontier.Frontier.looks`)."""
-    from microctx.grading.ledger import ledger_path
-
     if isinstance(outputs, dict):  # name -> ledger entry (the frontier report's `Frontier.looks`)
         named = [(name, look) for name, look in outputs.items() if look]
     else:
@@ -198,11 +198,22 @@ def held_out_looks(outputs) -> str:
     if not named:
         return "No held-out ledger entry was made."
     last = named[-1][1]
-    lines = [f"**Held-out ledger** (`{_code(ledger_path())}`): answer bundle `{last['answers_sha256'][:12]}…` has been "
-             f"graded on test **{last['answers_looks']}** times, this report included."]
-    lines += [f"- `{_code(name)}` (ledger candidate `{_code(look['candidate'])}`): {look['candidate_looks']} looks"
-              for name, look in named]
+    times = plural(last["answers_looks"], "time")
+    lines = [f"**Held-out ledger**: answer bundle `{last['answers_sha256'][:12]}…` has been graded on test "
+             f"**{times}** (example and demo looks kept but not counted), this report included."]
+    for name, look in named:
+        if look.get("marked"):
+            lines.append(f"- `{_code(name)}`: a {look['marked']} look, kept in the ledger and not counted")
+            continue
+        whose = f"ledger candidate `{_code(look['candidate'])}`"
+        whose += f", configuration `{look['config_digest'][:12]}…`" if look.get("config_digest") else ""
+        lines.append(f"- `{_code(name)}` ({whose}): {plural(look['candidate_looks'], 'look')}")
     return "\n".join(lines)
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 look", "2 looks", "1,000 records": a count with its noun, plural when it is not one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _code(value: object) -> str:
