@@ -36,8 +36,9 @@ SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a
 # attention (a weak slice, a significant paired difference, a missed fact), blue = judged with no
 # finding, grey = not judged (too little support, or too few components for an interval: hollow).
 RED, BLUE, GREY, GREEN, ORANGE = "#e45756", "#4c78a8", "#bab0ac", "#54a24b", "#f58518"
+BROWN = "#9d755d"  # not estimable: not judged like "too small", but a status of its own in every legend
 STATUS_ORDER = ["judged", "weak", "too small", "not estimable"]
-STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, GREY])
+STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, BROWN])
 PAIRED_ORDER = ["significant", "not significant", "not judged"]
 PAIRED_COLORS = alt.Scale(domain=PAIRED_ORDER, range=[RED, BLUE, GREY])
 PNG_SCALE = 2  # PNGs are rendered at twice the chart's size and shown at half, for sharp text
