@@ -82,3 +82,47 @@ def test_the_grade_report_reads_verdict_first_with_f1_visible(tmp_path, s8f):
     assert layout["foldedClosed"], layout  # the long tail of tiny slices is folded away
     assert layout["tallestName"] <= layout["rowHeight"] * 1.2, layout  # no slice name wraps
     assert (tmp_path / "grade_report.png").stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_an_executed_report_reruns_from_its_folder(tmp_path, synthetic):
+    """The executed notebook's parameters point at copies inside the report folder (relative), so
+    it runs again from there, moved elsewhere, after its inputs' originals are gone; the folder
+    is readable like its files, names no local path, and every chart has its PNG, SVG and PDF."""
+    import json
+    import shutil
+    import stat
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from microctx import cli
+    from microctx.reports.build import KERNEL_NAME
+
+    inputs = tmp_path / "given"
+    inputs.mkdir()
+    for key in ("public", "answers"):
+        shutil.copyfile(getattr(synthetic, key), inputs / f"{key}.json")
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.reports.examples import planted_submission
+
+    (inputs / "sub.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
+    out = tmp_path / "report"
+    argv = ["report", "grade", "--public", str(inputs / "public.json"), "--answers", str(inputs / "answers.json")]
+    assert cli.main([*argv, "--submission", str(inputs / "sub.json"), "--out", str(out), "--n-boot", "50"]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) & 0o055 == 0o055  # group and others may read and enter, as with its files
+    manifest = json.loads((out / "report.json").read_text())
+    assert manifest["parameters"]["submission"] == "inputs/submission/sub.json" and manifest["parameters"]["output_dir"] == "."
+    for name in manifest["charts"]:
+        assert (out / "charts" / f"{name}.pdf").read_bytes().startswith(b"%PDF"), name
+    for suffix in ("md", "tex"):
+        assert (out / f"slices.{suffix}").is_file()
+    for text in ((out / "grade_report.html").read_text(), (out / "grade_report.ipynb").read_text()):
+        assert str(tmp_path) not in text
+    moved = tmp_path / "elsewhere"
+    shutil.move(out, moved)
+    shutil.rmtree(inputs)
+    notebook = nbformat.read(moved / "grade_report.ipynb", as_version=4)
+    NotebookClient(notebook, kernel_name=KERNEL_NAME, timeout=600, resources={"metadata": {"path": str(moved)}}).execute()
+    assert (moved / "slices.csv").is_file() and (moved / "charts" / "slice_f1.pdf").is_file()

@@ -26,6 +26,7 @@ from microctx._io.paths import safe_name
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
+from microctx.reports.rerun import relocate_inputs
 from microctx.reports.tables import candidate_names
 
 
@@ -141,6 +142,7 @@ def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, 
     start = time.perf_counter()
     with staged_folder(destination) as staging:
         executed = execute(kind, parameters, staging, progress=progress)
+        parameters = relocate_inputs(executed, parameters, staging)  # reruns from its folder; no local path
         html_path = executed.with_suffix(".html")
         html_path.write_bytes(html_export(executed))
         charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 
 from microctx.reports.tables import interval_text, md, plural
 
@@ -108,4 +109,72 @@ def verdict_markdown(name: str, result, table) -> str:
         f"{plural(weak, 'weak slice')} of {len(judged):,} judged.\n\n"
         f"{plural(g['false_positive_facts'], 'false positive fact')}, {plural(g['false_negative_facts'], 'missed fact')}, "
         f"{plural(g['aggregate_errors'], 'aggregate error')}, {plural(g['citation_errors'], 'citation error')}."
+    )
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _cells(frame) -> list[list[str]]:
+    return [
+        [significant(v) if isinstance(v, float) or (hasattr(v, "dtype") and v.dtype.kind == "f") else str(v) for v in row]
+        for row in frame.itertuples(index=False)
+    ]
+
+
+def markdown_table(frame) -> str:
+    """A DataFrame as a Markdown (pipe) table: numbers right-aligned, `|` escaped."""
+    header = [str(c) for c in frame.columns]
+    numeric = [frame[c].dtype.kind in "fiu" for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in _cells(frame)]
+    return "\n".join(lines) + "\n"
+
+
+def latex_table(frame, caption: str = "") -> str:
+    """A DataFrame as a LaTeX `tabular` (booktabs rules), every cell escaped."""
+
+    def esc(text: str) -> str:
+        return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+    align = "".join("r" if frame[c].dtype.kind in "fiu" else "l" for c in frame.columns)
+    lines = [
+        f"% {esc(caption)}" if caption else "% microctx slice table",
+        f"\\begin{{tabular}}{{{align}}}",
+        "\\toprule",
+        " & ".join(esc(str(c)) for c in frame.columns) + " \\\\",
+        "\\midrule",
+    ]
+    lines += [" & ".join(esc(cell) for cell in row) + " \\\\" for row in _cells(frame)]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_slice_exports(table, output_dir: str, name: str = "slices") -> None:
+    """`<name>.md` and `<name>.tex` beside `<name>.csv`: the compact slice table of every slice
+    (judged first, worst first, then the ones not judged), for a write-up."""
+    import pandas as pd
+
+    from microctx._io.atomic import atomic_write
+
+    overall = table[table["slice_kind"] == "overall"]
+    rest = table[table["slice_kind"] != "overall"]
+    judged = rest[~rest["too_small"] & rest["estimable"]].sort_values(
+        ["f1", "support"], ascending=[True, False], kind="mergesort"
+    )
+    ordered = compact_slices(pd.concat([overall, judged, rest.drop(judged.index)]))
+    atomic_write(Path(output_dir) / f"{name}.md", markdown_table(ordered).encode())
+    atomic_write(
+        Path(output_dir) / f"{name}.tex", latex_table(ordered, "F1 per slice with its 95% cluster-bootstrap interval").encode()
     )
