@@ -126,3 +126,17 @@ def test_an_executed_report_reruns_from_its_folder(tmp_path, synthetic):
     notebook = nbformat.read(moved / "grade_report.ipynb", as_version=4)
     NotebookClient(notebook, kernel_name=KERNEL_NAME, timeout=600, resources={"metadata": {"path": str(moved)}}).execute()
     assert (moved / "slices.csv").is_file() and (moved / "charts" / "slice_f1.pdf").is_file()
+
+
+@pytest.mark.slow
+def test_figures_only_publishes_the_figures_and_tables(tmp_path, synthetic, capfd):
+    from microctx import cli
+
+    out = tmp_path / "figures"
+    argv = ["report", "corpus", "--public", str(synthetic.public), "--out", str(out), "--figures-only"]
+    assert cli.main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["charts", "report.json"]
+    names = {p.stem for p in (out / "charts").iterdir() if p.suffix == ".pdf"}
+    assert names and all((out / "charts" / f"{n}.svg").is_file() for n in names)
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "Executing" not in err, err  # quiet stderr: no kernel warning, no bar

@@ -102,7 +102,7 @@ def cmd_report_sweep(args) -> int:
     from microctx.reports import build as reports
 
     try:
-        manifest = reports.sweep_report(args.sweep_dir, args.out)
+        manifest = reports.sweep_report(args.sweep_dir, args.out, figures_only=args.figures_only)
     except reports.ReportError as exc:
         _say(f"microctx report sweep: {exc}; nothing was written to {args.out}")
         return EXIT_FAIL

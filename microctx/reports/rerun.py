@@ -73,3 +73,17 @@ def relocate_inputs(executed: Path, parameters: dict, root: Path) -> dict:
         record.update(parameters=moved, input_path=executed.name, output_path=executed.name)
     nbformat.write(notebook, executed)
     return moved
+
+
+FIGURE_FILES = ("charts", "slices.csv", "slices.md", "slices.tex", "paired.csv", "frontier.csv")
+
+
+def keep_figures_only(staging: Path) -> None:
+    """`microctx report ... --figures-only`: remove everything but the figures and tables."""
+    for item in staging.iterdir():
+        if item.name in FIGURE_FILES:
+            continue
+        if item.is_dir():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
