@@ -58,6 +58,7 @@ lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/nbstripout --keep-id --verify notebooks/*.ipynb
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The reference as a site (docs/, mkdocs-material): `make docs` serves it on http://127.0.0.1:8000.
