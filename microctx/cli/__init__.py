@@ -18,6 +18,7 @@ from microctx.errors import ContractError, InputError
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's parser; the command modules load here, not when `microctx.cli` is imported."""
+    from microctx.cli import export
     from microctx.cli.core import _core_parsers, _fetch_parsers
     from microctx.cli.lab import _lab_parsers
     from microctx.cli.reports import _report_parsers, _slices_parsers
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parsers(sub)
     report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
     _tuning_parsers(sub, report_kinds)
+    export.register(sub)
     return parser
 
 
