@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_options
 
 
@@ -16,14 +18,15 @@ def cmd_export(args) -> int:
     kw = _stats_kw(args)
     inputs = tables.load_inputs(args.public, args.answers, [args.submission], [args.name] if args.name else ())
     (name,) = inputs.submissions
+    corpus: Any = inputs.corpus
     graded = tables.grade_one(name, inputs, **kw)
     look = tables._record_look(inputs, name, graded.result, "export")  # a grade on test: one look
     document = eee_document(
         graded.result,
         graded.slices,
         candidate=look.get("candidate") or name,
-        corpus_sha256=inputs.corpus.sha256,
-        source=str(inputs.corpus.source),
+        corpus_sha256=corpus.sha256,
+        source=str(corpus.source),
         look=look,
         n_boot=kw["n_boot"],
     )
