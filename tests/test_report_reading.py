@@ -140,3 +140,21 @@ def test_figures_only_publishes_the_figures_and_tables(tmp_path, synthetic, capf
     assert names and all((out / "charts" / f"{n}.svg").is_file() for n in names)
     err = capfd.readouterr().err
     assert "WARNING" not in err and "Executing" not in err, err  # quiet stderr: no kernel warning, no bar
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sweep_report.ipynb", "grade_report.ipynb"])
+def test_a_notebook_runs_by_hand_with_its_defaults(name, tmp_path, s8f):
+    """Opened and run as it is (no parameter injected, output_dir ""): the s8f corpus, the planted
+    submission, the example sweep shipped with the package."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from microctx.reports.build import KERNEL_NAME, NOTEBOOKS_DIR, QUIET_KERNEL
+
+    notebook = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    client = NotebookClient(notebook, kernel_name=KERNEL_NAME, timeout=600, resources={"metadata": {"path": str(tmp_path)}})
+    client.extra_arguments = QUIET_KERNEL
+    client.execute()
+    errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors and list(tmp_path.iterdir()) == []  # display only: nothing written

@@ -488,6 +488,9 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
 
 # ---------------------------------------------------------------- sweep report (tuning issue)
 
+EXAMPLE_SWEEP = Path(__file__).resolve().parent / "example_sweep"  # sweep_report.ipynb's default
+
+
 def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     """A sweep folder's sweep.csv (DataFrame) and selected.json."""
     from microctx.tuning.sweep import sweep_frame
