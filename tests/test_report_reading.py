@@ -5,6 +5,7 @@ NaN and no wrapped slice name; and the presentation helpers' numbers and plurals
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from browser import browser_page
@@ -115,7 +116,9 @@ def test_an_executed_report_reruns_from_its_folder(tmp_path, synthetic):
     manifest = json.loads((out / "report.json").read_text())
     assert manifest["parameters"]["submission"] == "inputs/submission/sub.json" and manifest["parameters"]["output_dir"] == "."
     for name in manifest["charts"]:
-        assert (out / "charts" / f"{name}.pdf").read_bytes().startswith(b"%PDF"), name
+        pdf = (out / "charts" / f"{name}.pdf").read_bytes()
+        box = re.search(rb"/MediaBox\s*\[\s*0 0 ([0-9.]+)", pdf)
+        assert pdf.startswith(b"%PDF") and box and float(box.group(1)) <= 468.01, name  # at most a text column wide
     for suffix in ("md", "tex"):
         assert (out / f"slices.{suffix}").is_file()
     for text in ((out / "grade_report.html").read_text(), (out / "grade_report.ipynb").read_text()):

@@ -84,11 +84,28 @@ def svg_width(svg: str) -> float:
 
 
 def column_pdf(svg: str, width_pt: float = COLUMN_WIDTH_PT) -> bytes:
-    """The chart as a vector PDF scaled to `width_pt` points wide (a journal text column), fonts
-    scaled with it; a chart narrower than the column keeps its size, so text never grows."""
+    """The chart as a vector PDF at most `width_pt` points wide (a journal text column), fonts
+    scaled with it; a chart narrower than the column keeps its size, so text never grows. The
+    scale is set on the SVG's root (its width and height; the viewBox keeps the drawing)."""
     import vl_convert as vlc
 
-    return vlc.svg_to_pdf(svg, scale=min(1.0, width_pt / svg_width(svg)))
+    factor = min(1.0, width_pt / svg_width(svg))
+    return vlc.svg_to_pdf(scaled_svg(svg, factor) if factor < 1 else svg)
+
+
+def scaled_svg(svg: str, factor: float) -> str:
+    """`svg` drawn `factor` times its size: the root's width and height scaled, a viewBox added
+    when it has none so the drawing scales with them."""
+    root = re.search(r"<svg[^>]*>", svg)
+    if not root:
+        raise ValueError("not an SVG")
+    tag = root.group(0)
+    width, height = (float(re.search(rf'\s{a}="([0-9.]+)', tag).group(1)) for a in ("width", "height"))  # type: ignore[union-attr]
+    scaled = re.sub(r'\swidth="[0-9.]+"', f' width="{width * factor:.2f}"', tag, count=1)
+    scaled = re.sub(r'\sheight="[0-9.]+"', f' height="{height * factor:.2f}"', scaled, count=1)
+    if "viewBox=" not in scaled:
+        scaled = scaled[:-1] + f' viewBox="0 0 {width:g} {height:g}">'
+    return svg.replace(tag, scaled, 1)
 
 
 def png_size(png: bytes) -> tuple[int, int]:
