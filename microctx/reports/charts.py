@@ -228,7 +228,9 @@ def component_sizes_chart(counts: pd.DataFrame) -> alt.TopLevelMixin:
         y2="base:Q",
         color=alt.Color("split:N", scale=SPLIT_COLORS),
         tooltip=["split", "size", "components", "records", alt.Tooltip("share:Q", format=".0%", title="share of split")])
-    counts_text = base.mark_text(dy=-6, fontSize=9).encode(y="records:Q", text="label:N")
+    # written upwards from the bar's top: three bars share a size's slot, so level labels would overlap
+    counts_text = base.mark_text(angle=270, align="left", baseline="middle", dx=3, fontSize=9).encode(
+        y="records:Q", text="label:N")
     largest = rows.loc[rows.groupby("split")["size"].idxmax()]
     notes = [f"largest {sp} component: {int(z)} records ({sh:.0%} of {sp})"
              for sp, z, sh in zip(largest["split"], largest["size"], largest["share"])]
