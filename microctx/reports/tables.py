@@ -18,6 +18,7 @@ from microctx.contract.canonical import dumps
 from microctx.errors import InputError
 from microctx._io.paths import inside, safe_name, safe_name_from
 from microctx.contract.facts import write_grade
+from microctx.reports.text import code_span, linked, md, plural, safe_url  # noqa: F401  (notebooks: tables.md, ...)
 
 
 @dataclass
@@ -203,22 +204,12 @@ def held_out_looks(outputs) -> str:
              f"**{times}** (example and demo looks kept but not counted), this report included."]
     for name, look in named:
         if look.get("marked"):
-            lines.append(f"- `{_code(name)}`: a {look['marked']} look, kept in the ledger and not counted")
+            lines.append(f"- `{code_span(name)}`: a {look['marked']} look, kept in the ledger and not counted")
             continue
-        whose = f"ledger candidate `{_code(look['candidate'])}`"
+        whose = f"ledger candidate `{code_span(look['candidate'])}`"
         whose += f", configuration `{look['config_digest'][:12]}…`" if look.get("config_digest") else ""
-        lines.append(f"- `{_code(name)}` ({whose}): {plural(look['candidate_looks'], 'look')}")
+        lines.append(f"- `{code_span(name)}` ({whose}): {plural(look['candidate_looks'], 'look')}")
     return "\n".join(lines)
-
-
-def plural(count: int, noun: str) -> str:
-    """ "1 look", "2 looks", "1,000 records": a count with its noun, plural when it is not one."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def _code(value: object) -> str:
-    """Text for inside a Markdown code span: no backtick to end it early, one line."""
-    return " ".join(str(value).replace("`", "'").split())
 
 
 def interval_text(value, low, high, estimable=True, n_components=None) -> str:
@@ -374,43 +365,6 @@ def missed_examples(facts, corpus, n: int = 20) -> "object":
     errors["title"] = errors["record_id"].map(lambda i: by_id[i]["title"])
     errors["url"] = errors["record_id"].map(lambda i: by_id[i]["url"])
     return errors[["record_id", "kind", "value", "outcome", "detail", "title", "url"]].reset_index(drop=True)
-
-
-def linked(table, column: str = "url", text: str = "record_id"):
-    """The table as HTML with `text` linking to `column` (for the notebook to display)."""
-    import html as html_lib
-
-    from IPython.display import HTML
-
-    shown = table.copy()
-    if not shown.empty:
-        links = [f'<a href="{html_lib.escape(safe_url(u), quote=True)}">{html_lib.escape(str(t))}</a>'
-                 for u, t in zip(shown[column], shown[text])]
-        shown = shown.drop(columns=[column])
-        # every other cell comes from data (titles, values, details): escaped here, since the
-        # table is rendered with escape=False for the links' sake
-        for name in shown.columns:
-            shown[name] = [html_lib.escape(str(v)) if v is not None and v == v else "" for v in shown[name]]
-        shown[text] = links
-    shown.columns = [html_lib.escape(str(c)) for c in shown.columns]
-    return HTML(shown.to_html(escape=False, index=False, na_rep=""))
-
-
-def safe_url(url: object) -> str:
-    """`url` when it is an http(s) link, else "#" (a `javascript:` or `data:` link from data never goes live)."""
-    text = str(url)
-    return text if re.match(r"(?i)https?://", text) else "#"
-
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
-
-
-def md(value: object) -> str:
-    """Text from data or the command line, safe inside a Markdown cell output: Markdown's
-    punctuation is backslash-escaped and `<`, `>`, `&` become entities, so `<img onerror>` or
-    `[x](javascript:...)` shows as text; line breaks become spaces."""
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object":

@@ -13,7 +13,8 @@ import html
 import math
 from pathlib import Path
 
-from microctx.reports.tables import interval_text, md, plural
+from microctx.reports.tables import interval_text
+from microctx.reports.text import md, plural
 
 DASH = "–"
 # Slice names stay on one line; the table scrolls sideways in a narrow window rather than
