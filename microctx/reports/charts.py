@@ -185,7 +185,8 @@ def timeline_with_labels(events: pd.DataFrame, frame: pd.DataFrame) -> alt.VConc
     daily = daily_events(events)
     half_day = 12 * 3600 * 1000
     domain = [int(daily["date"].min()) - half_day, int(daily["date"].max()) + half_day]  # first midnight .. last day's end
-    timeline = alt.Chart(daily, title="Issues created and closed per day, every day (drag to filter the labels below)").mark_line(
+    # no "drag to filter" here: the same chart is the static image; the notebook says how to brush
+    timeline = alt.Chart(daily, title="Issues created and closed per day, every day").mark_line(
         strokeWidth=1.2, interpolate="step").encode(
         x=alt.X("date:T", title="day (UTC)", scale=alt.Scale(type="utc", nice=False, domain=domain)),
         y=alt.Y("issues:Q", title="issues per day"),
