@@ -448,8 +448,11 @@ def frontier_chart(table: pd.DataFrame) -> alt.TopLevelMixin:
     rows = table.dropna(subset=["cost"]).copy()
     rows["position"] = rows["on_front"].map({True: "on the front", False: "behind the front"})
     measure = str(rows["cost_measure"].iloc[0]) if len(rows) else "cost per record"
+    if measure in ("dollars", "model_dollars"):  # a unit that reads: dollars per 1,000 records, not 8 decimals
+        rows["cost"] = rows["cost"] * 1000
+        measure = f"{measure} per 1,000 records"
     base = alt.Chart(rows).encode(
-        x=alt.X("cost:Q", scale=alt.Scale(type="symlog", constant=1e-6), title=measure),
+        x=alt.X("cost:Q", scale=alt.Scale(type="symlog", constant=1e-3), title=measure, axis=alt.Axis(format="~g")),
         color=alt.Color("position:N", scale=alt.Scale(domain=["on the front", "behind the front"],
                                                        range=["#e45756", "#4c78a8"]), title=None))
     ci = base.mark_rule(strokeWidth=2).encode(y=alt.Y("net_true_ci_low:Q", title="net-true facts (true - false), held-out"),

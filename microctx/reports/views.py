@@ -179,3 +179,18 @@ def write_slice_exports(table, output_dir: str, name: str = "slices") -> None:
     atomic_write(
         Path(output_dir) / f"{name}.tex", latex_table(ordered, "F1 per slice with its 95% cluster-bootstrap interval").encode()
     )
+
+
+MONEY = ("dollars", "model_dollars")
+
+
+def frontier_view(table):
+    """The frontier table as it reads: a money cost per record becomes dollars per 1,000 records
+    (0.000179 $/record reads 0.179 $ per 1,000), and so does the extra cost; other measures stay."""
+    view = table.copy()
+    measure = str(view["cost_measure"].iloc[0]) if "cost_measure" in view and len(view) else ""
+    if measure in MONEY:
+        for column, name in (("cost", f"{measure} per 1,000 records"), ("extra_cost_per_record", "extra dollars per 1,000 records")):
+            if column in view:
+                view[name] = view.pop(column) * 1000
+    return view
