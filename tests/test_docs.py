@@ -47,12 +47,11 @@ def test_every_documented_option_exists():
         words = line.split()[1:]
         if not words or not re.fullmatch(r"[a-z][a-z-]*", words[0]) or words[0] not in commands:
             continue  # `microctx.grade(...)`, prose
-        key = words[0]
+        key, depth = words[0], 1
+        while depth < len(words) and f"{key} {words[depth]}" in commands:  # `serve admin add-team`: as deep as it goes
+            key, depth = f"{key} {words[depth]}", depth + 1
         known = commands[key]
-        if len(words) > 1 and f"{key} {words[1]}" in commands:
-            key = f"{key} {words[1]}"
-            known = commands[key]
-        elif len(words) > 1 and words[1].isupper() and any(k.startswith(key + " ") for k in commands):
+        if depth < len(words) and words[depth].isupper() and any(k.startswith(key + " ") for k in commands):
             # `microctx report KIND ...`: an option every kind has
             known = set.intersection(*(v for k, v in commands.items() if k.startswith(key + " ")))
         for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line):
