@@ -242,6 +242,7 @@ class LedgerEntry(msgspec.Struct, **_OPTIONS):
     config_digest: str | None
     via: str
     summary: str
+    marked: str | None = None  # a look set aside (microctx.grading.ledger.MARKS), not counted
 
     def as_dict(self) -> dict[str, Any]:
         return msgspec.structs.asdict(self)
