@@ -96,9 +96,9 @@ def grade(answers: PathLike | dict, submission: PathLike | dict, *, record_look:
 
 
 def _record_look(answers: dict, submission: dict, answers_path, submission_path, grade: dict) -> dict:
-    from microctx.candidates.runner import read_manifest
     from microctx.contract.canonical import dumps
     from microctx.contract.digests import sha256_hex
+    from microctx.contract.records import read_manifest
     from microctx.grading.ledger import record_grade
     from microctx.reports.examples import look_mark
 

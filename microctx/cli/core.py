@@ -70,7 +70,7 @@ def cmd_grade(args) -> int:
 
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
-    from microctx.candidates.runner import read_manifest
+    from microctx.contract.records import read_manifest
 
     marked = look_mark(answers, submission, read_manifest(args.submission))
     look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)

@@ -71,7 +71,7 @@ def example_kind(answers: dict, submission: dict) -> str | None:
 DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks are marked "demo"
 
 
-def look_mark(answers: dict, submission: dict, run_manifest: dict | None = None) -> str | None:
+def look_mark(answers: dict, submission: dict, run_manifest: object = None) -> str | None:
     """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
     example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
     happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
