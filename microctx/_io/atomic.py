@@ -246,7 +246,12 @@ def _new_staging(dest: Path) -> tuple[Path, int]:
     while True:
         try:
             staging = Path(tempfile.mkdtemp(prefix=sets.PREFIX, suffix=".tmp", dir=dest.parent))
+        except OSError as exc:
+            raise write_failure(dest, exc) from None
+        try:
             lock = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:  # removed by a clean-up before this lock: make another
+            continue
         except OSError as exc:
             raise write_failure(dest, exc) from None
         if sets.hold(lock, staging):  # alive: the litter clean-up leaves it alone

@@ -89,7 +89,7 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
         except Exception as exc:  # re2.error, and a pattern over its memory limit
             reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             raise InputError(
-                path, f"not a linear-time (RE2) regular expression: {reason}", record=f"rule {i}", field="pattern"
+                path, f"invalid regular expression (RE2, linear time): {reason}", record=f"rule {i}", field="pattern"
             ) from None
         rules.append(Rule(compiled, table["replacement"]))
     return rules
