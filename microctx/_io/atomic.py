@@ -165,8 +165,7 @@ class AtomicOutputs:
 
     def _commit(self, folders: list[Path]) -> list[Path]:
         """Write the journal into every destination folder: from here on the new set is the set."""
-        data = sets.journal_bytes([(s.tmp.absolute(), s.dest.absolute()) for s in self._staged],
-                                  [f.absolute() for f in folders])
+        data = sets.journal_bytes([(s.tmp.absolute(), s.dest.absolute()) for s in self._staged], [f.absolute() for f in folders])
         journals = []
         for folder in folders:
             side = _side_name(folder, ".jtmp")

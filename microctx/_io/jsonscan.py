@@ -10,7 +10,6 @@ from typing import BinaryIO
 import orjson
 
 from microctx._io.jsonio import open_input
-from microctx.errors import InputError
 
 _WS = b" \t\r\n"
 _ITEM_END = re.compile(rb"\}[ \t\r\n]*[,\]]")

@@ -3,7 +3,8 @@ kill hook that tests use to crash a command between two renames.
 
 `MICROCTX_KILL_AT_RENAME=N` makes the process SIGKILL itself just before its Nth rename (counted
 from 1 over the whole process), the equivalent of `strace -e inject=rename:signal=SIGKILL:when=N`
-for the renames microctx makes itself. Unset, it costs one dictionary look-up per rename.
+for the renames microctx makes itself; `MICROCTX_KILL_AT_RENAME=exchange` kills it just before its
+first folder swap (a report's, the demo's). Unset, it costs one dictionary look-up per rename.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ _RENAME_EXCHANGE = 2
 _count = 0
 
 
-def _count_rename() -> None:
+def _count_rename(kind: str = "rename") -> None:
     global _count
     _count += 1
     wanted = os.environ.get(KILL_ENV)
-    if wanted and wanted.isdigit() and int(wanted) == _count:
+    if wanted and ((wanted.isdigit() and int(wanted) == _count) or wanted == kind):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -48,7 +49,7 @@ def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
             _renameat2 = False
     if _renameat2 is False:
         return False
-    _count_rename()
+    _count_rename("exchange")
     if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     code = ctypes.get_errno()

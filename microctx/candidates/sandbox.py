@@ -101,6 +101,9 @@ class SandboxUnavailable(InputError):
         super().__init__("sandbox", f"cannot start the sandbox: {why}; {HOW_TO_ENABLE}")
 
 
+MAX_MEMORY = 64 << 40  # 64 TiB: more than any cgroup here can be given
+
+
 def parse_size(text: str | int) -> int:
     """`2G`, `512M`, `1.5GiB`, `4096` (bytes) -> bytes; an InputError otherwise."""
     if isinstance(text, int):
@@ -109,7 +112,10 @@ def parse_size(text: str | int) -> int:
     if not match:
         raise InputError("--memory", f"expected a size like 2G or 512M, got {text!r}")
     number, unit = float(match.group(1)), match.group(2).lower()
-    return int(number * (1 << (10 * " kmgt".index(unit or " "))))
+    size = number * (1 << (10 * " kmgt".index(unit or " ")))
+    if not size <= MAX_MEMORY:  # 9999999999999999999999T, or a float overflow
+        raise InputError("--memory", f"at most {MAX_MEMORY >> 40}T, got {text!r}")
+    return int(size)
 
 
 @dataclass(frozen=True)

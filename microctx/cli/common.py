@@ -26,15 +26,42 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_INPUT)
 
 
+MAX_SECONDS = 30 * 86400  # a timeout past 30 days is a typo (1e308 would silently disable it)
+
+
 def _seconds(text: str) -> float:
-    """A positive, finite number of seconds (`inf`, `nan`, 0 and negatives are refused)."""
+    """A positive, finite number of seconds, at most 30 days (`inf`, `nan`, 0, negatives and
+    `1e308` are refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most {MAX_SECONDS}, got {text!r}")
     return value
+
+
+def bounded_int(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (a seed of -1, 2e9 resamples and the
+    like are refused as one line, exit 2, before anything runs)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+SEED = bounded_int(0, 2**32 - 1)  # numpy's seed range
+N_BOOT = bounded_int(1, 1_000_000)  # 10^6 resamples of a few thousand components fit in memory
+COUNT = bounded_int(0, 10**9)
+POSITIVE = bounded_int(1, 10**9)
 
 
 def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None = None) -> None:
@@ -55,14 +82,14 @@ def _held_out_look(answers: str, grade: dict, via: str, submission: str, config:
 
 def _stats_options(p) -> None:
     """The statistics options shared by `slices` and `report grade|compare`."""
-    p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")
-    p.add_argument("--n-boot", type=int, default=None, metavar="N", help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=None, metavar="N", help="bootstrap seed (default 0)")
+    p.add_argument("--n-boot", type=N_BOOT, default=None, metavar="N", help="bootstrap resamples (default 10000)")
     p.add_argument(
-        "--min-support", type=int, default=None, metavar="N", help="gold facts a slice needs to be judged (default 20)"
+        "--min-support", type=COUNT, default=None, metavar="N", help="gold facts a slice needs to be judged (default 20)"
     )
     p.add_argument(
         "--min-components",
-        type=int,
+        type=COUNT,
         default=None,
         metavar="N",
         help="split components a slice needs for an interval (default 10)",

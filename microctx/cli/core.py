@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _held_out_look, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, POSITIVE, _check_paths, _held_out_look, _say, _seconds
 from microctx.errors import InputError
 
 
@@ -157,7 +157,7 @@ def _fetch_parsers(sub) -> None:
     p.add_argument("repo", metavar="OWNER/REPO")
     p.add_argument("--output", required=True, metavar="RAW", help="export JSON to write (atomically)")
     p.add_argument("--state", choices=["all", "open", "closed"], default="all")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N issues (pull requests do not count)")
+    p.add_argument("--limit", type=POSITIVE, metavar="N", help="at most N issues (pull requests do not count)")
     p.add_argument(
         "--api-url",
         default="https://api.github.com",

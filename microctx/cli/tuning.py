@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds, bounded_int
 from microctx.errors import InputError
 
 
@@ -61,8 +61,15 @@ def cmd_ledger(args) -> int:
         digest = file_sha256(args.answers) if not _is_digest(args.answers) else args.answers.lower()
     rows = entries(digest)
     print("id\tat\tanswers_sha256\tsubmission_sha256\tcandidate\tconfig_digest\tvia\tgrade")
+    from microctx.errors import InputError
+
     for e in rows:
-        summary = orjson.loads(e["summary"])
+        try:
+            summary = orjson.loads(e["summary"])
+        except orjson.JSONDecodeError:
+            raise InputError(ledger_path(), "summary is not JSON", record=f"entry {e['id']}", field="summary") from None
+        if not isinstance(summary, dict):
+            raise InputError(ledger_path(), "summary is not a JSON object", record=f"entry {e['id']}", field="summary")
         grade = (
             f"{'PASS' if summary.get('quality_pass') else 'FAIL'} "
             f"{summary.get('exact_records')}/{summary.get('test_records')} exact"
@@ -119,7 +126,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("--devkit", required=True, help="devkit with train and tune answers (from `microctx devkit`)")
     p.add_argument("--out", required=True, metavar="DIR")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, metavar="N", help="local parallel runs (default: the CPU count)")
+    where.add_argument("--workers", type=bounded_int(1, 1024), metavar="N", help="local parallel runs (default: the CPU count)")
     where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask distributed cluster")
     p.add_argument(
         "--connect-timeout",

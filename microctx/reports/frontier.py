@@ -282,4 +282,6 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
 def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
     from microctx._io.atomic import atomic_write
 
-    atomic_write(path, frontier.table.to_csv(index=False, lineterminator="\n").encode())
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(frontier.table))

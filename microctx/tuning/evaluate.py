@@ -37,7 +37,40 @@ def load_selected(path: str | os.PathLike) -> dict:
     for key in ("candidate", "config_key", "corpus_sha256", "candidate_devkit"):
         if key not in document:
             raise InputError(path, "missing", field=key)
+    _check_selected_types(path, document)
     return document
+
+
+_SELECTED_TYPES = {  # field: (types, what) of a selected.json a sweep writes
+    "parameters": (dict, "an object"),
+    "config_key": (str, "a string"),
+    "corpus_sha256": (str, "a string"),
+    "candidate": (dict, "an object"),
+    "candidate.name": (str, "a string"),
+    "candidate.entry": (str, "a string"),
+    "candidate.kind": (str, "a string"),
+    "candidate.timeout": ((int, float, type(None)), "a number or null"),
+    "candidate_devkit": (dict, "an object"),
+    "candidate_devkit.path": (str, "a string"),
+    "candidate_devkit.sha256": (str, "a string"),
+}
+
+
+def _check_selected_types(path, document: dict) -> None:
+    """Every field evaluate uses has the type a sweep writes: else one line naming the field."""
+    from microctx._io.paths import inside
+
+    for field, (types, what) in _SELECTED_TYPES.items():
+        head, _, tail = field.partition(".")
+        value = document.get(head) if not tail else document[head].get(tail)
+        if (
+            (tail and tail == "timeout" and tail not in document[head])
+            or isinstance(value, types)
+            and not isinstance(value, bool)
+        ):
+            continue
+        raise InputError(path, f"expected {what}, got {type(value).__name__}", field=field)
+    inside(Path(path).parent, document["candidate_devkit"]["path"])  # never a devkit outside the sweep folder
 
 
 def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tuple[str, ...]]:
@@ -84,7 +117,9 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     devkit = selected_path.parent / selected["candidate_devkit"]["path"]
     if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
+    from microctx._io.sets import is_our_output
+
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_our_output(out / MARKER))):
         raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
     out.mkdir(parents=True, exist_ok=True)
 
