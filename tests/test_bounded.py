@@ -171,3 +171,46 @@ def test_a_formula_in_a_sweep_grid_is_text_in_sweep_csv():
     rows = [{"index": 0, "key": "k", "status": "ok", "param.model": '=HYPERLINK("http://evil")', "f1": -0.25}]
     text = sweep_csv(rows, "k").decode()
     assert text == 'index,key,status,param.model,f1,selected\n0,k,ok,"\'=HYPERLINK(""http://evil"")",-0.25,True\n'
+
+
+def _hub_export(tmp_path: Path) -> tuple[Path, int]:
+    import json
+
+    rows = json.loads((DATA / "synthetic-raw.json").read_bytes())
+    numbers = sorted(r["number"] for r in rows)
+    rows[5]["body"] = "See " + " ".join(f"#{n}" for n in numbers)  # anyone can post this issue
+    raw = tmp_path / "hub.json"
+    raw.write_text(json.dumps(rows))
+    return raw, rows[5]["number"]
+
+
+def test_a_hub_issue_that_collapses_the_split_is_named(tmp_path):
+    raw, hub = _hub_export(tmp_path)
+    done = cli(*freeze_args(tmp_path, raw))
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert f"no test record is left (60 records): issue #{hub} references 59 in-corpus issues" in done.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_isolate_hubs_keeps_the_references_as_facts_but_not_as_merges(tmp_path):
+    import json
+
+    raw, hub = _hub_export(tmp_path)
+    done = cli(*freeze_args(tmp_path, raw), "--isolate-hubs")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"warning: issue #{hub} references 59 in-corpus issues (more than 50): its references join "
+                           "their components into one split (see --isolate-hubs)\n")
+    answers = json.loads((tmp_path / "a.json").read_bytes())["answers"]
+    assert len(next(a for a in answers if a["id"] == f"issue-{hub}")["references"]) == 60  # its own number too: facts as written
+    report = json.loads((tmp_path / "r.json").read_bytes())
+    assert report["test_records"] > 0 and report["train_records"] > 0
+
+
+def test_isolate_hubs_leaves_a_corpus_without_hubs_byte_identical(tmp_path):
+    plain, isolated = tmp_path / "plain", tmp_path / "isolated"
+    plain.mkdir()
+    isolated.mkdir()
+    assert cli(*freeze_args(plain, DATA / "synthetic-raw.json")).returncode == 0
+    assert cli(*freeze_args(isolated, DATA / "synthetic-raw.json"), "--isolate-hubs").returncode == 0
+    for name in ("p.json", "a.json", "r.json"):
+        assert (plain / name).read_bytes() == (isolated / name).read_bytes()
