@@ -214,3 +214,20 @@ def test_isolate_hubs_leaves_a_corpus_without_hubs_byte_identical(tmp_path):
     assert cli(*freeze_args(isolated, DATA / "synthetic-raw.json"), "--isolate-hubs").returncode == 0
     for name in ("p.json", "a.json", "r.json"):
         assert (plain / name).read_bytes() == (isolated / name).read_bytes()
+
+
+def test_lab_dir_never_writes_through_a_dangling_link(tmp_path):
+    from microctx.lab.server import WORKBENCH, prepare_lab
+    from microctx.reports.build import NOTEBOOKS
+
+    lab, outside = tmp_path / "lab", tmp_path / "outside"
+    lab.mkdir()
+    outside.mkdir()
+    names = [*NOTEBOOKS.values(), WORKBENCH]
+    for name in names:
+        (lab / name).symlink_to(outside / name)  # dangling: following it would write outside the folder
+    assert prepare_lab(lab) == []
+    assert list(outside.iterdir()) == []
+    assert all((lab / name).is_symlink() for name in names)
+    fresh = tmp_path / "fresh"
+    assert sorted(p.name for p in prepare_lab(fresh)) == sorted(names)

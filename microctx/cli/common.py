@@ -60,7 +60,6 @@ def bounded_int(low: int, high: int):
 
 SEED = bounded_int(0, 2**32 - 1)  # numpy's seed range
 N_BOOT = bounded_int(1, 1_000_000)  # 10^6 resamples of a few thousand components fit in memory
-COUNT = bounded_int(0, 10**9)
 POSITIVE = bounded_int(1, 10**9)
 
 
@@ -82,14 +81,14 @@ def _held_out_look(answers: str, grade: dict, via: str, submission: str, config:
 
 def _stats_options(p) -> None:
     """The statistics options shared by `slices` and `report grade|compare`."""
-    p.add_argument("--seed", type=SEED, default=None, metavar="N", help="bootstrap seed (default 0)")
-    p.add_argument("--n-boot", type=N_BOOT, default=None, metavar="N", help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")
+    p.add_argument("--n-boot", type=int, default=None, metavar="N", help="bootstrap resamples (default 10000)")
     p.add_argument(
-        "--min-support", type=COUNT, default=None, metavar="N", help="gold facts a slice needs to be judged (default 20)"
+        "--min-support", type=int, default=None, metavar="N", help="gold facts a slice needs to be judged (default 20)"
     )
     p.add_argument(
         "--min-components",
-        type=COUNT,
+        type=int,
         default=None,
         metavar="N",
         help="split components a slice needs for an interval (default 10)",
@@ -107,6 +106,13 @@ def _stats_kw(args) -> dict:
         "min_support": stats.DEFAULT_MIN_SUPPORT,
         "min_components": stats.DEFAULT_MIN_COMPONENTS,
     }
+    ranges = {"seed": (0, 2**32 - 1), "n_boot": (1, 1_000_000)}  # the rest are checked where they are used
+    for key, value in chosen.items():
+        low, high = ranges.get(key, (None, None))
+        if value is not None and low is not None and not low <= value <= high:
+            from microctx.errors import InputError
+
+            raise InputError("--" + key.replace("_", "-"), f"expected a whole number from {low} to {high}, got {value}")
     return {k: defaults[k] if v is None else v for k, v in chosen.items()}
 
 

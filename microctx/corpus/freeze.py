@@ -210,8 +210,10 @@ def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = (), 
 def _no_test_record(frozen: Frozen) -> str:
     if frozen.hubs:
         number, count = frozen.hubs[0]
-        cause = (f"issue #{number} references {count} in-corpus issues and joins them into one component; "
-                 "freeze with --isolate-hubs to keep its references as facts without merging")
+        cause = (
+            f"issue #{number} references {count} in-corpus issues and joins them into one component; "
+            "freeze with --isolate-hubs to keep its references as facts without merging"
+        )
     else:
         cause = "every split component hashed to train or tune"
     return f"no test record is left ({frozen.report['records']} records): {cause}; nothing was written"
