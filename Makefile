@@ -34,7 +34,7 @@ lint: setup
 	$(BIN)/mypy
 
 bench: setup
-	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_all.py
 
 # JupyterLab on working copies of the notebooks in lab/ (the tracked notebooks stay clean), with
 # MICROCTX_DATA_DIR as above (or a microctx.toml data_dir), so notebooks find the data like the CLI.
