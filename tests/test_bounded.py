@@ -198,8 +198,10 @@ def test_isolate_hubs_keeps_the_references_as_facts_but_not_as_merges(tmp_path):
     raw, hub = _hub_export(tmp_path)
     done = cli(*freeze_args(tmp_path, raw), "--isolate-hubs")
     assert done.returncode == 0, done.stderr
-    assert done.stderr == (f"warning: issue #{hub} references 59 in-corpus issues (more than 50): its references join "
-                           "their components into one split (see --isolate-hubs)\n")
+    assert done.stderr == (
+        f"warning: issue #{hub} references 59 in-corpus issues (more than 50): its references join "
+        "their components into one split (see --isolate-hubs)\n"
+    )
     answers = json.loads((tmp_path / "a.json").read_bytes())["answers"]
     assert len(next(a for a in answers if a["id"] == f"issue-{hub}")["references"]) == 60  # its own number too: facts as written
     report = json.loads((tmp_path / "r.json").read_bytes())
