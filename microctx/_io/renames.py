@@ -13,6 +13,7 @@ import ctypes
 import errno
 import os
 import signal
+from typing import Any
 
 KILL_ENV = "MICROCTX_KILL_AT_RENAME"
 _AT_FDCWD = -100
@@ -34,7 +35,7 @@ def rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     os.replace(src, dst)
 
 
-_renameat2 = None
+_renameat2: Any = None  # libc's renameat2, False when there is none, None before the first look
 
 
 def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:

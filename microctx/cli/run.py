@@ -144,7 +144,9 @@ def _candidate_parsers(sub) -> None:
     )
     p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
     p.add_argument("--max-processes", type=POSITIVE, metavar="N", help="processes and threads at once (default 512)")
-    p.add_argument("--cpu-seconds", type=bounded_int(1, MAX_SECONDS), metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
+    p.add_argument(
+        "--cpu-seconds", type=bounded_int(1, MAX_SECONDS), metavar="SECONDS", help="CPU-time limit of each process (default 3600)"
+    )
     p.add_argument(
         "--cache-dir",
         metavar="DIR",

@@ -41,7 +41,7 @@ def load_selected(path: str | os.PathLike) -> dict:
     return document
 
 
-_SELECTED_TYPES = {  # field: (types, what) of a selected.json a sweep writes
+_SELECTED_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {  # field: (types, what) of a selected.json a sweep writes
     "parameters": (dict, "an object"),
     "config_key": (str, "a string"),
     "corpus_sha256": (str, "a string"),

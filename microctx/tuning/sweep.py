@@ -715,7 +715,8 @@ def _check_out(out: Path) -> None:
 
     if out.is_dir() and any(out.iterdir()) and not is_our_output(out / SWEEP_MARKER):
         raise InputError(
-            out, f"exists and is not a sweep folder (no {SWEEP_MARKER} with a microctx schema id); choose another --out or empty it"
+            out,
+            f"exists and is not a sweep folder (no {SWEEP_MARKER} with a microctx schema id); choose another --out or empty it",
         )
 
 
