@@ -230,3 +230,25 @@ def test_sweep_outputs_are_old_or_new_after_a_kill(tmp_path, s8f):
 
     assert classify(old) == "old" and classify(new) == "new"
     kill_every_rename(lambda kill_at: sweep("miss = [6, 0]", folder, kill_at), folder, old, new, names, classify=classify)
+
+
+INNER_SET = """
+import sys
+from pathlib import Path
+from microctx._io.atomic import AtomicOutputs
+with AtomicOutputs() as out:  # what a report's kernel does: grade.json and its fact table
+    out.write(Path(sys.argv[1]) / "grade.json", b"{}")
+    out.write(Path(sys.argv[1]) / "grade.facts.csv", b"h\\n")
+"""
+
+
+def test_a_set_published_inside_a_staging_folder_by_another_process_does_not_wait(tmp_path):
+    """The staging folder's "still being built" lock is not the folder lock a publisher takes."""
+    from microctx._io.atomic import staged_folder
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with staged_folder(tmp_path / "rep", "report.json") as staging:
+        subprocess.run([sys.executable, "-c", INNER_SET, staging], env=env, check=True, timeout=60)
+        (staging / "report.json").write_text('{"schema": "microctx-report/1"}')
+    assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == ["grade.facts.csv", "grade.json", "report.json"]
+    assert litter(tmp_path) == []

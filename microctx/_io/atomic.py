@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -214,7 +213,7 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
     else is refused, so a typo cannot wipe an unrelated folder (a freeze folder's `report.json` is
     not ours). The swap is one exchange of the two folders (renameat2), under a lock on the
     parent folder, so a kill at any instruction leaves the old folder or the new one at
-    `destination`; the staging folder, flock-ed while it is built, and a swapped-out folder left by
+    `destination`; the staging folder (alive while its `.alive` file is flock-ed) and a swapped-out folder left by
     a kill are removed by the next report into the same parent. On failure the staging folder is
     removed and the destination is untouched; every OSError is an InputError naming the destination.
     """
@@ -235,27 +234,44 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
     except OSError as exc:
         raise write_failure(dest, exc) from None
     finally:
-        os.close(lock)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        _drop_alive(lock, sets.alive_file(staging))
 
 
 def _new_staging(dest: Path) -> tuple[Path, int]:
-    """A new staging folder beside `dest` and an fd holding its creator's flock (see `sets.hold`)."""
+    """A new staging folder beside `dest`, and an fd holding the flock of its `.alive` file.
+
+    The "still being built" lock is on a sibling file, never on the folder itself: a command
+    publishing into the staging folder (a kernel writing a grade set) takes the folder's own lock
+    (`locked_folders`), which must stay free."""
     while True:
+        staging = _side_name(dest.parent, ".tmp")
+        alive = sets.alive_file(staging)
         try:
-            staging = Path(tempfile.mkdtemp(prefix=sets.PREFIX, suffix=".tmp", dir=dest.parent))
-        except OSError as exc:
-            raise write_failure(dest, exc) from None
-        try:
-            lock = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileNotFoundError:  # removed by a clean-up before this lock: make another
+            lock = os.open(alive, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
             continue
         except OSError as exc:
             raise write_failure(dest, exc) from None
-        if sets.hold(lock, staging):  # alive: the litter clean-up leaves it alone
-            return staging, lock
-        os.close(lock)
+        if not sets.hold(lock, alive):  # removed by a clean-up before this lock: make another
+            os.close(lock)
+            continue
+        try:
+            os.mkdir(staging, 0o700)
+        except FileExistsError:
+            _drop_alive(lock, alive)
+            continue
+        except OSError as exc:
+            _drop_alive(lock, alive)
+            raise write_failure(dest, exc) from None
+        return staging, lock
+
+
+def _drop_alive(lock: int, alive: Path) -> None:
+    with suppress(OSError):
+        alive.unlink()
+    os.close(lock)
 
 
 def _refusal(dest: Path, marker: str) -> str:

@@ -99,25 +99,37 @@ def settle_held(folder: Path, held: set[str]) -> None:
         _finish(document, journal)
 
 
-def _remove_if_dead(path: str, directory: bool) -> None:
-    """Remove a temporary file or staging folder when no live process holds the flock its creator
-    takes on it (its writer died); removed while this lock is held, so a creator that locks it
+ALIVE = ".alive"
+
+
+def alive_file(staging: str | os.PathLike) -> Path:
+    """The file whose flock says a staging folder is still being built (`<folder>.alive`)."""
+    return Path(os.fspath(staging) + ALIVE)
+
+
+def _remove_if_dead(lock_path: str, remove: tuple[str, ...]) -> None:
+    """Remove `remove` (files or folders) when no live process holds the flock its creator takes
+    on `lock_path` (its writer died); removed while this lock is held, so a creator that locks it
     meanwhile sees the name gone (see `hold`) and makes another."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_DIRECTORY if directory else os.O_NONBLOCK)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = -1  # a staging folder without its .alive file: its creator is gone
     except OSError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if directory:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
+        if fd >= 0:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for path in remove:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.unlink(path)
     except OSError:
         return
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def hold(fd: int, path: str | os.PathLike) -> bool:
@@ -143,8 +155,13 @@ def tidy(folder: Path) -> None:
         return
     for entry in entries:
         is_dir = entry.is_dir(follow_symlinks=False)
-        if entry.name.endswith(".tmp"):
-            _remove_if_dead(entry.path, is_dir)
+        if entry.name.endswith(".tmp"):  # a file flock-s itself; a folder is flock-ed through <folder>.alive
+            lock = os.fspath(alive_file(entry.path)) if is_dir else entry.path
+            _remove_if_dead(lock, (entry.path, lock) if is_dir else (entry.path,))
+            continue
+        if entry.name.endswith(ALIVE):  # left without its folder
+            if not os.path.lexists(entry.path[: -len(ALIVE)]):
+                _remove_if_dead(entry.path, (entry.path,))
             continue
         if not entry.name.endswith((".bak", ".jtmp", ".old")):
             continue
