@@ -37,7 +37,9 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most {MAX_SECONDS}, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a positive, finite number of seconds, at most {MAX_SECONDS} (30 days), got {text!r}"
+        )
     return value
 
 
