@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, MAX_SECONDS, POSITIVE, _check_paths, _say, _seconds, bounded_int
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _say, _seconds
 from microctx.errors import InputError
 
 
@@ -143,10 +143,8 @@ def _candidate_parsers(sub) -> None:
         help="with --network record: a host the candidate may reach (HOST alone: ports 80 and 443; repeatable)",
     )
     p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
-    p.add_argument("--max-processes", type=POSITIVE, metavar="N", help="processes and threads at once (default 512)")
-    p.add_argument(
-        "--cpu-seconds", type=bounded_int(1, MAX_SECONDS), metavar="SECONDS", help="CPU-time limit of each process (default 3600)"
-    )
+    p.add_argument("--max-processes", type=int, metavar="N", help="processes and threads at once (default 512)")
+    p.add_argument("--cpu-seconds", type=int, metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
     p.add_argument(
         "--cache-dir",
         metavar="DIR",
