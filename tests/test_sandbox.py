@@ -320,8 +320,11 @@ def test_builtins_pass_in_the_sandbox(s8f, tmp_path):
 
 
 def test_sandbox_unavailable_exits_2_with_one_line(s8f, tmp_path, monkeypatch, capsys):
-    fake = tmp_path / "bin"
-    fake.mkdir()
+    import tempfile
+
+    fake = Path(tempfile.mkdtemp(prefix="fake-bwrap-"))  # a folder the unprivileged uid can reach (tmp_path's parents are 0700)
+    fake.chmod(0o755)
+    monkeypatch.setattr(sb, "_PROBED", {})
     (fake / "bwrap").write_text(
         "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
         "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
@@ -338,6 +341,9 @@ def test_sandbox_unavailable_exits_2_with_one_line(s8f, tmp_path, monkeypatch, c
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(out)]) == 2
     assert "bubblewrap (bwrap) is not installed" in capsys.readouterr().err
+    import shutil
+
+    shutil.rmtree(fake)
 
 
 def test_settings_are_checked(s8f, tmp_path):
@@ -405,7 +411,9 @@ def test_a_command_file_under_tmp_stays_visible_beside_the_private_tmp(s8f, tmp_
 
 def test_without_cgroups_rlimits_hold_and_root_is_refused_a_sandbox(s8f, tmp_path, monkeypatch, capsys):
     # as on a machine where no cgroup can be made: the limits fall back to setrlimit, really applied
-    monkeypatch.setattr(sb, "_cgroup_mounts", lambda: {})
+    from microctx.candidates import limits
+
+    monkeypatch.setattr(limits, "_cgroup_mounts", lambda: {})
     code, manifest, _ = _run(s8f, tmp_path, "allocate", None, "--memory", "256M", "--isolation", "process")
     assert code == 1 and manifest["limits"]["enforced_by"]["memory"] == "rlimit RLIMIT_AS (per process)"
     assert "MemoryError" in manifest["error"] and "(memory limit 256 MiB, --memory)" in manifest["error"]

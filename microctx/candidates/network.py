@@ -336,7 +336,15 @@ class RecordingProxy:
     A context manager: `start()` on entry, `close()` on exit (which ends every open connection).
     """
 
-    def __init__(self, socket_path: str | os.PathLike, allow_hosts, *, max_entries: int = 10_000, connect_timeout: float = 10.0):
+    def __init__(
+        self,
+        socket_path: str | os.PathLike,
+        allow_hosts,
+        *,
+        max_entries: int = 10_000,
+        connect_timeout: float = 10.0,
+        memory_bytes: int | None = None,
+    ):
         self.socket_path = Path(socket_path)
         self.allowed = [h if isinstance(h, AllowedHost) else parse_allowed_host(str(h)) for h in allow_hosts]
         self.max_entries = max_entries
@@ -344,6 +352,7 @@ class RecordingProxy:
         self.requests: list[dict] = []
         self.denied: list[dict] = []
         self.dropped = 0
+        self.overload = ""  # a bound of the proxy's own work the candidate passed (the run fails)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._active = 0
