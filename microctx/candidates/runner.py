@@ -349,6 +349,7 @@ def run_candidate(
     cmd: str | None = None,
     sandbox: sb.SandboxSettings | None = None,
     pass_env: Sequence[str] = (),
+    note: dict | None = None,
 ) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
@@ -380,7 +381,7 @@ def run_candidate(
         argv, env = _launch_plan(run, root, proxy_dir, cache_dir)
         limits = sb.Limits(settings, root.name)
         outcome = _launch(run, argv, env, workdir, root / "output.txt", limits)
-        extra = _after_run(proxy, cache_dir)
+        extra = {**(note or {}), **_after_run(proxy, cache_dir)}
         tail = output_tail(root / "output.txt", run.secret_values())
         manifest, data = build_manifest(run, outcome, workdir, tail, limits, network_record(run, proxy), extra)
         _publish(run, manifest, data)
