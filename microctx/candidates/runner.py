@@ -269,7 +269,7 @@ def _launch_plan(run: RunInputs, root: Path, proxy_dir: Path | None, cache_dir: 
     if cache_dir is not None:
         env[sb.CACHE_ENV] = sb.CACHE_DIR
     if proxy_dir is not None:
-        from microctx.candidates.network import DEFAULT_PORT, forwarder_argv
+        from microctx.candidates.forwarder import DEFAULT_PORT, forwarder_argv
 
         url = f"http://127.0.0.1:{DEFAULT_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
