@@ -31,11 +31,20 @@ def submission_limit(memory_bytes: int, max_file_bytes: int) -> int:
     return min(max_file_bytes, max(1 << 20, memory_bytes // 4))
 
 
+def secret_forms(secret: str) -> set[str]:
+    """The ways a secret's value shows in text: as it is, URL-quoted, JSON-escaped."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    return {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """`text` with every secret's value (4 characters or more) replaced by [redacted]."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 4:
-            text = text.replace(secret, REDACTED)
+    """`text` with every secret's value (4 characters or more, in each of its `secret_forms`)
+    replaced by [redacted]."""
+    forms = {form for secret in secrets if len(secret) >= 4 for form in secret_forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
     return text
 
 
@@ -62,7 +71,7 @@ def output_tail(path: Path, secrets: Sequence[str] = ()) -> str:
 
     A window longer than the tail by the longest secret is read and redacted; its first
     characters (which may hold the end of a secret cut by the window) are then dropped."""
-    margin = max((len(s.encode()) for s in secrets), default=0)
+    margin = max((len(form.encode()) for s in secrets for form in secret_forms(s)), default=0)
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - _OUTPUT_TAIL * 4 - margin)

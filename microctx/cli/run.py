@@ -71,12 +71,16 @@ def cmd_run(args) -> int:
     if manifest["network"]["mode"] == "record":
         cost += f"; {len(manifest['network']['requests'])} network requests, {len(manifest['network']['denied'])} denied"
     if not manifest["ok"]:
+        from microctx.candidates.run_files import escape_controls
+
         _say(
-            f"microctx run: FAILED run of {manifest['candidate']}: {manifest['error']} "
+            f"microctx run: FAILED run of {escape_controls(manifest['candidate'])}: {escape_controls(manifest['error'])} "
             f"(manifest {manifest_path(args.submission)}; no submission written)"
         )
         return EXIT_FAIL
-    print(f"ran {manifest['candidate']}: wrote {args.submission} and {manifest_path(args.submission)} ({cost})")
+    from microctx.candidates.run_files import escape_controls
+
+    print(f"ran {escape_controls(manifest['candidate'])}: wrote {args.submission} and {manifest_path(args.submission)} ({cost})")
     return EXIT_OK
 
 

@@ -47,7 +47,11 @@ def cmd_evaluate(args) -> int:
     if outcome["isolation_warning"]:
         _say(f"microctx evaluate: WARNING: {outcome['isolation_warning']}")
     if not outcome["run_ok"]:
-        _say(f"microctx evaluate: FAILED run of the frozen configuration: {outcome['error']} (manifest in {args.out})")
+        from microctx.candidates.run_files import escape_controls
+
+        _say(
+            f"microctx evaluate: FAILED run of the frozen configuration: {escape_controls(outcome['error'])} (manifest in {args.out})"
+        )
         return EXIT_FAIL
     print(outcome["summary"])
     print(outcome["look_line"])
