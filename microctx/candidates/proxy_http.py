@@ -45,7 +45,14 @@ def reply(client: socket.socket, status: int, text: str) -> None:
         pass
 
 
-_REASONS = {400: "Bad Request", 403: "Forbidden", 413: "Payload Too Large", 502: "Bad Gateway", 503: "Service Unavailable"}
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    413: "Payload Too Large",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 def handle_connection(proxy: RecordingProxy, client: socket.socket) -> None:

@@ -134,7 +134,11 @@ def model_counts(manifest: dict) -> dict:
     (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
     Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
     `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
-    traffic was opaque, HTTPS)."""
+    traffic was opaque, HTTPS). With the model gateway (`gateway` in the manifest) its counts
+    are used, `counts_source` "gateway", and `dollars` its dollars (else None)."""
+    gateway = manifest.get("gateway")
+    if isinstance(gateway, dict) and all(_count(gateway.get(k)) is not None for k in MODEL_COUNTS):
+        return _gateway_counts(manifest, gateway)
     counters = manifest.get("counters")
     counts = {key: _count(counters.get(key)) if isinstance(counters, dict) else None for key in MODEL_COUNTS}
     found = manifest.get("model_usage_check")
@@ -147,7 +151,16 @@ def model_counts(manifest: dict) -> dict:
         if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
             counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
             source = "runner"
-    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None}
+    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None, "dollars": None}
+
+
+def _gateway_counts(manifest: dict, gateway: dict) -> dict:
+    found = manifest.get("counters")
+    counters: dict = found if isinstance(found, dict) else {}
+    claimed = _count(counters.get("model_calls"))
+    counts = {key: _count(gateway[key]) for key in MODEL_COUNTS}
+    agree = None if claimed is None else claimed == counts["model_calls"]
+    return {**counts, "counts_source": "gateway", "counts_agree": agree, "dollars": _count(gateway.get("dollars"))}
 
 
 def remove_stale_submission(submission: Path, candidate: str) -> str:
@@ -254,10 +267,10 @@ def build_manifest(
     secrets = run.secret_values()
     counters, version, counters_problem = read_counters(workdir, secrets)
     data = None
-    if outcome.timed_out or outcome.exit_status != 0:
-        error = failure_reason(run, outcome, output_tail, limits)
-    elif extra.get("runner_limit"):
+    if extra.get("runner_limit"):  # (the runner may have stopped the run for it: that is the reason)
         error = extra["runner_limit"]
+    elif outcome.timed_out or outcome.exit_status != 0:
+        error = failure_reason(run, outcome, output_tail, limits)
     else:
         data, error = check_submission(
             workdir, run.corpus_sha256, submission_limit(run.settings.memory_bytes, run.settings.max_file_bytes)
@@ -326,6 +339,6 @@ def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> d
 
 def network_record(run: RunInputs, proxy) -> dict:
     if proxy is not None:
-        return proxy.record()
+        return {**proxy.record(), "mode": run.settings.network}  # (a gateway alone runs the proxy in mode "none")
     mode = "unrestricted" if run.settings.isolation == "process" else "none"
     return {"mode": mode, "allow_hosts": [], "requests": [], "denied": [], "dropped": 0}

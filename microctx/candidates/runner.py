@@ -220,7 +220,43 @@ def _prepare(
     devkit_sha256 = _check_devkit(devkit_path, corpus_sha256) if devkit_path is not None else None
     if spec.needs_devkit and devkit_path is None:
         raise InputError(candidate, "this candidate tunes on the devkit: pass --devkit (make one with `microctx devkit`)")
-    return RunInputs(spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings, _check_pass_env(pass_env))
+    passed = _check_pass_env(pass_env)
+    return RunInputs(
+        spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings, passed, _gateway_key(settings, passed)
+    )
+
+
+def _gateway_key(settings: sb.SandboxSettings, passed: list[str]) -> tuple[str, ...]:
+    """The gateway's key variable (held by the runner only, redacted everywhere), checked."""
+    gateway = settings.gateway
+    if gateway is None or gateway.key_env is None:
+        return ()
+    if gateway.key_env in passed:
+        raise InputError(
+            "--pass-env", f"{gateway.key_env} is the model gateway's key: the gateway adds it, the candidate never gets it"
+        )
+    if not os.environ.get(gateway.key_env):
+        raise InputError("--model-key-env", f"environment variable {gateway.key_env} is not set")
+    return (gateway.key_env,)
+
+
+def _start_proxy(settings: sb.SandboxSettings, proxy_dir: Path):
+    """The recording proxy of the run, with the model gateway on it when there is one."""
+    from microctx.candidates.network import RecordingProxy
+
+    gateway = None
+    plain_only: tuple[tuple[str, int], ...] = ()
+    if settings.gateway is not None:
+        from microctx.candidates.gateway import Gateway
+
+        key_env = settings.gateway.key_env
+        gateway = Gateway(settings.gateway, os.environ.get(key_env) if key_env else None)
+        plain_only = (gateway.endpoint_address(),)  # no direct connection to the model host: every call is counted
+    proxy = RecordingProxy(
+        proxy_dir / "proxy.sock", settings.allow_hosts, memory_bytes=settings.memory_bytes, plain_only=plain_only
+    )
+    proxy.gateway = gateway
+    return proxy.start()
 
 
 def _module_bind(spec: Candidate) -> tuple[Candidate, list[tuple[Path, str]]]:
@@ -274,6 +310,10 @@ def _launch_plan(run: RunInputs, root: Path, proxy_dir: Path | None, cache_dir: 
         url = f"http://127.0.0.1:{DEFAULT_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
         argv = forwarder_argv(sys.executable, f"{sb.PROXY_DIR}/proxy.sock", DEFAULT_PORT, argv)
+    if run.settings.gateway is not None:
+        from microctx.candidates.gateway import GATEWAY_ENV, GATEWAY_URL, PLACEHOLDER_KEY
+
+        env.update({GATEWAY_ENV: GATEWAY_URL, "OPENAI_BASE_URL": GATEWAY_URL, "OPENAI_API_KEY": PLACEHOLDER_KEY})
     stage = root / "stage" if (root / "stage").is_dir() else None
     return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir, cache_dir=cache_dir, stage=stage), env
 
@@ -375,11 +415,11 @@ def run_candidate(
     try:
         workdir, proxy_dir, cache_dir = _make_run_folder(run, root)
         if proxy_dir is not None:
-            from microctx.candidates.network import RecordingProxy
-
-            proxy = RecordingProxy(proxy_dir / "proxy.sock", settings.allow_hosts, memory_bytes=settings.memory_bytes).start()
+            proxy = _start_proxy(settings, proxy_dir)
         argv, env = _launch_plan(run, root, proxy_dir, cache_dir)
         limits = sb.Limits(settings, root.name)
+        if proxy is not None and proxy.gateway is not None:
+            proxy.gateway.stop = limits.kill_all  # a budget used up ends the run at once
         outcome = _launch(run, argv, env, workdir, root / "output.txt", limits)
         extra = {**(note or {}), **_after_run(proxy, cache_dir)}
         tail = output_tail(root / "output.txt", run.secret_values())
@@ -400,6 +440,9 @@ def _after_run(proxy, cache_dir: Path | None) -> dict:
     if proxy is not None:
         proxy.close()
         extra["runner_limit"] = proxy.overload
+        if proxy.gateway is not None:
+            extra["gateway"] = proxy.gateway.record()
+            extra["runner_limit"] = extra["runner_limit"] or proxy.gateway.over_budget
     if cache_dir is not None:
         from microctx.candidates.cachedir import clean_cache_dir
 
@@ -445,7 +488,7 @@ def _make_run_folder(run: RunInputs, root: Path) -> tuple[Path, Path | None, Pat
             os.chown(path, uid, uid)
         (root / "stage").mkdir(mode=0o755)
     proxy_dir = None
-    if run.settings.network == "record":
+    if run.settings.network == "record" or run.settings.gateway is not None:
         proxy_dir = root / "net"
         proxy_dir.mkdir(mode=0o711)
     cache_dir = None

@@ -35,7 +35,54 @@ def _sandbox_settings(args):
         options["cpu_seconds"] = args.cpu_seconds
     if args.cache_dir is not None:
         options["cache_dir"] = args.cache_dir
+    options["gateway"] = _gateway_settings(args)
     return SandboxSettings(**options)
+
+
+def _gateway_settings(args):
+    """The model gateway's settings from `--model-endpoint` and its companions (None without it)."""
+    from microctx.candidates.settings import GatewaySettings, parse_price
+
+    companions = (args.model_key_env, args.max_model_calls, args.max_tokens, args.max_dollars, args.model_price, args.model_cache)
+    if args.model_endpoint is None:
+        if any(value is not None for value in companions):
+            raise InputError(
+                "--model-endpoint", "the model options (--model-key-env, --max-*, --model-price) need --model-endpoint"
+            )
+        return None
+    price_in, price_out, price_cached = parse_price(args.model_price) if args.model_price else (0.0, 0.0, None)
+    return GatewaySettings(
+        endpoint=args.model_endpoint,
+        key_env=args.model_key_env,
+        max_calls=args.max_model_calls,
+        max_tokens=args.max_tokens,
+        max_dollars=args.max_dollars,
+        price_in=price_in,
+        price_out=price_out,
+        price_cached=price_cached,
+        cache=args.model_cache,
+    )
+
+
+def _gateway_parsers(p) -> None:
+    p.add_argument(
+        "--model-endpoint",
+        metavar="URL",
+        help="serve a model gateway at http://model.gateway/v1 inside the sandbox, forwarding to this "
+        "OpenAI-compatible endpoint; every call is counted by the runner, direct connections are refused",
+    )
+    p.add_argument(
+        "--model-key-env",
+        metavar="NAME",
+        help="the variable holding the endpoint's key: the gateway adds it, the candidate never sees it",
+    )
+    p.add_argument("--max-model-calls", type=int, metavar="N", help="gateway budget: model calls (past it the run fails)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="gateway budget: input + output tokens")
+    p.add_argument("--max-dollars", type=float, metavar="X", help="gateway budget: dollars at --model-price")
+    p.add_argument("--model-price", metavar="IN:OUT[:CACHED]", help="dollars per million tokens (input, output, cached input)")
+    p.add_argument(
+        "--model-cache", metavar="DIR", help="the gateway's response cache (the runner's folder, never the candidate's)"
+    )
 
 
 def cmd_run(args) -> int:
@@ -161,6 +208,7 @@ def _candidate_parsers(sub) -> None:
         metavar="NAME",
         help="pass this environment variable (an API key) to the candidate; the manifest names it, never its value (repeatable)",
     )
+    _gateway_parsers(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devkit", help="write an answer file for tuning: the train/tune answers only, never test")

@@ -61,6 +61,10 @@ def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tupl
         raise InputError(path, "expected a list of names", field="sandbox.pass_env")
     try:
         options["allow_hosts"] = tuple(options.get("allow_hosts") or ())
+        if isinstance(options.get("gateway"), dict):
+            from microctx.candidates.settings import GatewaySettings
+
+            options["gateway"] = GatewaySettings(**options["gateway"])
         return SandboxSettings(**options), tuple(pass_env)
     except TypeError as exc:
         raise InputError(path, f"not sandbox settings: {exc}", field="sandbox") from None

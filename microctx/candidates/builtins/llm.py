@@ -182,6 +182,8 @@ def load_price_file(path: str, model: str) -> dict:
 def make_config(params: dict | None) -> Config:
     """Check the parameters (defaults filled in) and return the run's Config."""
     p = {**DEFAULTS, **(params or {})}
+    if not p["base_url"] and os.environ.get("MICROCTX_MODEL_ENDPOINT"):  # the runner's model gateway
+        p["base_url"] = os.environ["MICROCTX_MODEL_ENDPOINT"]
     unknown = sorted(set(p) - set(DEFAULTS))
     if unknown:
         raise ConfigError(f"unknown parameter {unknown[0]!r}")
