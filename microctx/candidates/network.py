@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from microctx.candidates.forwarder import DEFAULT_PORT, forwarder_argv  # noqa: F401  (the runner's seam)
+from microctx.candidates.proxy_http import handle_connection, split_host_port
 from microctx.errors import InputError
 
 MAX_CONNECTIONS = 64
@@ -61,34 +62,6 @@ class AllowedHost:
 
     def __str__(self) -> str:
         return self.host if self.port is None else f"{self.host}:{self.port}"
-
-
-def split_host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
-    """`HOST[:PORT]` or `[IPv6][:PORT]` -> (host, port); ValueError when it is not one (a port
-    outside 1-65535, more than five digits, a stray bracket or character)."""
-    host, port = text, None
-    if text.startswith("["):
-        end = text.find("]")
-        if end < 0:
-            raise ValueError(f"unclosed bracket in {text[:100]!r}")
-        host, rest = text[1:end], text[end + 1 :]
-        if rest:
-            if not rest.startswith(":"):
-                raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
-            port = rest[1:]
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    elif ":" in text:
-        raise ValueError(f"an IPv6 address must be in brackets: {text[:100]!r}")
-    if not host or any(c in host for c in "/ @?#[]\\") or any(ord(c) < 33 or ord(c) > 126 for c in host):
-        raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
-    if port is None:
-        if default_port is None:
-            raise ValueError(f"a port is needed in {text[:100]!r}")
-        return host, default_port
-    if not (port.isascii() and port.isdigit()) or len(port) > 5 or not 0 < int(port) < 65536:
-        raise ValueError(f"port must be 1-65535 in {text[:100]!r}")
-    return host, int(port)
 
 
 def parse_allowed_host(text: str) -> AllowedHost:
@@ -218,8 +191,6 @@ class RecordingProxy:
         return self
 
     def _accept_loop(self) -> None:
-        from microctx.candidates.proxy_http import handle_connection
-
         listener = self._listener
         while listener is not None and self._listener is listener:
             try:

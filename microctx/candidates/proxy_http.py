@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 import h11
 
-from microctx.candidates.network import RecordingProxy, split_host_port
 from microctx.candidates.usage import usage_from_response
 
 _HEAD_LIMIT = 64 * 1024
@@ -55,7 +54,7 @@ _REASONS = {
 }
 
 
-def handle_connection(proxy: RecordingProxy, client: socket.socket) -> None:
+def handle_connection(proxy: Any, client: socket.socket) -> None:
     client.settimeout(30)
     try:
         _handle(proxy, client)
@@ -93,7 +92,7 @@ def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
     return head + b"\r\n\r\n", rest
 
 
-def _handle(proxy: RecordingProxy, client: socket.socket) -> None:
+def _handle(proxy: Any, client: socket.socket) -> None:
     head, rest = _read_head(client)
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_HEAD_LIMIT)
     conn.receive_data(head)
@@ -114,16 +113,44 @@ def _handle(proxy: RecordingProxy, client: socket.socket) -> None:
         raise Refused(400, "only CONNECT and http:// absolute-URI requests pass the proxy", method, target)
 
 
-def _connect(proxy: RecordingProxy, host: str, port: int) -> socket.socket:
+def _connect(proxy: Any, host: str, port: int) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=proxy.connect_timeout)
     sock.settimeout(_IDLE_SECONDS)
     return sock
 
 
+def split_host_port(text: str, default_port: int | None = None) -> tuple[str, int]:
+    """`HOST[:PORT]` or `[IPv6][:PORT]` -> (host, port); ValueError when it is not one (a port
+    outside 1-65535, more than five digits, a stray bracket or character)."""
+    host, port = text, None
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"unclosed bracket in {text[:100]!r}")
+        host, rest = text[1:end], text[end + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
+            port = rest[1:]
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    elif ":" in text:
+        raise ValueError(f"an IPv6 address must be in brackets: {text[:100]!r}")
+    if not host or any(c in host for c in "/ @?#[]\\") or any(ord(c) < 33 or ord(c) > 126 for c in host):
+        raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
+    if port is None:
+        if default_port is None:
+            raise ValueError(f"a port is needed in {text[:100]!r}")
+        return host, default_port
+    if not (port.isascii() and port.isdigit()) or len(port) > 5 or not 0 < int(port) < 65536:
+        raise ValueError(f"port must be 1-65535 in {text[:100]!r}")
+    return host, int(port)
+
+
 # --- CONNECT -------------------------------------------------------------------------------
 
 
-def _tunnel(proxy: RecordingProxy, client: socket.socket, target: str, rest: bytes) -> None:
+def _tunnel(proxy: Any, client: socket.socket, target: str, rest: bytes) -> None:
     try:
         host, port = split_host_port(target)
     except ValueError as exc:
@@ -201,7 +228,7 @@ def relay(a: Any, b: Any, idle: float = _IDLE_SECONDS) -> tuple[int, int]:
 # --- absolute-URI requests -----------------------------------------------------------------
 
 
-def _destination(proxy: RecordingProxy, method: str, target: str) -> tuple[str, int, str, str]:
+def _destination(proxy: Any, method: str, target: str) -> tuple[str, int, str, str]:
     """(host, port, authority, origin-form path) of an absolute http:// URI; Refused otherwise."""
     try:
         parts = urlsplit(target)
@@ -214,7 +241,7 @@ def _destination(proxy: RecordingProxy, method: str, target: str) -> tuple[str, 
     return host, port, parts.netloc, path
 
 
-def read_body(proxy: RecordingProxy, client: socket.socket, conn: h11.Connection, method: str, target: str) -> bytes:
+def read_body(proxy: Any, client: socket.socket, conn: h11.Connection, method: str, target: str) -> bytes:
     """The request's body (de-chunked, checked by h11), at most _BODY_LIMIT bytes of the buffer budget."""
     body = bytearray()
     while True:
@@ -237,7 +264,7 @@ def read_body(proxy: RecordingProxy, client: socket.socket, conn: h11.Connection
             raise Refused(400, "an unexpected HTTP event", method, target)
 
 
-def _forward(proxy: RecordingProxy, client: socket.socket, conn: h11.Connection, request: h11.Request) -> None:
+def _forward(proxy: Any, client: socket.socket, conn: h11.Connection, request: h11.Request) -> None:
     method, target = request.method.decode("ascii", "replace"), request.target.decode("latin-1")
     host, port, authority, path = _destination(proxy, method, target)
     if proxy.gateway is not None and proxy.gateway.serves(host, port):
@@ -273,7 +300,7 @@ def _forward(proxy: RecordingProxy, client: socket.socket, conn: h11.Connection,
 
 
 def relay_response(
-    proxy: RecordingProxy,
+    proxy: Any,
     request_id: int,
     upstream: socket.socket,
     up: h11.Connection,

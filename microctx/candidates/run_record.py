@@ -54,6 +54,7 @@ class RunInputs:
     settings: sb.SandboxSettings
     passed_env: list[str] = dataclasses.field(default_factory=list)  # names only; values stay in os.environ
     secret_env: tuple[str, ...] = ()  # more names whose values never appear in what the runner writes (the gateway's key)
+    project: Any = None  # a microctx.candidates.project.Project: code, data, venv folders
 
     def secret_values(self) -> list[str]:
         return [os.environ[name] for name in (*self.passed_env, *self.secret_env) if os.environ.get(name)]

@@ -38,17 +38,13 @@ import dataclasses
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from microctx.candidates import sandbox as sb
+from microctx.candidates.launch import launch as _launch
 from microctx.candidates.limits import RUN_PREFIX, owner_is_gone, remove_stale_cgroups, run_name
 from microctx.candidates.registry import Candidate, resolve
 from microctx.candidates.run_files import output_tail
@@ -141,7 +137,7 @@ def _check_pass_env(names: Sequence[str]) -> list[str]:
     return sorted(set(checked))
 
 
-def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None) -> list[str]:
+def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None, project=None) -> list[str]:
     """The child's argv; paths are relative to its working directory.
 
     For a command, every word naming an existing file is made absolute and added to
@@ -171,7 +167,7 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
         "{public}": "public.json",
         "{submission}": "submission.json",
         "{params}": params,
-        "{python}": sys.executable,
+        "{python}": (project.python() if project is not None else None) or sys.executable,
         "{devkit}": "devkit.json" if has_devkit else None,
     }
     argv = []
@@ -181,10 +177,11 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
                 if value is None:
                     raise InputError("--cmd", f"the template uses {placeholder} but no --devkit was given")
                 word = word.replace(placeholder, value)
-        if word not in values.values() and not word.startswith("-") and os.path.isfile(word):
+        base = str(project.code[0]) if project is not None and project.code else ""
+        if word not in values.values() and not word.startswith("-") and os.path.isfile(os.path.join(base, word)):
+            word = os.path.abspath(os.path.join(base, word))  # the command runs elsewhere
             if _looks_like_answers(Path(word)):
                 raise InputError(word, "refusing to pass an answer bundle to a candidate")
-            word = os.path.abspath(word)  # the command runs elsewhere
             if named_files is not None:
                 named_files.append(Path(word))
         argv.append(word)
@@ -291,16 +288,20 @@ def _launch_plan(run: RunInputs, root: Path, proxy_dir: Path | None, cache_dir: 
         home = root / "home"
         home.mkdir()
         env = clean_environment(home, run.spec.import_root if run.spec.kind == "function" else None, run.passed_env)
+        _project_path(env, run.project)
         if cache_dir is not None:
             env[sb.CACHE_ENV] = str(cache_dir)
-        return _command(run.spec, has_devkit), env
+        return _command(run.spec, has_devkit, project=run.project), env
     bwrap = sb.check_available()
     spec, binds = _module_bind(run.spec)
     named: list[Path] = []
-    argv = _command(spec, has_devkit, named)
-    binds += [(path, str(path)) for path in named]
+    argv = _command(spec, has_devkit, named, run.project)
+    folders = run.project.folders() if run.project is not None else []
+    binds += [(path, str(path)) for path in folders]
+    binds += [(path, str(path)) for path in named if not any(path == f or f in path.parents for f in folders)]
     env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None, run.passed_env)
     env["TMPDIR"] = "/tmp"
+    _project_path(env, run.project)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (sb.PACKAGE_DIR, env.get("PYTHONPATH")) if p)
     if cache_dir is not None:
         env[sb.CACHE_ENV] = sb.CACHE_DIR
@@ -318,64 +319,10 @@ def _launch_plan(run: RunInputs, root: Path, proxy_dir: Path | None, cache_dir: 
     return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir, cache_dir=cache_dir, stage=stage), env
 
 
-def _launch(run: RunInputs, argv: list[str], env: dict, workdir: Path, output_path: Path, limits: sb.Limits) -> Outcome:
-    """Start the candidate, wait for it (killing it at the timeout), and clear away every process of the run."""
-    timeout = run.settings.timeout_seconds
-    started, start_clock = utc_now(), time.monotonic()
-    with open(output_path, "wb") as output:
-        try:
-            process = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=output,
-                start_new_session=True,
-                preexec_fn=limits.preexec,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise InputError(argv[0], f"cannot start the candidate: {getattr(exc, 'strerror', None) or exc}") from None
-        try:
-            exit_status, usage, timed_out = _wait(process, timeout, limits)
-        finally:
-            limits.kill_all()
-    if run.settings.isolation == "sandbox" and 128 < exit_status < 128 + 65:
-        exit_status = -(exit_status - 128)  # bwrap reports a candidate killed by signal N as 128 + N
-    return Outcome(exit_status, timed_out, time.monotonic() - start_clock, usage, started, utc_now())
-
-
-def _wait(process: subprocess.Popen, timeout: float | None, limits: sb.Limits) -> tuple[int, Any, bool]:
-    """Wait for the child with os.wait4 (the rusage of its whole reaped tree); kill everything on timeout."""
-    timed_out = threading.Event()
-
-    def kill_all() -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        limits.kill_all()
-
-    def on_timeout() -> None:
-        timed_out.set()
-        kill_all()
-
-    timer = threading.Timer(timeout, on_timeout) if timeout else None
-    if timer:
-        timer.daemon = True
-        timer.start()
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    except BaseException:  # interrupted (Ctrl-C reaches only our group): take the candidate down too
-        kill_all()
-        os.waitpid(process.pid, 0)
-        raise
-    finally:
-        if timer:
-            timer.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    kill_all()  # leftovers: the candidate's process group, and everything in the run's cgroups
-    return process.returncode, usage, timed_out.is_set()
+def _project_path(env: dict, project) -> None:
+    """The project's venv first on PATH (its scripts and its python)."""
+    if project is not None and project.venv is not None:
+        env["PATH"] = os.pathsep.join([str(project.venv / "bin"), env["PATH"]])
 
 
 def run_candidate(
@@ -390,6 +337,7 @@ def run_candidate(
     sandbox: sb.SandboxSettings | None = None,
     pass_env: Sequence[str] = (),
     note: dict | None = None,
+    project=None,
 ) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
@@ -408,6 +356,9 @@ def run_candidate(
             raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
         settings = dataclasses.replace(settings, timeout_seconds=timeout)
     run = _prepare(candidate, public, submission, devkit, params, cmd, settings, pass_env)
+    if project is not None:
+        run = dataclasses.replace(run, project=project)
+        note = {**(note or {}), "project": project.as_dict()}
     remove_stale_runs()
     root = Path(tempfile.mkdtemp(prefix=run_name()))
     limits = None

@@ -39,6 +39,34 @@ def _sandbox_settings(args):
     return SandboxSettings(**options)
 
 
+def _project_run(args):
+    """(name, cmd, settings, pass_env, timeout, project) of `run`: a candidate.toml, --code/--venv/--data, or neither."""
+    import dataclasses
+    from pathlib import Path
+
+    from microctx.candidates.project import load_candidate_file, make_project
+
+    settings, pass_env = _sandbox_settings(args), list(args.pass_env or ())
+    if args.candidate.endswith(".toml") and Path(args.candidate).is_file():
+        if args.cmd is not None or args.code or args.venv or args.data:
+            raise InputError(
+                "--cmd", "a candidate file holds the command and folders: no --cmd, --code, --venv or --data beside it"
+            )
+        found = load_candidate_file(args.candidate)
+        chosen = {k: v for k, v in found.settings.items() if k not in ("network", "allow_hosts") or args.network == "none"}
+        try:
+            settings = dataclasses.replace(settings, **chosen)
+        except InputError as exc:
+            raise InputError(args.candidate, exc.message, field=f"candidate.{str(exc.file).lstrip('-')}") from None
+        timeout = args.timeout if args.timeout is not None else found.timeout
+        return found.name, found.command, settings, [*pass_env, *found.pass_env], timeout, found.project
+    if not (args.code or args.venv or args.data):
+        return args.candidate, args.cmd, settings, pass_env, args.timeout, None
+    if args.cmd is None:
+        raise InputError("--code", "--code, --venv and --data go with --cmd (or use a candidate.toml)")
+    return args.candidate, args.cmd, settings, pass_env, args.timeout, make_project(args.code or (), args.data or (), args.venv)
+
+
 def _gateway_settings(args):
     """The model gateway's settings from `--model-endpoint` and its companions (None without it)."""
     from microctx.candidates.settings import GatewaySettings, parse_price
@@ -61,6 +89,43 @@ def _gateway_settings(args):
         price_out=price_out,
         price_cached=price_cached,
         cache=args.model_cache,
+    )
+
+
+def _sandbox_parsers(p) -> None:
+    """`run`'s isolation, network, limits, cache and passed variables."""
+    p.add_argument(
+        "--isolation",
+        choices=["sandbox", "process"],
+        default="sandbox",
+        help="sandbox (default; bubblewrap namespaces, see README) or process (no sandbox: choose it knowingly)",
+    )
+    p.add_argument(
+        "--network",
+        choices=["none", "record"],
+        default="none",
+        help="none (default): no network; record: only --allow-host targets, through the runner's logging proxy",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="HOST[:PORT]",
+        help="with --network record: a host the candidate may reach (HOST alone: ports 80 and 443; repeatable)",
+    )
+    p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
+    p.add_argument("--max-processes", type=int, metavar="N", help="processes and threads at once (default 512)")
+    p.add_argument("--cpu-seconds", type=int, metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="a folder the candidate keeps between runs, read-write (e.g. the llm candidate's response "
+        "cache); it must not hold an answer bundle or the data folder",
+    )
+    p.add_argument(
+        "--pass-env",
+        action="append",
+        metavar="NAME",
+        help="pass this environment variable (an API key) to the candidate; the manifest names it, never its value (repeatable)",
     )
 
 
@@ -99,16 +164,18 @@ def cmd_run(args) -> int:
             shlex.split(args.cmd)
         except ValueError as exc:
             raise InputError("--cmd", f"cannot split the command into words: {exc}") from None
+    name, cmd, settings, pass_env, timeout, project = _project_run(args)
     manifest = run_candidate(
-        args.candidate,
+        name,
         args.public,
         args.submission,
         devkit=args.devkit,
         params=_parse_params(args.param),
-        timeout=args.timeout,
-        cmd=args.cmd,
-        sandbox=_sandbox_settings(args),
-        pass_env=args.pass_env or (),
+        timeout=timeout,
+        cmd=cmd,
+        sandbox=settings,
+        pass_env=pass_env,
+        project=project,
     )
     counters = ", ".join(f"{k} {v}" for k, v in manifest["counters"].items() if v is not None) or "no counters reported"
     cost = (
@@ -163,7 +230,11 @@ def _candidate_parsers(sub) -> None:
         description=f"Built-in candidates: {names}. Exit 0 a valid submission, 1 a failed run "
         "(crash, timeout, invalid submission; the manifest says why), 2 unusable input.",
     )
-    p.add_argument("candidate", metavar="NAME", help="built-in name, module:function, file.py:function, or a label with --cmd")
+    p.add_argument(
+        "candidate",
+        metavar="NAME",
+        help="built-in name, module:function, file.py:function, a label with --cmd, or a candidate.toml (a project)",
+    )
     p.add_argument("--public", required=True, help="public corpus (the only data the candidate gets)")
     p.add_argument("--submission", required=True, help="submission to write; the run manifest goes beside it")
     p.add_argument("--devkit", help="train/tune answers for tuning (from `microctx devkit`); test answers are refused")
@@ -174,41 +245,13 @@ def _candidate_parsers(sub) -> None:
     p.add_argument(
         "--cmd", metavar="TEMPLATE", help="run a command instead: placeholders {public} {submission} {devkit} {params} {python}"
     )
-    # sandboxed candidates issue: isolation, network and limits
-    p.add_argument(
-        "--isolation",
-        choices=["sandbox", "process"],
-        default="sandbox",
-        help="sandbox (default; bubblewrap namespaces, see README) or process (no sandbox: choose it knowingly)",
-    )
-    p.add_argument(
-        "--network",
-        choices=["none", "record"],
-        default="none",
-        help="none (default): no network; record: only --allow-host targets, through the runner's logging proxy",
-    )
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        metavar="HOST[:PORT]",
-        help="with --network record: a host the candidate may reach (HOST alone: ports 80 and 443; repeatable)",
-    )
-    p.add_argument("--memory", metavar="SIZE", help="memory limit of the whole run, e.g. 2G or 512M (default 4G)")
-    p.add_argument("--max-processes", type=int, metavar="N", help="processes and threads at once (default 512)")
-    p.add_argument("--cpu-seconds", type=int, metavar="SECONDS", help="CPU-time limit of each process (default 3600)")
-    p.add_argument(
-        "--cache-dir",
-        metavar="DIR",
-        help="a folder the candidate keeps between runs, read-write (e.g. the llm candidate's response "
-        "cache); it must not hold an answer bundle or the data folder",
-    )
-    p.add_argument(
-        "--pass-env",
-        action="append",
-        metavar="NAME",
-        help="pass this environment variable (an API key) to the candidate; the manifest names it, never its value (repeatable)",
-    )
+    _sandbox_parsers(p)
     _gateway_parsers(p)
+    p.add_argument(
+        "--code", action="append", metavar="DIR", help="a folder of the candidate's code, read-only (repeatable; with --cmd)"
+    )
+    p.add_argument("--venv", metavar="DIR", help="the candidate's virtual environment, read-only: {python} and PATH use it")
+    p.add_argument("--data", action="append", metavar="DIR", help="a read-only data folder of the candidate's (repeatable)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("devkit", help="write an answer file for tuning: the train/tune answers only, never test")
