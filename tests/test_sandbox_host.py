@@ -143,3 +143,46 @@ def test_a_submission_beside_another_runs_manifest_is_not_read_as_its_set(s8f, t
     assert read_manifest(out) is None
     with pytest.raises(InputError, match="does not belong to the submission"):
         read_manifest(out, strict=True)
+
+
+def test_a_runner_killed_between_its_two_renames(s8f, tmp_path):
+    """strace kills the runner at its second rename (the manifest's): the new submission beside
+    the earlier run's manifest is never read as one set, and the next run removes the killed
+    runner's folder and cgroups."""
+    import shutil
+    import subprocess
+    import sys
+
+    from microctx.candidates import limits
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    out = tmp_path / "out.json"
+    assert run_candidate("exact-sql", s8f.public, out)["ok"]
+    earlier = manifest_path(out).read_bytes()
+    inject = "inject=rename,renameat,renameat2:signal=SIGKILL:when=2"
+    argv = ["strace", "-o", "/dev/null", "-e", "trace=rename,renameat,renameat2", "-e", inject]
+    argv += [
+        sys.executable,
+        "-m",
+        "microctx",
+        "run",
+        f"{HOSTILE}:write_root",
+        "--public",
+        str(s8f.public),
+        "--submission",
+        str(out),
+    ]
+    done = subprocess.run(argv, capture_output=True, env={**os.environ}, timeout=300)
+    assert done.returncode != 0
+    assert manifest_path(out).read_bytes() == earlier and json.loads(earlier)["candidate"] == "exact-sql"
+    assert "hostile" in json.loads(out.read_text())  # the new submission is in place, the old manifest beside it
+    assert read_manifest(out) is None  # and it is not taken for exact-sql's
+    left = [
+        p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(limits.RUN_PREFIX) and limits.owner_is_gone(p.name)
+    ]
+    assert left  # the killed runner's folder
+    mounts, own = limits._cgroup_mounts(), limits._own_cgroups()
+    groups = [point / own.get(c, "/").lstrip("/") / p.name for c, point in mounts.items() for p in left]
+    assert run_candidate("exact-sql", s8f.public, tmp_path / "next.json")["ok"]
+    assert not any(p.exists() for p in left) and not any(g.exists() for g in groups)
