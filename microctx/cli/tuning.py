@@ -41,9 +41,17 @@ def cmd_sweep(args) -> int:
 def cmd_evaluate(args) -> int:
     from microctx.tuning.evaluate import evaluate_selected
 
-    outcome = evaluate_selected(args.selected, args.public, args.answers, args.out, timeout=args.timeout)
+    outcome = evaluate_selected(
+        args.selected, args.public, args.answers, args.out, timeout=args.timeout, allow_process=args.allow_process_isolation
+    )
+    if outcome["isolation_warning"]:
+        _say(f"microctx evaluate: WARNING: {outcome['isolation_warning']}")
     if not outcome["run_ok"]:
-        _say(f"microctx evaluate: FAILED run of the frozen configuration: {outcome['error']} (manifest in {args.out})")
+        from microctx.candidates.run_files import escape_controls
+
+        _say(
+            f"microctx evaluate: FAILED run of the frozen configuration: {escape_controls(outcome['error'])} (manifest in {args.out})"
+        )
         return EXIT_FAIL
     print(outcome["summary"])
     print(outcome["look_line"])
@@ -152,6 +160,12 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("--out", required=True, metavar="DIR2")
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)"
+    )
+    p.add_argument(
+        "--allow-process-isolation",
+        action="store_true",
+        help='run a configuration whose [sandbox] says isolation = "process" (refused otherwise: the candidate '
+        "would be a child of the process holding the answers); the manifest and evaluation.json say so",
     )
     p.set_defaults(func=cmd_evaluate)
 

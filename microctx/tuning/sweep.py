@@ -94,7 +94,9 @@ MODEL_COSTS = ("cached_tokens", "cost_microdollars")  # model counters (llm cand
 COSTS = ("wall_seconds", "cpu_seconds", "peak_memory_bytes") + COUNTER_KEYS + MODEL_COSTS
 RULES = ("max", "least-cost-meeting-floor")
 CANDIDATE_DEVKIT = "candidate-devkit.json"
-SANDBOX_KEYS = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir", "pass_env")
+SANDBOX_KEYS: tuple[str, ...] = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir")
+SANDBOX_KEYS += ("pass_env", "model_endpoint", "model_key_env", "max_model_calls", "max_tokens", "max_dollars", "model_price")
+SANDBOX_KEYS += ("model_cache",)
 
 _KEYS = {
     "candidate": {"name", "builtin", "cmd", "function", "version", "timeout", "devkit_splits"},
@@ -199,6 +201,9 @@ def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, 
                 raise _type_error(path, f"sandbox.{key}", "a positive integer", value)
             options[key] = value
     try:
+        from microctx.candidates.settings import gateway_from_table
+
+        options["gateway"] = gateway_from_table(table)
         settings = SandboxSettings(**options)
     except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
         where = {
@@ -208,7 +213,7 @@ def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, 
             "--memory": "memory",
             "--max-processes": "max_processes",
             "--cpu-seconds": "cpu_seconds",
-        }.get(exc.file, "cache_dir")
+        }.get(exc.file, str(exc.file).lstrip("-").replace("-", "_") if str(exc.file).startswith("--m") else "cache_dir")
         raise InputError(path, exc.message, field=f"sandbox.{where}") from None
     return settings, pass_env
 
