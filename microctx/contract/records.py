@@ -92,6 +92,11 @@ class RunManifest(msgspec.Struct, **_OPTIONS):
     error: str | None = None
     output_tail: str | None = None
     model_usage_check: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET  # only in record mode with a base_url
+    # the runner's own findings, present when they apply (microctx.candidates.runner)
+    project: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET  # a candidate project's folders
+    isolation_allowed_by: str | msgspec.UnsetType = msgspec.UNSET
+    gateway: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET  # the model gateway's counts and dollars
+    cache_cleaned: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
 
     def counter(self, key: str) -> int | None:
         """A counter the candidate reported (None: not reported, unknown)."""
@@ -201,6 +206,8 @@ class Evaluation(msgspec.Struct, **_OPTIONS):
     manifest: str
     grade: dict[str, Any] | None
     ledger: dict[str, Any] | None
+    isolation: str | None = None
+    isolation_warning: str | None = None  # set when a process-isolated look was allowed (not protected)
 
     def as_dict(self) -> dict[str, Any]:
         return msgspec.structs.asdict(self)
@@ -311,7 +318,9 @@ def manifest_path(submission: str | os.PathLike) -> Path:
 
 def read_manifest_document(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
     """The run manifest beside a submission as the JSON object it is, checked as a `RunManifest`
-    (for callers that pass manifests on as documents); see `read_manifest`."""
+    (for callers that pass manifests on as documents); see `read_manifest`. A manifest whose
+    `submission_sha256` differs from the file beside it (a run killed between its two renames)
+    is no manifest."""
     from microctx._io.jsonio import read_json
 
     path = manifest_path(submission)
@@ -320,12 +329,29 @@ def read_manifest_document(submission: str | os.PathLike, *, strict: bool = Fals
     try:
         document = read_json(path)
         as_record(document, RunManifest, path)
+        assert isinstance(document, dict)  # as_record refuses anything else
+        if not _belongs(document, Path(submission)):
+            raise InputError(
+                path, "does not belong to the submission beside it (its submission_sha256 differs): a run was cut off"
+            )
     except InputError:
         if strict:
             raise
         return None
-    assert isinstance(document, dict)  # as_record refuses anything else
     return document
+
+
+def _belongs(manifest: dict, submission: Path) -> bool:
+    """False when the manifest names a submission digest and the file beside it has another one."""
+    from microctx.contract.digests import file_sha256
+
+    digest = manifest.get("submission_sha256")
+    if not isinstance(digest, str) or not submission.is_file():
+        return True
+    try:
+        return file_sha256(submission) == digest
+    except OSError:
+        return False
 
 
 def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> RunManifest | None:
@@ -343,7 +369,7 @@ def _count(value: object) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def model_counts(manifest: RunManifest) -> dict:
+def model_counts(manifest: RunManifest | dict) -> dict:
     """A run's model calls and tokens, the runner's own count preferred to the candidate's.
 
     When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
@@ -351,7 +377,16 @@ def model_counts(manifest: RunManifest) -> dict:
     (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
     Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
     `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
-    traffic was opaque, HTTPS)."""
+    traffic was opaque, HTTPS). With the model gateway (`gateway` in the manifest) its counts
+    are used, `counts_source` "gateway", and `dollars` its dollars (else None)."""
+    if isinstance(manifest, dict):
+        manifest = as_record(manifest, RunManifest, "the run manifest")
+    gateway = manifest.gateway
+    if isinstance(gateway, dict) and all(_count(gateway.get(k)) is not None for k in MODEL_COUNTS):
+        claimed = _count(manifest.counter("model_calls"))
+        counts = {key: _count(gateway[key]) for key in MODEL_COUNTS}
+        agree = None if claimed is None else claimed == counts["model_calls"]
+        return {**counts, "counts_source": "gateway", "counts_agree": agree, "dollars": _count(gateway.get("dollars"))}
     counts = {key: _count(manifest.counter(key)) for key in MODEL_COUNTS}
     found = manifest.model_usage_check
     check: dict = found if isinstance(found, dict) else {}
@@ -363,4 +398,4 @@ def model_counts(manifest: RunManifest) -> dict:
         if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
             counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
             source = "runner"
-    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None}
+    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None, "dollars": None}

@@ -28,7 +28,10 @@ from microctx.errors import InputError
 MAX_CONFIGS = 4096  # a grid past this is refused (use [search] method = "random" with a budget)
 METRICS = ("f1", "precision", "recall", "exact_rate")
 RULES = ("max", "least-cost-meeting-floor")
-SANDBOX_KEYS = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir", "pass_env")
+SANDBOX_KEYS: tuple[str, ...] = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir")
+SANDBOX_KEYS += ("pass_env", "model_endpoint", "model_key_env", "max_model_calls", "max_tokens", "max_dollars", "model_price")
+SANDBOX_KEYS += ("model_cache",)
+GATEWAY_TABLE_KEYS = SANDBOX_KEYS[8:]  # the model gateway's keys (microctx.candidates.settings.gateway_from_table)
 Metric = Literal["f1", "precision", "recall", "exact_rate"]
 Rule = Literal["max", "least-cost-meeting-floor"]
 _Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")]
@@ -70,6 +73,13 @@ class SandboxTable(msgspec.Struct, **_CLOSED):
     cpu_seconds: _Positive | None = None
     cache_dir: _Text | None = None
     pass_env: list[_Text] = msgspec.field(default_factory=list)
+    model_endpoint: str | None = None  # the model gateway (as `microctx run --model-endpoint` ...)
+    model_key_env: str | None = None
+    max_model_calls: int | None = None
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    model_price: str | None = None  # "IN:OUT[:CACHED]" dollars per million tokens
+    model_cache: str | None = None
 
 
 class SweepFile(msgspec.Struct, **_CLOSED):
@@ -156,7 +166,7 @@ def convert(document: object, kind: type, path: object) -> Any:
 
 def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettings | None, tuple[str, ...]]:
     """SWEEP.toml's [sandbox] table -> (SandboxSettings, pass_env); an InputError names the key."""
-    from microctx.candidates.sandbox import parse_size
+    from microctx.candidates.settings import parse_size
 
     if isinstance(table, dict):
         table = convert(table, SandboxTable, path) if table else None
@@ -176,6 +186,10 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
         except InputError as exc:
             raise InputError(path, exc.message, field="sandbox.memory") from None
     try:
+        from microctx.candidates.settings import gateway_from_table
+
+        gateway = {key: getattr(table, key) for key in GATEWAY_TABLE_KEYS if getattr(table, key) is not None}
+        options["gateway"] = gateway_from_table(gateway)
         settings = SandboxSettings(**options)
     except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
         where = {
@@ -185,7 +199,7 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
             "--memory": "memory",
             "--max-processes": "max_processes",
             "--cpu-seconds": "cpu_seconds",
-        }.get(exc.file, "cache_dir")
+        }.get(exc.file, str(exc.file).lstrip("-").replace("-", "_") if str(exc.file).startswith("--m") else "cache_dir")
         raise InputError(path, exc.message, field=f"sandbox.{where}") from None
     return settings, pass_env
 

@@ -6,6 +6,14 @@ held-out answers that a sweep's protocol allows: the configuration was chosen on
 it saw in the sweep (`DIR/candidate-devkit.json`, checked against its digest). The grade is
 recorded in the held-out ledger before it is written.
 
+The candidate runs first, in the sandbox, and the answers are opened only afterwards, in a
+separate step: nothing of the answers is read while the candidate runs, and a sandboxed candidate
+sees neither this process nor its command line (its own pid namespace, no host `/proc`). A
+configuration whose `[sandbox]` says `isolation = "process"` would run the candidate as a child
+of this process, whose command line names the answer bundle: it is refused unless the caller
+passes `allow_process=True` (`--allow-process-isolation`), and then the manifest
+(`isolation_allowed_by`) and `evaluation.json` (`isolation`, `isolation_warning`) say so.
+
 DIR2 gets `submission.json`, `submission.run.json`, `grade.json`, `grade.facts.csv` and
 `evaluation.json` (the selection's digest, the ledger entry and counts). A failed run writes the
 manifest and `evaluation.json` only, and nothing is graded.
@@ -19,38 +27,81 @@ from pathlib import Path
 from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
-from microctx.contract.records import Evaluation, Selected
-from microctx.contract.schemas import EVALUATION_SCHEMA, SELECTED_SCHEMA
+from microctx.contract.schemas import EVALUATION_SCHEMA
 from microctx.errors import InputError
 
 __all__ = ["EVALUATION_SCHEMA", "MARKER", "evaluate_selected", "load_selected", "selected_sandbox"]
 MARKER = "evaluation.json"
 
 
-def load_selected(path: str | os.PathLike) -> Selected:
-    """A sweep's selected.json as its record; refused unless it holds a chosen configuration."""
+def load_selected(path: str | os.PathLike) -> dict:
     from microctx._io.jsonio import read_json
-    from microctx.contract.records import as_record
+    from microctx.tuning.sweep import SELECTED_SCHEMA
 
     document = read_json(path)
     if not isinstance(document, dict) or document.get("schema") != SELECTED_SCHEMA:
         raise InputError(path, f"not a sweep's selected.json (schema {SELECTED_SCHEMA})", field="schema")
     if not document.get("ok") or document.get("parameters") is None:
         raise InputError(path, f"the sweep selected no configuration: {document.get('reason', '')}", field="ok")
-    return as_record(document, Selected, path)
+    for key in ("candidate", "config_key", "corpus_sha256", "candidate_devkit"):
+        if key not in document:
+            raise InputError(path, "missing", field=key)
+    _check_selected_types(path, document)
+    from microctx.contract.records import Selected, as_record
+
+    as_record(document, Selected, path)  # and the rest of the record: no unknown field, none of a wrong type
+    return document
 
 
-def selected_sandbox(path, document: Selected) -> tuple[SandboxSettings | None, tuple[str, ...]]:
+_SELECTED_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {  # field: (types, what) of a selected.json a sweep writes
+    "parameters": (dict, "an object"),
+    "config_key": (str, "a string"),
+    "corpus_sha256": (str, "a string"),
+    "candidate": (dict, "an object"),
+    "candidate.name": (str, "a string"),
+    "candidate.entry": (str, "a string"),
+    "candidate.kind": (str, "a string"),
+    "candidate.timeout": ((int, float, type(None)), "a number or null"),
+    "candidate_devkit": (dict, "an object"),
+    "candidate_devkit.path": (str, "a string"),
+    "candidate_devkit.sha256": (str, "a string"),
+}
+
+
+def _check_selected_types(path, document: dict) -> None:
+    """Every field evaluate uses has the type a sweep writes: else one line naming the field."""
+    from microctx._io.paths import inside
+
+    for field, (types, what) in _SELECTED_TYPES.items():
+        head, _, tail = field.partition(".")
+        value = document.get(head) if not tail else document[head].get(tail)
+        if (
+            (tail and tail == "timeout" and tail not in document[head])
+            or isinstance(value, types)
+            and not isinstance(value, bool)
+        ):
+            continue
+        raise InputError(path, f"expected {what}, got {type(value).__name__}", field=field)
+    inside(Path(path).parent, document["candidate_devkit"]["path"])  # never a devkit outside the sweep folder
+
+
+def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tuple[str, ...]]:
     """(SandboxSettings or None, pass_env) from selected.json's `sandbox` (what the sweep ran with)."""
-    recorded = document.sandbox
+    recorded = document.get("sandbox")
     if recorded is None:
         return None, ()
+    if not isinstance(recorded, dict):
+        raise InputError(path, "expected an object", field="sandbox")
     options = {k: v for k, v in recorded.items() if k != "pass_env"}
     pass_env = recorded.get("pass_env") or []
     if not isinstance(pass_env, list) or not all(isinstance(n, str) for n in pass_env):
         raise InputError(path, "expected a list of names", field="sandbox.pass_env")
     try:
         options["allow_hosts"] = tuple(options.get("allow_hosts") or ())
+        if isinstance(options.get("gateway"), dict):
+            from microctx.candidates.settings import GatewaySettings
+
+            options["gateway"] = GatewaySettings(**options["gateway"])
         return SandboxSettings(**options), tuple(pass_env)
     except TypeError as exc:
         raise InputError(path, f"not sandbox settings: {exc}", field="sandbox") from None
@@ -58,100 +109,104 @@ def selected_sandbox(path, document: Selected) -> tuple[SandboxSettings | None, 
         raise InputError(path, exc.message, field="sandbox") from None
 
 
-def run_manifest(submission: Path, document: dict):
-    """The manifest a run returned, as the record `microctx.contract.records.read_manifest` reads."""
-    from microctx.candidates.runner import manifest_path
-    from microctx.contract.records import RunManifest, as_record
-
-    return as_record(document, RunManifest, manifest_path(submission))
+PROCESS_WARNING = (
+    "process isolation, allowed by --allow-process-isolation: the candidate ran as a child of the evaluating "
+    "process and could read the answers' path from its command line; this look is not protected"
+)
 
 
-def _checked_inputs(selected_path: Path, selected: Selected, public: Path, answers: Path, out: Path) -> tuple[dict, Path]:
-    """The gold answers and the candidate's devkit, all bound to the corpus the sweep chose on."""
-    from microctx.contract.schemas import load_answers
-
-    corpus_sha256 = file_sha256(public) if public.is_file() else None
-    if corpus_sha256 != selected.corpus_sha256:
-        raise InputError(public, f"the configuration was chosen on corpus {selected.corpus_sha256}, this is {corpus_sha256}")
-    gold = load_answers(answers)
-    if gold["corpus_sha256"] != corpus_sha256:
+def _check_isolation(selected_path: Path, sandbox: SandboxSettings | None, allow_process: bool) -> str | None:
+    """The warning to record when the configuration runs without the sandbox; refused unless allowed."""
+    if sandbox is None or sandbox.isolation != "process":
+        return None
+    if not allow_process:
         raise InputError(
-            answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
+            selected_path,
+            'isolation = "process" would run the candidate as a child of the process that holds the answers; '
+            "evaluate refuses it (pass --allow-process-isolation to accept an unprotected look)",
+            field="sandbox.isolation",
         )
-    devkit = selected_path.parent / selected.candidate_devkit.path
-    if not devkit.is_file() or file_sha256(devkit) != selected.candidate_devkit.sha256:
-        raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
-        raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
-    return gold, devkit
+    return PROCESS_WARNING
 
 
-def _run_selected(selected: Selected, sandbox, pass_env, public: Path, devkit: Path, submission: Path, timeout):
-    """Run the frozen configuration once, with the isolation and network it had in the sweep."""
-    from microctx.candidates.runner import run_candidate
-
-    cand = selected.candidate
-    name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
-    document = run_candidate(
-        name,
-        public,
-        submission,
-        devkit=devkit,
-        params=selected.parameters,
-        timeout=timeout if timeout is not None else cand.get("timeout"),
-        cmd=cmd,
-        sandbox=sandbox,
-        pass_env=pass_env,
-    )
-    return run_manifest(submission, document)
-
-
-def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
-    """Run the frozen configuration once, grade it on test, record the look; returns the outcome."""
+def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None, allow_process: bool = False) -> dict:
+    """Run the frozen configuration once, then (only then) open the answers, grade it on test and
+    record the look; returns the outcome."""
     from microctx._io.atomic import atomic_write
-    from microctx.candidates.runner import manifest_path
+    from microctx.candidates.runner import manifest_path, run_candidate
     from microctx.contract.facts import write_grade
-    from microctx.contract.schemas import load_submission
+    from microctx.contract.schemas import load_answers, load_submission
     from microctx.contract.score import grade
     from microctx.grading.ledger import config_digest, looks_line, record_look
 
     selected_path = Path(selected_path)
     selected = load_selected(selected_path)
     sandbox, pass_env = selected_sandbox(selected_path, selected)
+    warning = _check_isolation(selected_path, sandbox, allow_process)
     public, answers, out = Path(public), Path(answers), Path(out)
-    gold, devkit = _checked_inputs(selected_path, selected, public, answers, out)
+    corpus_sha256 = file_sha256(public) if public.is_file() else None
+    if corpus_sha256 != selected["corpus_sha256"]:
+        raise InputError(public, f"the configuration was chosen on corpus {selected['corpus_sha256']}, this is {corpus_sha256}")
+    if not answers.is_file():
+        raise InputError(answers, "not an existing file")
+    devkit = selected_path.parent / selected["candidate_devkit"]["path"]
+    if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
+        raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
+    from microctx._io.sets import is_our_output
+
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_our_output(out / MARKER))):
+        raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
     out.mkdir(parents=True, exist_ok=True)
+
+    cand = selected["candidate"]
+    name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
     submission = out / "submission.json"
-    manifest = _run_selected(selected, sandbox, pass_env, public, devkit, submission, timeout)
+    manifest = run_candidate(
+        name,
+        public,
+        submission,
+        devkit=devkit,
+        params=selected["parameters"],
+        timeout=timeout if timeout is not None else cand.get("timeout"),
+        cmd=cmd,
+        sandbox=sandbox,
+        pass_env=pass_env,
+        note={"isolation_allowed_by": "--allow-process-isolation"} if warning else None,
+    )  # isolation and network as in the sweep; the answers are not opened before it ends
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
-    record = Evaluation(
-        schema=EVALUATION_SCHEMA,
-        selected=str(selected_path),
-        selected_sha256=file_sha256(selected_path),
-        config_key=selected.config_key or "",
-        config_digest=digest,
-        parameters=selected.parameters or {},
-        candidate_version=selected.candidate.get("version"),
-        run_version=manifest.version,
-        run_ok=bool(manifest.ok),
-        error=manifest.error or "",
-        manifest=str(manifest_path(submission)),
-        grade=None,
-        ledger=None,
-    )
-    extra = {}
-    if manifest.ok:
+    outcome: dict = {
+        "schema": EVALUATION_SCHEMA,
+        "selected": str(selected_path),
+        "selected_sha256": file_sha256(selected_path),
+        "config_key": selected["config_key"],
+        "config_digest": digest,
+        "parameters": selected["parameters"],
+        "candidate_version": cand.get("version"),
+        "run_version": manifest.get("version"),
+        "run_ok": manifest["ok"],
+        "error": manifest["error"],
+        "manifest": str(manifest_path(submission)),
+        "grade": None,
+        "ledger": None,
+        "isolation": manifest["isolation"],
+        "isolation_warning": warning,
+    }
+    if manifest["ok"]:
+        gold = load_answers(answers)  # the separate step: the candidate is gone
+        if gold["corpus_sha256"] != corpus_sha256:
+            raise InputError(
+                answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
+            )
         result = grade(gold, load_submission(submission))
         look = record_look(
             answers_sha256=file_sha256(answers),
-            submission_sha256=manifest.submission_sha256,
-            candidate=selected.candidate["name"],
+            submission_sha256=manifest["submission_sha256"],
+            candidate=cand["name"],
             config_digest=digest,
             via="evaluate",
             grade=result.grade,
         )
         write_grade(result, out / "grade.json")
-        record.grade, record.ledger = result.grade, look
-        extra = {"summary": result.summary(), "look_line": looks_line(look)}
-    atomic_write(out / MARKER, dumps(record.as_dict()))
-    return {**record.as_dict(), **extra}
+        outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
+    atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
+    return outcome

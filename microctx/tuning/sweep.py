@@ -147,8 +147,13 @@ class SweepResult:
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_MARKER).is_file():
-        raise InputError(out, f"exists and is not a sweep folder (no {SWEEP_MARKER}); choose another --out or empty it")
+    from microctx._io.sets import is_our_output
+
+    if out.is_dir() and any(out.iterdir()) and not is_our_output(out / SWEEP_MARKER):
+        raise InputError(
+            out,
+            f"exists and is not a sweep folder (no {SWEEP_MARKER} with a microctx schema id); choose another --out or empty it",
+        )
 
 
 def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 from pathlib import Path
@@ -48,13 +46,10 @@ def save_result(out: Path, result: dict) -> dict:
 
 
 def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
-    buffer = io.StringIO()
+    from microctx._io.csvout import csv_bytes
+
     columns = list(rows[0]) + ["selected"] if rows else ["selected"]
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({**{k: ("" if v is None else v) for k, v in row.items()}, "selected": row["key"] == selected_key})
-    return buffer.getvalue().encode()
+    return csv_bytes(columns, ([row.get(k) for k in columns[:-1]] + [row["key"] == selected_key] for row in rows))
 
 
 def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict | None, inputs) -> None:
@@ -115,7 +110,15 @@ def sweep_frame(out: str | os.PathLike):
     """DIR/sweep.csv as a DataFrame (for the sweep report)."""
     import pandas as pd
 
+    from microctx._io.jsonio import open_input
+
     path = Path(out) / "sweep.csv"
     if not path.is_file():
         raise InputError(path, "no sweep.csv: not a finished sweep folder")
-    return pd.read_csv(path)
+    with open_input(path) as handle:
+        try:
+            from microctx._io.csvout import unescape_frame
+
+            return unescape_frame(pd.read_csv(handle))
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            raise InputError(path, f"not a readable sweep table: {str(exc).splitlines()[0] if str(exc) else exc}") from None
