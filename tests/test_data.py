@@ -28,9 +28,11 @@ def published(s8f):
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """An empty cache, MICROCTX_DATA_DIR unset: the situation of a fresh machine."""
+    """An empty cache, MICROCTX_DATA_DIR unset and no microctx.toml in reach (the checkout's, written by
+    `make setup`, would point at the data): the situation of a fresh machine."""
     folder = tmp_path / "cache"
     monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(folder))
     return folder
 
