@@ -404,9 +404,10 @@ def test_tune_metric_intervals_follow_their_assumptions():
     # (0.49-0.5 to 0.94-0.95 here): 10 one-record components, 8 exact, resampled
     assert metrics["exact_rate"] == 0.8 and 0.4 <= metrics["exact_rate_ci_low"] < 0.8 < metrics["exact_rate_ci_high"] == 1.0
     assert metrics["f1_ci_low"] < metrics["f1"] < metrics["f1_ci_high"] <= 1.0
-    # one component holding every record: the bootstrap cannot vary (asked for with min_components=1;
-    # by default one component is below stats.DEFAULT_MIN_COMPONENTS: not estimable, no interval)
-    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)}, min_components=1)
+    # one component holding every record: the bootstrap cannot vary (asked for with min_components=1 and
+    # min_n_eff=1; by default one component is below stats.DEFAULT_MIN_COMPONENTS and DEFAULT_MIN_N_EFF:
+    # not estimable, no interval)
+    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)}, min_components=1, min_n_eff=1)
     assert single["f1_ci_low"] == single["f1_ci_high"] == single["f1"]
     assert math.isnan(sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)})["f1_ci_low"])
     assert math.isnan(sweep_mod.tune_metrics(GradeResult({"test_records": 0, "exact_records": 0}, []), {})["f1"])

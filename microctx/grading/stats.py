@@ -43,6 +43,9 @@ DEFAULT_N_BOOT = 10_000
 DEFAULT_SEED = 0
 DEFAULT_MIN_SUPPORT = 20
 DEFAULT_MIN_COMPONENTS = 10
+# effective components a slice needs for a beyond-these-records interval (chosen by simulation:
+# benchmarks/bench_coverage.py, docs/statistics.md)
+DEFAULT_MIN_N_EFF = 10.0
 ADJUSTMENT = "holm"
 EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
