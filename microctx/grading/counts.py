@@ -31,6 +31,21 @@ FAMILY_OF_KIND = {"label": ("fact_kind", "label"), "cue_word": ("fact_kind", "co
 RECORD_LEVEL_KINDS = ("state", "body_length", "has_references", "split")
 
 
+def check_options(n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str, min_n_eff: float = 1.0) -> None:
+    if int(n_boot) < 1:
+        raise InputError("--n-boot", f"expected a positive number of resamples, got {n_boot}")
+    if int(min_support) < 0:
+        raise InputError("--min-support", f"expected 0 or more, got {min_support}")
+    if int(min_components) < 1:
+        raise InputError("--min-components", f"expected 1 or more, got {min_components}")
+    if not min_n_eff >= 1:
+        raise InputError("min_n_eff", f"expected 1 or more, got {min_n_eff}")
+    if not 0 < alpha < 1:
+        raise InputError("alpha", f"expected a level between 0 and 1, got {alpha}")
+    if adjustment not in stats.ADJUSTMENTS:
+        raise InputError("adjustment", f"expected one of {', '.join(stats.ADJUSTMENTS)}, got {adjustment!r}")
+
+
 @dataclass(frozen=True)
 class Spec:
     """A slice: facts of records selected by `record_mask` (None: all), of `fact_kind` (None:

@@ -90,6 +90,10 @@ def leave_one_out(totals: np.ndarray, by_component: np.ndarray) -> dict[str, np.
     (the smallest and largest leave-one-out F1) and `shift` (the largest |change| of F1).
     """
     weights = by_component[:, :3].sum(axis=1)  # (S, G)
+    if weights.shape[1] == 0:  # no component at all
+        empty = np.full(weights.shape[0], np.nan)
+        none = np.full(weights.shape[0], -1, dtype=np.int64)
+        return {"without_largest": empty, "largest": none, "influential": none, "low": empty, "high": empty, "shift": empty}
     present = weights > 0
     rest = totals[:, :3, None].astype(np.float64) - by_component[:, :3].astype(np.float64)
     loo = stats.f1_score(rest[:, 0], rest[:, 1], rest[:, 2])  # (S, G); NaN when nothing is left

@@ -169,6 +169,21 @@ def record_look(
     return _with_retry(where, append)
 
 
+def record_report_look(inputs, name: str, result, via: str, manifest: dict | None = None) -> dict:
+    """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
+    to the held-out ledger; `manifest`: the submission's run manifest, read by the caller."""
+    path = inputs.paths.get(name)
+    return record_grade(
+        inputs.answers_path,
+        result.grade,
+        via=via,
+        submission_path=path,
+        submission=None if path else inputs.submissions[name],
+        candidate=name,
+        manifest=manifest,
+    )
+
+
 def entries(answers_sha256: str | None = None, path: str | os.PathLike | None = None) -> list[dict]:
     """Every entry (of one answer bundle, when given), oldest first. No ledger file: no entries."""
     where = Path(path) if path is not None else ledger_path()

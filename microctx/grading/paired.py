@@ -25,7 +25,6 @@ from microctx.errors import InputError
 from microctx.grading import counts as counting
 from microctx.grading import estimate, stats
 from microctx.grading.records import record_table
-from microctx.grading.slices import check_options
 
 PAIRED_COLUMNS = (
     "slice_kind",
@@ -188,7 +187,7 @@ def paired_comparison(
 ) -> pd.DataFrame:
     """Candidate a against candidate b on the same records, per slice (every slice kind); see the
     module docstring. Both fact tables must come from the same answers (equal gold support)."""
-    check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
+    counting.check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
     records = record_table(corpus) if records is None else records
     specs, counts_a, counts_b, support, by_a, by_b, roots = _paired_counts(facts_a, facts_b, records, group_by)
     n_slices, n_components = len(specs), by_a.shape[2]

@@ -47,6 +47,7 @@ from microctx.grading import counts as counting
 from microctx.grading import estimate, stats
 from microctx.grading.counts import component_counts_of_rows
 from microctx.grading.frame import SliceFrame
+from microctx.grading.paired import PAIRED_COLUMNS, paired_comparison
 from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, facts_frame, load_facts, record_table
 from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
 
@@ -124,21 +125,6 @@ SLICE_COLUMNS = (
 SAME_KINDS, STANDARDISED = "same fact kinds", "standardised to the slice's fact-kind mix"
 
 
-def check_options(n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str, min_n_eff: float = 1.0) -> None:
-    if int(n_boot) < 1:
-        raise InputError("--n-boot", f"expected a positive number of resamples, got {n_boot}")
-    if int(min_support) < 0:
-        raise InputError("--min-support", f"expected 0 or more, got {min_support}")
-    if int(min_components) < 1:
-        raise InputError("--min-components", f"expected 1 or more, got {min_components}")
-    if not min_n_eff >= 1:
-        raise InputError("min_n_eff", f"expected 1 or more, got {min_n_eff}")
-    if not 0 < alpha < 1:
-        raise InputError("alpha", f"expected a level between 0 and 1, got {alpha}")
-    if adjustment not in stats.ADJUSTMENTS:
-        raise InputError("adjustment", f"expected one of {', '.join(stats.ADJUSTMENTS)}, got {adjustment!r}")
-
-
 def settings(
     *,
     seed: int = stats.DEFAULT_SEED,
@@ -148,7 +134,7 @@ def settings(
 ) -> dict:
     """Every statistics setting of a slice table, checked (InputError naming the option): the
     four a user sets, then the fixed ones, as a report records them in report.json."""
-    check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
+    counting.check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
     return {
         "seed": int(seed),
         "n_boot": int(n_boot),
@@ -202,7 +188,7 @@ def method_text(
 
 def _bootstrap(layout: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """(n_boot, n_columns, 5) cluster-bootstrap replicates of every slice's totals."""
-    flat = np.ascontiguousarray(layout.reshape(layout.shape[0], -1))
+    flat = np.ascontiguousarray(layout.reshape(layout.shape[0], layout.shape[1] * layout.shape[2]))
     return stats.bootstrap_totals(flat, n_boot, seed).reshape(n_boot, layout.shape[1], len(QUANTITIES))
 
 
@@ -366,7 +352,7 @@ def slice_table(
     ignored); `corpus`: the public Corpus the grade was made on; `records`: a precomputed
     `record_table(corpus)`. Deterministic given `seed`: same inputs and options, same bytes.
     """
-    check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
+    counting.check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
     records = record_table(corpus) if records is None else records
     prepared = counting.prepare(facts, records, "facts")
     specs = counting.slice_specs([prepared], records, group_by)
@@ -443,11 +429,3 @@ def overall_metrics(
 def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write a slice (or compare/paired) table as CSV, atomically; floats with full precision."""
     atomic_write(path, table.to_csv(index=False, lineterminator="\n").encode())
-
-
-def __getattr__(name: str):  # the paired comparison lives in `paired` (it imports this module)
-    if name in ("paired_comparison", "PAIRED_COLUMNS"):
-        from microctx.grading import paired
-
-        return getattr(paired, name)
-    raise AttributeError(name)

@@ -120,7 +120,7 @@ def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
         raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
     (name,) = inputs.submissions
     outputs = grade_one(name, inputs, **kw)
-    outputs.look = _record_look(inputs, name, outputs.result, "report grade")
+    outputs.look = record_report_look(inputs, name, outputs.result, "report grade")
     if output_dir:
         write_grade(outputs.result, Path(output_dir) / "grade.json")
         write_slices_csv(outputs.slices, Path(output_dir) / "slices.csv")
@@ -151,7 +151,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
-        g.look = _record_look(inputs, name, g.result, "report compare")
+        g.look = record_report_look(inputs, name, g.result, "report compare")
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
     table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
@@ -173,15 +173,14 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     return CompareOutputs(grades, table, paired_table)
 
 
-def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
-    """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
+def record_report_look(inputs: Inputs, name: str, result, via: str) -> dict:
+    """Append this grading on test to the held-out ledger (`grading.ledger.record_report_look`),
+    with the submission's run manifest read here (the grading layer does not read manifests)."""
     from microctx.candidates.runner import read_manifest
-    from microctx.grading.ledger import record_grade
+    from microctx.grading.ledger import record_report_look as record
 
     path = inputs.paths.get(name)
-    return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
-                        submission=None if path else inputs.submissions[name], candidate=name,
-                        manifest=read_manifest(path) if path else None)
+    return record(inputs, name, result, via, manifest=read_manifest(path) if path else None)
 
 
 def held_out_looks(outputs) -> str:
