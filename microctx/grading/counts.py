@@ -22,6 +22,7 @@ from microctx.contract.facts import FACT_KINDS
 from microctx.contract.patterns import CUE_WORDS
 from microctx.contract.split import SPLITS
 from microctx.errors import InputError
+from microctx.grading import stats
 from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, WITH_REFERENCES, WITHOUT_REFERENCES, component_index
 
 QUANTITIES = ("tp", "fp", "fn", "records", "exact")

@@ -14,9 +14,10 @@ Functions (numpy, vectorised over slices):
 - `metric_points(totals)`: precision, recall, F1, exact-record rate from (..., 5) totals.
 - `metric_weights(by_component)`: per metric, the units each component contributes (the weights
   of its n_eff).
-- `boundary(point, low, high, n_eff, level)`: a perfect (or all-wrong) slice's bound on the
-  fact-weighted metric: `stats.boundary_bound(n_eff, (1 - level) / 2)`, the same one-sided
-  (1 - level) / 2 tail as each end of the column's two-sided intervals.
+- `korn_graubard(point, replicates, n_eff, level)`: the interval of a clustered proportion
+  (precision, recall, exact rate, and F1 through q = tp / (tp + fp + fn)): Clopper-Pearson at
+  the effective size the cluster bootstrap's variance implies, capped at Kish's n_eff; a
+  perfect (or all-wrong) slice gets (tail)^(1/n_eff), the same one-sided tail as every other end.
 - `leave_one_out(totals, by_component)`: F1 without each component, the largest and the most
   influential one.
 - `estimability(...)`: whether a slice gets an interval, and the reason when not.
@@ -65,21 +66,48 @@ def f1_of_q(q: np.ndarray) -> np.ndarray:
     return 2 * q / (1 + q)
 
 
-def boundary(
-    point: np.ndarray, low: np.ndarray, high: np.ndarray, n_eff: np.ndarray, level: float, f1: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """Replace the degenerate bootstrap interval of a metric at exactly 1 (or 0).
+def korn_graubard(
+    point: np.ndarray, replicates: np.ndarray, n_eff: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, effective size) of a clustered proportion: Korn and Graubard's interval.
 
-    The bound is on the fact-weighted metric: with n_eff effective components all right, the
-    Clopper-Pearson bound (tail / 2) ** (1 / n_eff) at the same one-sided tail as each end of the
-    column's two-sided intervals (2.5% for 95%). For F1 it is taken on q = tp / (tp + fp + fn)
-    and mapped by F1 = 2q / (1 + q). Checked by simulation (tests/test_slice_simulation.py).
+    The Clopper-Pearson interval at the effective sample size n* = p(1 - p) / var, with var the
+    cluster-bootstrap variance of the proportion over `replicates` (NaN replicates left out), capped
+    at Kish's n_eff (`n_eff`): so a perfect (or all-wrong) slice, whose bootstrap cannot vary, gets
+    (tail)^(1/n_eff) with tail = (1 - level) / 2, the same one-sided tail as each end of every other
+    interval in the column, on the fact-weighted metric itself. Non-integer counts x = p n* use
+    the beta-quantile form of Clopper-Pearson. Korn & Graubard (1998), Survey Methodology 24(2).
     """
-    bound = stats.boundary_bound(n_eff, (1 - level) / 2)
-    lower, upper = bound, 1 - bound
-    if f1:
-        lower, upper = f1_of_q(lower), f1_of_q(upper)
-    return np.where(point == 1, lower, low), np.where(point == 0, upper, high)
+    from scipy.special import betaincinv
+
+    p = np.asarray(point, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        var = nan_var(replicates)
+        n_star = np.where(var > 0, p * (1 - p) / np.where(var > 0, var, 1), np.inf)
+        n = np.minimum(n_star, np.asarray(n_eff, dtype=np.float64))
+        x = p * n
+        tail = (1 - level) / 2
+        low = np.where(x > 0, betaincinv(np.maximum(x, 1e-300), n - x + 1, tail), 0.0)
+        high = np.where(n - x > 0, betaincinv(x + 1, np.maximum(n - x, 1e-300), 1 - tail), 1.0)
+    defined = ~np.isnan(p) & (n > 0)
+    return np.where(defined, low, np.nan), np.where(defined, high, np.nan), np.where(defined, n, np.nan)
+
+
+def nan_var(values: np.ndarray) -> np.ndarray:
+    """Sample variance per column over the defined (not NaN) values; 0 with fewer than two."""
+    values = np.asarray(values, dtype=np.float64)
+    defined = ~np.isnan(values)
+    n = defined.sum(axis=0)
+    filled = np.where(defined, values, 0.0)
+    mean = filled.sum(axis=0) / np.maximum(n, 1)
+    squares = (np.where(defined, values - mean, 0.0) ** 2).sum(axis=0)
+    return np.where(n > 1, squares / np.maximum(n - 1, 1), 0.0)
+
+
+def f1_share(totals: np.ndarray) -> np.ndarray:
+    """q = tp / (tp + fp + fn) from (..., 5) totals: the proportion behind F1 = 2q / (1 + q)."""
+    tp, fp, fn = (np.asarray(totals[..., j], dtype=np.float64) for j in range(3))
+    return stats.ratio(tp, tp + fp + fn)
 
 
 def leave_one_out(totals: np.ndarray, by_component: np.ndarray) -> dict[str, np.ndarray]:
@@ -179,24 +207,46 @@ def standardised_rest(slice_parts: np.ndarray, family_parts: np.ndarray) -> np.n
     return (w[..., None] * r + own).sum(axis=-2)
 
 
-def rest_test(
-    diff: np.ndarray, diff_reps: np.ndarray, df: np.ndarray, alpha: float, n_tests: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(p-value, minimum detectable difference) per judged slice.
+def effective_size(q: np.ndarray, replicates: np.ndarray, n_eff: np.ndarray) -> np.ndarray:
+    """Korn-Graubard's effective size of a proportion: q(1 - q) / bootstrap variance, capped at
+    Kish's n_eff (so a proportion at 0 or 1, whose bootstrap cannot vary, counts n_eff units)."""
+    var = nan_var(replicates)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_star = np.where(var > 0, q * (1 - q) / np.where(var > 0, var, 1), np.inf)
+    return np.minimum(n_star, np.asarray(n_eff, dtype=np.float64))
 
-    H0: the slice's expected F1 is not below its rest's. The statistic is the observed difference
-    over its cluster-bootstrap standard error, referred to Student's t with `df` (n_eff - 1) degrees
-    of freedom, which widens the test when few effective components carry it. The minimum
-    detectable difference is the gap this test finds with 80% power at the family-wise level
-    alpha / n_tests (Holm's first step, the strictest).
+
+def rest_test(
+    q: tuple[np.ndarray, np.ndarray],
+    replicates: tuple[np.ndarray, np.ndarray],
+    n_eff: tuple[np.ndarray, np.ndarray],
+    alpha: float,
+    n_tests: int,
+    min_gap: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p-value, minimum detectable F1 difference) per judged slice.
+
+    H0: the slice's expected share of right facts q = tp / (tp + fp + fn) (F1 = 2q / (1 + q), so
+    the same order as F1) is not below its rest's. A score-type test on the cluster bootstrap:
+    each side's effective size n* = q(1 - q) / var (Korn-Graubard, capped at Kish's n_eff), the
+    variance under H0 taken at the pooled share q0, se0 = sqrt(q0 (1 - q0) (1/n*_slice + 1/n*_rest)),
+    and the statistic referred to Student's t with min(n_eff) - 1 degrees of freedom (few
+    effective components widen it). Variance at the null keeps a rest that happened to do well
+    from looking certain. The minimum detectable difference is the F1 gap this test finds with
+    80% power at alpha / n_tests (Holm's first, strictest step), converted from q at q0.
     """
     from scipy.special import stdtr, stdtrit
 
-    se = np.nanstd(diff_reps, axis=0, ddof=1) if diff_reps.shape[0] > 1 else np.full(diff.shape, np.nan)
-    df = np.maximum(np.asarray(df, dtype=np.float64), 1.0)
+    (q_s, q_r), (reps_s, reps_r), (n_s, n_r) = q, replicates, n_eff
+    size_s, size_r = effective_size(q_s, reps_s, n_s), effective_size(q_r, reps_r, n_r)
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(se > 0, diff / np.where(se > 0, se, 1), np.where(diff < 0, -np.inf, np.inf))
-    p = stdtr(df, t)
+        q0 = (q_s * size_s + q_r * size_r) / (size_s + size_r)
+        se0 = np.sqrt(q0 * (1 - q0) * (1 / size_s + 1 / size_r))
+        gap_q = min_gap * (1 + q0) ** 2 / 2  # an F1 gap in q units (dF1/dq = 2 / (1 + q)^2)
+        diff = q_s - q_r + gap_q
+        t = np.where(se0 > 0, diff / np.where(se0 > 0, se0, 1), np.where(diff < 0, -np.inf, np.inf))
+    df = np.maximum(np.minimum(n_s, n_r) - 1, 1.0)
+    p = np.where(np.isnan(diff), 1.0, stdtr(df, t))
     level = alpha / max(int(n_tests), 1)
-    mdd = (stdtrit(df, 1 - level) + stdtrit(df, POWER)) * se
-    return np.where(np.isnan(diff), 1.0, p), mdd
+    mdd_q = (stdtrit(df, 1 - level) + stdtrit(df, POWER)) * se0
+    return p, f1_of_q(q0) - f1_of_q(np.clip(q0 - mdd_q, 0, 1))

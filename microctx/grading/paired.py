@@ -141,7 +141,7 @@ def _equal_f1_test(diff_reps, observed, n_eff, judged):
     p = np.full(len(observed), np.nan)
     if not judged.any() or diff_reps.shape[0] < 2:
         return p
-    se = np.nanstd(diff_reps[:, judged], axis=0, ddof=1)
+    se = np.sqrt(estimate.nan_var(diff_reps[:, judged]))
     d = observed[judged]
     with np.errstate(invalid="ignore", divide="ignore"):
         t = np.where(se > 0, np.abs(d) / np.where(se > 0, se, 1), np.where(d == 0, 0.0, np.inf))

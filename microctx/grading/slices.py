@@ -195,20 +195,24 @@ def _bootstrap(layout: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
 def _intervals(
     totals: np.ndarray, by: np.ndarray, replicates: np.ndarray, level: float
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(points, intervals before estimability, replicates, n_eff) per metric."""
+    """(points, intervals before estimability, replicates, n_eff) per metric; the intervals are
+    Korn-Graubard's (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn)."""
     points = estimate.metric_points(totals)
     metrics = estimate.metric_points(replicates)
     weights = estimate.metric_weights(by)
     n_eff = {name: stats.kish_n_eff(w, axis=1) for name, w in weights.items()}
     intervals = {}
-    for name, values in metrics.items():
-        low, high, _ = stats.percentile_interval(values, level)
-        intervals[name] = estimate.boundary(points[name], low, high, n_eff[name], level, f1=name == "f1")
+    for name in ("precision", "recall", "exact_rate"):
+        low, high, _ = estimate.korn_graubard(points[name], metrics[name], n_eff[name], level)
+        intervals[name] = (low, high)
+    low, high, _ = estimate.korn_graubard(estimate.f1_share(totals), estimate.f1_share(replicates), n_eff["f1"], level)
+    intervals["f1"] = (estimate.f1_of_q(low), estimate.f1_of_q(high))
     return points, intervals, metrics, n_eff
 
 
 def _rest(specs, totals, replicates, parts_index, n_slices):
-    """(rest F1, rest F1 replicates, record-level?) of every slice against its family's rest."""
+    """(family, rest q, rest q replicates, record-level?) of every slice against its family's rest
+    (q = tp / (tp + fp + fn); a record-level slice's rest standardised to its fact-kind mix)."""
     family = counting.family_of(specs)
     fam = np.where(family >= 0, family, 0)
     rest_tot = (totals[fam] - totals[:n_slices])[:, :3].astype(np.float64)
@@ -218,8 +222,7 @@ def _rest(specs, totals, replicates, parts_index, n_slices):
         own, base = n_slices + parts_index[i], n_slices + parts_index[fam[i]]
         rest_tot[i] = estimate.standardised_rest(totals[own], totals[base])
         rest_reps[:, i] = estimate.standardised_rest(replicates[:, own], replicates[:, base])
-    rest_f1 = np.where(family >= 0, stats.f1_score(rest_tot[:, 0], rest_tot[:, 1], rest_tot[:, 2]), np.nan)
-    return family, rest_f1, stats.f1_score(rest_reps[..., 0], rest_reps[..., 1], rest_reps[..., 2]), record_level
+    return family, estimate.f1_share(rest_tot), estimate.f1_share(rest_reps), record_level
 
 
 def _not_judged(spec, support, min_support, estimable, reason, rest_ok) -> str:
@@ -232,11 +235,11 @@ def _not_judged(spec, support, min_support, estimable, reason, rest_ok) -> str:
     return "" if rest_ok else "its rest is not estimable"
 
 
-def _judge(specs, counts, replicates, f1_reps, est, options) -> dict:
+def _judge(specs, counts, replicates, est, options) -> dict:
     """Slice against the rest of its family: judged, p-values, weak, minimum detectable gaps."""
     n = len(specs)
     totals, weights = counts.totals, counts.facts_per_component
-    family, rest_f1, rest_reps, record_level = _rest(specs, totals, replicates, options["parts_index"], n)
+    family, rest_q, rest_reps, record_level = _rest(specs, totals, replicates, options["parts_index"], n)
     fam = np.where(family >= 0, family, 0)
     rest_w = np.clip(weights[fam] - weights[:n], 0, None)
     rest_n_eff = stats.kish_n_eff(rest_w, axis=1)
@@ -244,12 +247,15 @@ def _judge(specs, counts, replicates, f1_reps, est, options) -> dict:
     support = totals[:n, 0] + totals[:n, 2]
     too_small = support < options["min_support"]
     judged = (family >= 0) & est["estimable"] & ~too_small & rest_ok
-    f1 = stats.f1_score(totals[:n, 0], totals[:n, 1], totals[:n, 2])
+    q = estimate.f1_share(totals[:n])
+    rest_f1 = np.where(family >= 0, estimate.f1_of_q(rest_q), np.nan)
     p_value, mdd = np.full(n, np.nan), np.full(n, np.nan)
     if judged.any():
-        df = np.minimum(est["n_eff"][judged], rest_n_eff[judged]) - 1
-        gap = f1[judged] - rest_f1[judged] + options["min_gap"]
-        p, m = estimate.rest_test(gap, f1_reps[:, judged] - rest_reps[:, judged], df, options["alpha"], int(judged.sum()))
+        q_reps = estimate.f1_share(replicates[:, :n])
+        p, m = estimate.rest_test(
+            (q[judged], rest_q[judged]), (q_reps[:, judged], rest_reps[:, judged]),
+            (est["n_eff"][judged], rest_n_eff[judged]), options["alpha"], int(judged.sum()), options["min_gap"],
+        )  # fmt: skip
         p_value[judged], mdd[judged] = p, m
     p_adjusted = stats.ADJUSTMENTS[options["adjustment"]](p_value)
     steady = est["loo"]["without_largest"] < rest_f1  # still below its rest without its largest component
@@ -260,7 +266,7 @@ def _judge(specs, counts, replicates, f1_reps, est, options) -> dict:
     ]
     mix = [STANDARDISED if record_level[i] else (SAME_KINDS if family[i] >= 0 else "") for i in range(n)]
     return {"judged": judged, "too_small": too_small, "p_value": p_value, "p_adjusted": p_adjusted, "weak": weak,
-            "mdd": mdd, "rest_f1": rest_f1, "reasons": reasons, "mix": mix}
+            "mdd": mdd, "rest_f1": rest_f1, "reasons": reasons, "mix": mix}  # fmt: skip
 
 
 def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict:
@@ -364,7 +370,7 @@ def slice_table(
     options = {"min_support": min_support, "min_components": min_components, "min_n_eff": min_n_eff, "alpha": alpha,
                "adjustment": adjustment, "min_gap": min_gap, "parts_index": parts_index}  # fmt: skip
     est = _estimates(specs, counts, points, intervals, n_eff, _roots(records, component, n_components), options)
-    verdict = _judge(specs, counts, replicates, metrics["f1"], est, options)
+    verdict = _judge(specs, counts, replicates, est, options)
     columns = _columns(specs, counts, points, intervals, metrics, est, verdict, counting.split_support(records, specs))
     columns["ci_method"] = method_text(
         n_boot=n_boot, seed=seed, n_components=n_components, min_components=min_components, min_support=min_support,
