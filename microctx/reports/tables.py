@@ -209,15 +209,18 @@ def _code(value: object) -> str:
     return " ".join(str(value).replace("`", "'").split())
 
 
-def interval_text(value, low, high, estimable=True, n_components=None) -> str:
-    """A metric with its interval as text: "0.912 [0.894, 0.929]"; a perfect (or all-wrong)
-    slice's one-sided bound as "1 (at least 0.989)" ("0 (at most 0.131)"); a slice in too
-    few components as "0.950 (no interval: 4 components)"; "n/a" when undefined."""
+def interval_text(value, low, high, estimable=True, n_components=None, reason=None) -> str:
+    """A metric on these records with its beyond-these-records interval as text: "0.912 [0.894, 0.929]";
+    a perfect (or all-wrong) slice's bound as "1 (at least 0.989)" ("0 (at most 0.131)"); a slice
+    without an interval with its reason, "0.950 (no interval: n_eff 3.0 below 10: rests on
+    component #5112)" (or its component count when no reason is given); "n/a" when undefined."""
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if not estimable:
+        if reason:
+            return f"{value:.3f} (no interval: {reason})"
         where = f": {int(n_components)} components" if n_components is not None else ""
         return f"{value:.3f} (no interval{where})"
     if low is None or (isinstance(low, float) and math.isnan(low)):
@@ -239,8 +242,13 @@ def p_text(p) -> str:
 
 
 SLICE_VIEW_COLUMNS = ("slice_kind", "slice", "support", "train_support", "tune_support", "tp", "fp", "fn",
-                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "estimable",
-                      "n_components", "n_eff", "largest_component_share", "records", "exact_rate")
+                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "min_detectable_gap",
+                      "not_judged_reason", "estimable", "n_components", "n_eff", "largest_component_share",
+                      "rests_on", "records", "exact_rate")
+# the two questions every slice table answers (issue 19); a report prints it above its tables
+TWO_QUESTIONS = ("Each metric is **on these records** (the exact value on the frozen test set: a deterministic "
+                 "candidate has no uncertainty about it) followed by its interval **beyond these records** "
+                 "[what a new test set drawn the same way would show], or the reason there is none.")
 
 
 def slice_view(table) -> "object":
@@ -249,22 +257,24 @@ def slice_view(table) -> "object":
     view = table.copy()
     for metric, low, high in (("f1", "ci_low", "ci_high"), ("precision", "precision_ci_low", "precision_ci_high"),
                               ("recall", "recall_ci_low", "recall_ci_high"), ("exact_rate", "exact_ci_low", "exact_ci_high")):
-        view[metric] = [interval_text(v, lo, hi, e, n) for v, lo, hi, e, n in
-                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"])]
+        reasons = table["no_interval_reason"] if "no_interval_reason" in table else [None] * len(table)
+        view[metric] = [interval_text(v, lo, hi, e, n, r) for v, lo, hi, e, n, r in
+                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"], reasons)]
     for column in ("p_value", "p_adjusted"):
         view[column] = [p_text(p) for p in table[column]]
-    for column in ("rest_f1", "n_eff", "largest_component_share"):
+    for column in ("rest_f1", "n_eff", "largest_component_share", "min_detectable_gap"):
         view[column] = table[column].round(3)
     return view[list(SLICE_VIEW_COLUMNS)].reset_index(drop=True)
 
 
 def paired_view(paired) -> "object":
     """The paired table as a report shows it: p-values with two significant digits."""
-    columns = ["pair", "slice_kind", "slice", "support", "estimable", "n_components", "records", "exact_a", "exact_b",
-               "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff", "f1_diff_ci_low",
-               "f1_diff_ci_high", "p_value", "p_adjusted", "significant"]
+    columns = ["pair", "slice_kind", "slice", "support", "estimable", "no_interval_reason", "n_components", "n_eff",
+               "records", "exact_a", "exact_b", "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff",
+               "f1_diff_ci_low", "f1_diff_ci_high", "p_equal_f1", "p_equal_f1_adjusted", "p_value", "p_adjusted",
+               "significant"]
     view = paired[[c for c in columns if c in paired.columns]].copy()
-    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted"):
+    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted", "p_equal_f1", "p_equal_f1_adjusted"):
         view[column] = [p_text(p) for p in paired[column]]
     for column in ("f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high"):
         view[column] = paired[column].round(4)
@@ -279,12 +289,23 @@ def statistics_notes(method: str = "") -> str:
     return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "")
 
 
+def family_wise_note(n_candidates: int, n_pairs: int = 0) -> str:
+    """What a report holding several candidates (or pairs) does and does not guarantee (markdown)."""
+    if n_candidates <= 1 and n_pairs <= 1:
+        return ""
+    return (f"**Several candidates ({n_candidates}) and pairs ({n_pairs}) in one report.** Holm's adjustment "
+            "holds the chance of any false finding at 5% within one candidate's slice table, or within one "
+            "pair's paired table, not across them: with k tables, up to about k x 5% of reports would show at "
+            "least one false finding somewhere. Read a finding in one table as that table's, or multiply its "
+            f"adjusted p-value by {max(n_candidates, n_pairs)} (Bonferroni across the tables) for a report-wide claim.")
+
+
 def side_by_side(table, metric: str = "f1") -> "object":
     """One row per slice, one column per candidate: `metric` with its interval as text
     ("0.912 [0.894, 0.929]", see `interval_text`), support, and how many candidates find the slice weak."""
     low, high = ("ci_low", "ci_high") if metric == "f1" else (f"{metric}_ci_low", f"{metric}_ci_high")
     cell = table.apply(lambda r: interval_text(r[metric], r[low], r[high], r.get("estimable", True),
-                                               r.get("n_components")), axis=1)
+                                               r.get("n_components"), r.get("no_interval_reason")), axis=1)
     wide = table.assign(cell=cell).pivot_table(index=["slice_kind", "slice"], columns="candidate", values="cell",
                                                aggfunc="first", sort=False)
     wide.columns = [f"{metric} {c}" for c in wide.columns]
