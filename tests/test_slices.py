@@ -430,7 +430,11 @@ def test_compare_table_stacks_candidates(graded, s8f_corpus, records, tables):
 def test_paired_comparison_finds_the_planted_difference(graded, s8f_corpus, records, independent):
     on_s8f = slices.paired_comparison(graded["oracle"][1], graded["no_enhancement"][1], s8f_corpus, records=records)
     s8f_overall = _row(on_s8f, "overall", "all")  # n_eff 3: no interval, no verdict, and the reason
-    assert not s8f_overall["significant"] and np.isnan(s8f_overall["f1_diff_ci_low"]) and "n_eff" in s8f_overall["no_interval_reason"]
+    assert (
+        not s8f_overall["significant"]
+        and np.isnan(s8f_overall["f1_diff_ci_low"])
+        and "n_eff" in s8f_overall["no_interval_reason"]
+    )
     # the records without references (n_eff 23) lost enhancement labels too, and can show it
     assert _row(on_s8f, "has_references", "without references")["significant"]
     paired = slices.paired_comparison(graded["oracle"][1], graded["no_enhancement"][1], s8f_corpus, records=independent)

@@ -32,7 +32,9 @@ FAMILY_OF_KIND = {"label": ("fact_kind", "label"), "cue_word": ("fact_kind", "co
 RECORD_LEVEL_KINDS = ("state", "body_length", "has_references", "split")
 
 
-def check_options(n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str, min_n_eff: float = 1.0) -> None:
+def check_options(
+    n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str, min_n_eff: float = 1.0
+) -> None:
     if int(n_boot) < 1:
         raise InputError("--n-boot", f"expected a positive number of resamples, got {n_boot}")
     if int(min_support) < 0:
@@ -189,7 +191,9 @@ def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndar
         wrong = np.zeros(int(record.max()) + 1, dtype=bool)
         wrong[record[outcome != 0]] = True
         out[:, 3] = np.bincount(component[first], minlength=n_components)
-        out[:, 4] = out[:, 3] - np.bincount(component[first], weights=wrong[record[first]], minlength=n_components).astype(np.int64)
+        out[:, 4] = out[:, 3] - np.bincount(component[first], weights=wrong[record[first]], minlength=n_components).astype(
+            np.int64
+        )
     return out
 
 

@@ -91,7 +91,6 @@ class SliceFrame:
         return self.table[~self.table["estimable"]]
 
 
-
 def _beyond(row: pd.Series) -> str:
     """The overall row's beyond-these-records interval, or why there is none."""
     if row["estimable"]:

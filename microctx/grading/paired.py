@@ -123,7 +123,7 @@ def _diff_estimability(by_a, by_b, low, high, n_comp, n_eff, roots, min_componen
     point = stats.f1_score(tot_a[:, 0], tot_a[:, 1], tot_a[:, 2]) - stats.f1_score(tot_b[:, 0], tot_b[:, 1], tot_b[:, 2])
     shift = np.where(present & ~np.isnan(loo), np.abs(loo - point[:, None]), -1.0)
     masked = np.where(present & ~np.isnan(loo), loo, np.nan)
-    has = (~np.isnan(masked)).any(axis=1)
+    has = np.asarray((~np.isnan(masked)).any(axis=1), dtype=bool)
     summary = {
         "low": np.where(has, np.nanmin(np.where(has[:, None], masked, 0), axis=1), np.nan),
         "high": np.where(has, np.nanmax(np.where(has[:, None], masked, 0), axis=1), np.nan),

@@ -38,6 +38,7 @@ BODY_LENGTH_BUCKETS = (
 )
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
 
+
 def load_facts(path: str | os.PathLike) -> pd.DataFrame:
     """Read a `<grade>.facts.csv`: columns record_id, split, kind, value, outcome, detail.
 
@@ -136,7 +137,6 @@ def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
         gold = {a["id"]: len(record_facts(a)) for a in answers["answers"]}
         table["gold_facts"] = table["id"].map(gold).fillna(0).astype(int)
     return table
-
 
 
 def component_index(records: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray, int]:

@@ -42,7 +42,6 @@ import numpy as np
 import pandas as pd
 
 from microctx._io.atomic import atomic_write
-from microctx.errors import InputError
 from microctx.grading import counts as counting
 from microctx.grading import estimate, stats
 from microctx.grading.counts import component_counts_of_rows

@@ -245,11 +245,6 @@ SLICE_VIEW_COLUMNS = ("slice_kind", "slice", "support", "train_support", "tune_s
                       "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "min_detectable_gap",
                       "not_judged_reason", "estimable", "n_components", "n_eff", "largest_component_share",
                       "rests_on", "records", "exact_rate")
-# the two questions every slice table answers (issue 19); a report prints it above its tables
-TWO_QUESTIONS = ("Each metric is **on these records** (the exact value on the frozen test set: a deterministic "
-                 "candidate has no uncertainty about it) followed by its interval **beyond these records** "
-                 "[what a new test set drawn the same way would show], or the reason there is none.")
-
 
 def slice_view(table) -> "object":
     """The slice table as a report shows it: each metric with its interval as one text cell
@@ -281,23 +276,14 @@ def paired_view(paired) -> "object":
     return view.reset_index(drop=True)
 
 
-def statistics_notes(method: str = "") -> str:
+def statistics_notes(method: str = "", n_candidates: int = 1, n_pairs: int = 0) -> str:
     """The method paragraph every grade and compare report prints (markdown), from the package,
-    followed by `method` (a table's `ci_method`/`method` text: this report's settings)."""
-    from microctx.grading.stats import METHOD_SUMMARY
+    followed by `method` (a table's `ci_method`/`method` text: this report's settings) and, with
+    several candidates or pairs, the family-wise note."""
+    from microctx.grading.stats import METHOD_SUMMARY, family_wise_note
 
-    return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "")
-
-
-def family_wise_note(n_candidates: int, n_pairs: int = 0) -> str:
-    """What a report holding several candidates (or pairs) does and does not guarantee (markdown)."""
-    if n_candidates <= 1 and n_pairs <= 1:
-        return ""
-    return (f"**Several candidates ({n_candidates}) and pairs ({n_pairs}) in one report.** Holm's adjustment "
-            "holds the chance of any false finding at 5% within one candidate's slice table, or within one "
-            "pair's paired table, not across them: with k tables, up to about k x 5% of reports would show at "
-            "least one false finding somewhere. Read a finding in one table as that table's, or multiply its "
-            f"adjusted p-value by {max(n_candidates, n_pairs)} (Bonferroni across the tables) for a report-wide claim.")
+    note = family_wise_note(n_candidates, n_pairs)
+    return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "") + (f"\n\n{note}" if note else "")
 
 
 def side_by_side(table, metric: str = "f1") -> "object":
