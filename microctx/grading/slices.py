@@ -215,7 +215,7 @@ def _rest(specs, totals, replicates, parts_index, n_slices):
     family = counting.family_of(specs)
     fam = np.where(family >= 0, family, 0)
     rest_tot = (totals[fam] - totals[:n_slices])[:, :3].astype(np.float64)
-    rest_reps = (replicates[:, fam] - replicates[:, :n_slices])[..., :3]
+    rest_reps = replicates[:, fam, :3] - replicates[:, :n_slices, :3]
     record_level = (parts_index[:, 0] >= 0) & (family >= 0)
     for i in np.flatnonzero(record_level):
         own, base = n_slices + parts_index[i], n_slices + parts_index[fam[i]]
@@ -365,7 +365,10 @@ def slice_table(
     component, n_components = counting.scored_components([prepared], records)
     counts = counting.count(prepared, [*specs, *parts], component, n_components)
     replicates = _bootstrap(counts.layout, n_boot, seed)
-    points, intervals, metrics, n_eff = _intervals(counts.totals, counts.by_component, replicates, stats.CONFIDENCE)
+    n = len(specs)  # the first n columns are the slices; the rest their per-kind parts (for `_rest` only)
+    points, intervals, metrics, n_eff = _intervals(
+        counts.totals[:n], counts.by_component[:n], replicates[:, :n], stats.CONFIDENCE
+    )
     options = {"min_support": min_support, "min_components": min_components, "min_n_eff": min_n_eff, "alpha": alpha,
                "adjustment": adjustment, "min_gap": min_gap, "parts_index": parts_index}  # fmt: skip
     est = _estimates(specs, counts, points, intervals, n_eff, _roots(records, component, n_components), options)
