@@ -42,7 +42,8 @@ DEFAULT_N_BOOT = 10_000
 DEFAULT_SEED = 0
 DEFAULT_MIN_SUPPORT = 20
 DEFAULT_MIN_COMPONENTS = 10
-# effective components a slice needs for a beyond-these-records interval (chosen by simulation:
+# effective components a slice needs for a beyond-these-records interval (see docs/statistics.md for how it
+# was chosen; coverage by n_eff band:
 # benchmarks/bench_coverage.py, docs/statistics.md)
 DEFAULT_MIN_N_EFF = 10.0
 ADJUSTMENT = "holm"
