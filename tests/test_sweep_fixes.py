@@ -411,7 +411,6 @@ def test_tune_intervals_are_the_cluster_bootstrap_of_grading_stats():
     # each fact is a record of its own here: records = tp + fp + fn, exact records = tp
     columns = np.array([(tp, fp, fn, tp + fp + fn, tp) for tp, fp, fn in table])
     totals = stats.bootstrap_totals(columns, stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED)
-    f1 = stats.f1_score(totals[:, 0], totals[:, 1], totals[:, 2])
     precision = stats.ratio(totals[:, 0], totals[:, 0] + totals[:, 1])
     exact_rate = stats.ratio(totals[:, 4], totals[:, 3])
     # issue 19: the slice table's interval, Korn-Graubard (Clopper-Pearson at the bootstrap's effective
