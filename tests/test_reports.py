@@ -313,7 +313,10 @@ def test_html_report_renders_every_chart_offline(demo_dir, key, need_chromium, t
     census = colour_census(shot.read_bytes(), step=2)
     # chart marks are the page's only saturated colours (text and tables are grey)
     saturated = sum(n for (r, g, b), n in census.items() if max(r, g, b) - min(r, g, b) > 60)
-    assert len(census) > 50 and saturated >= 200, f"{saturated} coloured pixels: no chart drawn"
+    # issue 19: on s8f most slices are not judged, drawn hollow in the charts' warm "not judged" grey
+    # (#bab0ac, antialiased); text and tables are neutral grey (r = g = b), so any tint is a mark
+    not_judged = sum(n for (r, g, b), n in census.items() if 6 < max(r, g, b) - min(r, g, b) <= 60)
+    assert len(census) > 50 and saturated + not_judged >= 200, f"{saturated} + {not_judged} mark pixels: no chart drawn"
 
 
 def test_interactive_chart_renders_offline(demo_dir, need_chromium):
