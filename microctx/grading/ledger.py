@@ -183,9 +183,7 @@ def record_look(
     return _with_retry(where, append)
 
 
-def record_report_look(
-    inputs, name: str, result, via: str, manifest: dict | None = None, marked: str | None = None
-) -> dict:
+def record_report_look(inputs, name: str, result, via: str, manifest: dict | None = None, marked: str | None = None) -> dict:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
     to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
     mark) come from the caller, which may read manifests."""
