@@ -15,10 +15,11 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
   against the baseline has a paired interval. Coverage of a new test set's net-true is checked
   by simulation (tests/test_frontier_simulation.py).
 - cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
-  output and cached tokens as the runner's proxy counted them when it could (record mode, plain
-  HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
+  output and cached tokens as the model gateway counted them, or the runner's proxy when it
+  could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
   not), with `counts_agree` False when the two differ (`microctx.candidates.runner.model_counts`);
-  model dollars (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
+  model dollars as the model gateway counted them (`gateway.dollars`, --model-endpoint), else
+  (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
   seconds x `cpu_dollars_per_hour` (an assumed price, a parameter), dollars = model + compute;
   each also per corpus record.
 - the Pareto front on (cost per record, net-true), `microctx.grading.stats.pareto_front`: a
@@ -233,7 +234,7 @@ def _candidate_row(name: str, result, facts, manifest: dict, counts: dict, cpu_d
 
     outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
     tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
-    model_dollars = _counter(manifest, "cost_microdollars") / 1e6
+    model_dollars = counts["dollars"] if counts.get("dollars") is not None else _counter(manifest, "cost_microdollars") / 1e6
     if math.isnan(model_dollars) and counts["model_calls"] == 0:
         model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
     cpu = _number(manifest, "cpu_seconds")
@@ -349,4 +350,6 @@ def frontier_table(
 def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
     from microctx._io.atomic import atomic_write
 
-    atomic_write(path, frontier.table.to_csv(index=False, lineterminator="\n").encode())
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(frontier.table))

@@ -436,4 +436,6 @@ def overall_metrics(
 
 def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write a slice (or compare/paired) table as CSV, atomically; floats with full precision."""
-    atomic_write(path, table.to_csv(index=False, lineterminator="\n").encode())
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(table))
