@@ -349,7 +349,6 @@ def frontier_table(
 
 def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
     from microctx._io.atomic import atomic_write
-
     from microctx._io.csvout import frame_csv_bytes
 
     atomic_write(path, frame_csv_bytes(frontier.table))
