@@ -1,5 +1,5 @@
-"""Time the slice statistics (targets: `slice_table` on 100,000 records under 10 s; the s8f grade
-report under 20 s end to end).
+"""Time the slice statistics (targets, issue 24: `microctx slices` within 2x `microctx grade` on s8f
+and under 5 s at 100,000 records; the s8f grade report under 20 s end to end).
 
     python benchmarks/bench_slices.py [--records N] [--repeat N] [--no-report]
 
@@ -10,6 +10,8 @@ Prints, best of N runs each:
 - `slice_table` on a scale corpus of N records (benchmarks/scale.py: s8f replicated under new
   numbers), for the planted submission and for a submission with 10% of facts missed at random
   (more distinct components, so the bootstrap's merging of identical components helps less);
+- `microctx grade` and `microctx slices` as commands (fresh processes, best of N) on s8f and on the
+  scale corpus, and their ratio;
 - `microctx report grade` on s8f end to end (kernel start, papermill, charts, HTML).
 """
 
@@ -37,7 +39,28 @@ from microctx.corpus.public import load_corpus  # noqa: E402
 from microctx.grading import slices  # noqa: E402
 from microctx.reports.examples import demo_submissions  # noqa: E402
 
-SLICE_TARGET, REPORT_TARGET = 10.0, 20.0
+SLICE_TARGET, REPORT_TARGET, CLI_RATIO = 5.0, 20.0, 2.0
+
+
+def command_seconds(repeat: int, *argv: str) -> float:
+    """Best wall time of `microctx ARGV` in a fresh process (imports included, as a user waits)."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, MICROCTX_LEDGER=str(Path(tempfile.gettempdir()) / "bench-slices-ledger.sqlite"))
+    command = [sys.executable, "-m", "microctx", *argv]
+    return best_of(repeat, lambda: subprocess.run(command, check=True, capture_output=True, env=env))
+
+
+def grade_against_slices(repeat: int, public, answers, submission, out: Path, label: str) -> bool:
+    grade_s = command_seconds(repeat, "grade", "--answers", str(answers), "--submission", str(submission),
+                              "--output", str(out / "g.json"))  # fmt: skip
+    slices_s = command_seconds(repeat, "slices", "--public", str(public), "--answers", str(answers),
+                               "--submission", str(submission), "--output", str(out / "s.csv"))  # fmt: skip
+    ratio = slices_s / grade_s
+    print(f"{label}: microctx grade {grade_s:.2f} s, microctx slices {slices_s:.2f} s: {ratio:.1f}x "
+          f"({'meets' if ratio <= CLI_RATIO else 'MISSES'} the {CLI_RATIO:g}x goal)", flush=True)  # fmt: skip
+    return slices_s
 
 
 def random_misses(facts, rate: float, seed: int):
@@ -90,6 +113,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-slices-") as tmp:
         tmp_path = Path(tmp)
+        planted_path = tmp_path / "planted.json"
+        planted_path.write_bytes(dumps(subs["planted"]))
+        grade_against_slices(max(args.repeat, 3), paths.public, paths.answers, planted_path, tmp_path, "s8f commands")
         if args.records:
             start = time.perf_counter()
             public, gold = scale.freeze_scale_corpus(Path(args.work) if args.work else tmp_path, args.records)
@@ -115,6 +141,12 @@ def main() -> int:
                 )
             seconds = best_of(args.repeat, lambda: slices.record_table(big))
             print(f"{args.records} records record_table: {seconds:.2f} s", flush=True)
+            big_sub = tmp_path / "big-planted.json"
+            big_sub.write_bytes(dumps(big_subs["planted"]))
+            took = grade_against_slices(args.repeat, public, gold, big_sub, tmp_path, f"{args.records} records commands")
+            ok &= took < SLICE_TARGET
+            print(f"{args.records} records microctx slices: {took:.2f} s "
+                  f"({'meets' if took < SLICE_TARGET else 'MISSES'} the {SLICE_TARGET:g} s goal)", flush=True)  # fmt: skip
 
         if not args.no_report:
             from microctx.reports import build as reports

@@ -113,13 +113,19 @@ def test_the_interval_resamples_components(s8f_corpus, s8f_answers):
     roots, sizes = frontier.test_components(records)
     assert sizes.sum() == 680 and len(roots) < 680  # linked records form fewer, larger units
     # the draws are grading.stats' cluster bootstrap (formerly the frontier's own component_draws):
-    # one net-true fact per held-out record is 680 in every replicate (the ratio estimator), one
-    # per component varies with the components drawn; same seed, same replicates
+    # a replicate is a new test set of as many components (issue 19: not ratio-scaled to the record
+    # count), so one net-true fact per component is len(roots) in every replicate, and one per
+    # held-out record varies with the components drawn; same seed, same replicates
     boot = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
-    assert boot["per_record"].shape == (40,) and np.allclose(boot["per_record"], 680)
-    assert boot["per_component"].std() > 0
+    assert boot["per_component"].shape == (40,) and np.allclose(boot["per_component"], len(roots))
+    assert boot["per_record"].std() > 0
     again = frontier.bootstrap_net_true(sizes, {"per_record": sizes, "per_component": np.ones_like(sizes)}, 40, seed=3)
-    assert np.array_equal(boot["per_component"], again["per_component"])
+    assert np.array_equal(boot["per_record"], again["per_record"])
+    # the prediction interval: observed + (T1 - T2) over the two halves of the replicates
+    low, high = frontier.prediction_interval(680.0, boot["per_record"])
+    pairs = 680.0 + boot["per_record"][:20] - boot["per_record"][20:]
+    assert (low, high) == pytest.approx((np.percentile(pairs, 2.5), np.percentile(pairs, 97.5)))
+    assert frontier.prediction_interval(5.0, np.full(10, 3.0)) == (5.0, 5.0)
     assert not hasattr(frontier, "component_draws")
 
 

@@ -113,10 +113,13 @@ def test_planted_faults_are_counted_exactly(demo_dir, s8f_answers):
 def test_imperfect_submission_has_weak_slices_and_the_oracle_none(demo_dir):
     planted = read_csv(report_dir(demo_dir, "grade-planted") / "slices.csv")
     oracle = read_csv(report_dir(demo_dir, "grade-oracle") / "slices.csv")
-    weak = {(r["slice_kind"], r["slice"]) for r in planted if r["weak"] == "True"}
-    assert ("label", examples.PLANTED_DROPPED_LABEL) in weak and ("fact_kind", "ref") in weak
-    assert all(r["too_small"] == "False" for r in planted if (r["slice_kind"], r["slice"]) in weak)
-    assert [r for r in oracle if r["weak"] == "True"] == []
+    # issue 19: s8f's test split has about three effective components, so no slice gets a verdict
+    # beyond these records; the planted faults show on these records, and each row says why
+    assert [r for r in planted if r["weak"] == "True"] == [] and [r for r in oracle if r["weak"] == "True"] == []
+    by_key = {(r["slice_kind"], r["slice"]): r for r in planted}
+    label, ref = by_key[("label", examples.PLANTED_DROPPED_LABEL)], by_key[("fact_kind", "ref")]
+    assert int(label["fn"]) > 0 and int(ref["fn"]) > 0 and float(ref["f1"]) < float(ref["rest_f1"])
+    assert "rests on component" in label["not_judged_reason"] and "rests on component" in ref["no_interval_reason"]
     assert float(oracle[0]["f1"]) == 1.0 and oracle[0]["slice_kind"] == "overall"
 
 
@@ -138,11 +141,11 @@ def test_compare_report_pairs_the_same_records(demo_dir):
     overall = next(r for r in paired if r["slice_kind"] == "overall")
     planted_grade = json.loads((folder / "grades" / "planted.json").read_text())
     assert int(overall["b10"]) == planted_grade["test_records"] - planted_grade["exact_records"]
-    # issue 9: the component sign-flip test replaces the record-level McNemar test; the planted
-    # faults sit in more than 12 components, so 10,000 random flips, none as extreme as observed
-    assert int(overall["b01"]) == 0 and float(overall["exact_p"]) == float(overall["p_value"]) == 1 / 10_001
-    assert float(overall["exact_p_adjusted"]) < 0.05 and overall["significant"] == "True"
-    assert overall["f1_diff_excludes_zero"] == "True" and float(overall["f1_diff_ci_low"]) > 0
+    # issue 19: on these records the oracle is better (b01 = 0, f1_diff > 0); beyond them, with s8f's
+    # n_eff of about 3, the overall row gets no interval and no test, and says so
+    assert int(overall["b01"]) == 0 and float(overall["f1_diff"]) > 0
+    assert overall["p_value"] == overall["p_equal_f1"] == "" and overall["significant"] == "False"
+    assert overall["f1_diff_ci_low"] == "" and "n_eff" in overall["no_interval_reason"]
     tie = next(r for r in paired if (r["slice_kind"], r["slice"]) == ("fact_kind", "state"))
     assert float(tie["f1_diff"]) == 0 and tie["f1_diff_excludes_zero"] == "False"
 
@@ -327,7 +330,10 @@ def test_html_report_renders_every_chart_offline(demo_dir, key, need_chromium, t
     census = colour_census(shot.read_bytes(), step=2)
     # chart marks are the page's only saturated colours (text and tables are grey)
     saturated = sum(n for (r, g, b), n in census.items() if max(r, g, b) - min(r, g, b) > 60)
-    assert len(census) > 50 and saturated >= 200, f"{saturated} coloured pixels: no chart drawn"
+    # issue 19: on s8f most slices are not judged, drawn hollow in the charts' warm "not judged" grey
+    # (#bab0ac, antialiased); text and tables are neutral grey (r = g = b), so any tint is a mark
+    not_judged = sum(n for (r, g, b), n in census.items() if 6 < max(r, g, b) - min(r, g, b) <= 60)
+    assert len(census) > 50 and saturated + not_judged >= 200, f"{saturated} + {not_judged} mark pixels: no chart drawn"
 
 
 def test_interactive_chart_renders_offline(demo_dir, need_chromium):

@@ -58,8 +58,12 @@ def test_slices_writes_the_table_and_same_inputs_give_same_bytes(s8f, planted, t
     ):
         assert column in rows[0]
     assert "n_boot=2000, seed=3" in rows[0]["ci_method"]
-    weak = {(r["slice_kind"], r["slice"]) for r in rows if r["weak"] == "True"}
-    assert ("label", "enhancement") in weak
+    # issue 19: s8f's test split has about three effective components, so the planted label gets no
+    # verdict; the row says so, and the printed count of judged slices is the table's own
+    enhancement = next(r for r in rows if (r["slice_kind"], r["slice"]) == ("label", "enhancement"))
+    assert enhancement["weak"] == "False" and "rests on component" in enhancement["not_judged_reason"]
+    judged = sum(r["p_value"] != "" for r in rows)
+    assert f"weak of {judged} judged" in out
 
 
 def test_slices_options_change_the_table(s8f, planted, tmp_path):
@@ -67,9 +71,10 @@ def test_slices_options_change_the_table(s8f, planted, tmp_path):
     assert cli.main(_args(s8f, planted, out, "--n-boot", "200", "--min-components", "50", "--min-support", "100")) == 0
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert all((r["estimable"] == "True") == (int(r["n_components"]) >= 50) for r in rows)
+    assert all(r["estimable"] == "False" for r in rows if int(r["n_components"]) < 50)
+    assert all(r["no_interval_reason"].endswith("fewer than 50") for r in rows if 0 < int(r["n_components"]) < 50)
     assert all(r["too_small"] == ("True" if int(r["support"]) < 100 else "False") for r in rows)
-    assert "fewer than 50 components" in rows[0]["ci_method"]
+    assert "at least 50 components" in rows[0]["ci_method"]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from microctx.contract.score import grade
-from microctx.grading import slices, stats
+from microctx.grading import estimate, paired, slices, stats
 
 # ---------------------------------------------------------------- classic helpers against statsmodels / scipy
 
@@ -157,7 +157,7 @@ def test_sign_flip_exact_matches_brute_force_permutation():
         b[:, 0] = a[:, 0] + a[:, 2] - b[:, 2]  # same gold per component: tp + fn equal
         b = np.maximum(b, 0)
         a_tot, b_tot = a.sum(axis=0).astype(float), b.sum(axis=0).astype(float)
-        f1_stat, exact_stat = slices._flip_statistics(a_tot, b_tot)
+        f1_stat, exact_stat = paired._flip_statistics(a_tot, b_tot)
         delta = (a - b).astype(float)
         ours = stats.sign_flip_exact(delta, f1_stat, float(_f1_of_totals(a_tot) - _f1_of_totals(b_tot)))
         brute = _brute_force_flip_p(
@@ -176,7 +176,7 @@ def test_sign_flip_on_one_record_components_is_the_binomial_sign_test(plus, minu
     delta[:plus, 3], delta[plus:, 3] = 1, -1
     a_tot = np.array([0, 0, 0, plus], dtype=float)
     b_tot = np.array([0, 0, 0, minus], dtype=float)
-    _, exact_stat = slices._flip_statistics(a_tot, b_tot)
+    _, exact_stat = paired._flip_statistics(a_tot, b_tot)
     p = stats.sign_flip_exact(delta, exact_stat, plus - minus)
     assert p == pytest.approx(sps.binomtest(plus, plus + minus, 0.5).pvalue)
 
@@ -234,8 +234,10 @@ def test_same_inputs_give_the_same_bytes(oracle_facts, s8f_corpus, records, tmp_
         paths.append(tmp_path / f"{i}.csv")
         slices.write_slices_csv(table, paths[-1])
     assert paths[0].read_bytes() == paths[1].read_bytes()
-    other = slices.slice_table(facts, s8f_corpus, records=records, seed=1)
-    assert not np.allclose(other["ci_low"].fillna(-1), table["ci_low"].fillna(-1))
+    independent = records.assign(component=records["number"], component_size=1)  # intervals for many slices
+    first = slices.slice_table(facts, s8f_corpus, records=independent, n_boot=500)
+    other = slices.slice_table(facts, s8f_corpus, records=independent, seed=1, n_boot=500)
+    assert not np.allclose(other["ci_low"].fillna(-1), first["ci_low"].fillna(-1))
 
 
 def test_options_are_checked(oracle_facts, s8f_corpus, records):
@@ -253,9 +255,40 @@ def test_options_are_checked(oracle_facts, s8f_corpus, records):
 
 def test_min_components_decides_estimability(oracle_facts, s8f_corpus, records):
     table = slices.slice_table(oracle_facts, s8f_corpus, records=records, min_components=40, n_boot=200)
-    assert (table["estimable"] == (table["n_components"] >= 40)).all()
+    few = table["n_components"] < 40
+    assert not table.loc[few, "estimable"].any() and (table["estimable"] <= (table["n_eff"] >= 10)).all()
+    assert table.loc[few & (table["n_components"] > 0), "no_interval_reason"].str.endswith("fewer than 40").all()
     assert table.loc[~table["estimable"], "ci_low"].isna().all()
-    assert "fewer than 40 components" in table["ci_method"].iat[0] and "n_boot=200" in table["ci_method"].iat[0]
+    assert "at least 40 components" in table["ci_method"].iat[0] and "n_boot=200" in table["ci_method"].iat[0]
+
+
+def test_korn_graubard_is_clopper_pearson_at_the_effective_size():
+    """Checked against statsmodels' Clopper-Pearson ("beta") interval: with a bootstrap variance
+    of q(1 - q)/n the effective size is n, and the interval is CP's for x = qn of n."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    rng = np.random.default_rng(4)
+    for x, n in ((3, 10), (47, 60), (0, 12), (12, 12), (150, 400)):
+        q = x / n
+        replicates = rng.binomial(n, q, size=(200_000, 1)) / n  # variance q(1 - q)/n, up to Monte Carlo error
+        low, high, size = estimate.korn_graubard(np.array([q]), replicates, np.array([1e9 if 0 < x < n else n]), 0.95)
+        want = proportion_confint(x, n, alpha=0.05, method="beta")
+        assert size[0] == pytest.approx(n, rel=0.02)
+        assert (low[0], high[0]) == pytest.approx(want, abs=0.01)
+
+
+def test_the_rest_test_is_the_pooled_two_proportion_test_for_independent_facts():
+    """With effective sizes equal to the counts and many degrees of freedom, the slice-vs-rest
+    test is the pooled two-sample z test of proportions (statsmodels' proportions_ztest)."""
+    from statsmodels.stats.proportion import proportions_ztest
+
+    counts, sizes = np.array([70, 460]), np.array([100, 500])
+    q = counts / sizes
+    rng = np.random.default_rng(5)
+    reps = [rng.binomial(n, p, size=(200_000, 1)) / n for n, p in zip(sizes, q)]
+    p, mdd = estimate.rest_test((q[:1], q[1:]), (reps[0], reps[1]), (np.array([1e9]), np.array([1e9])), 0.05, 1)
+    _, want = proportions_ztest(counts, sizes, alternative="smaller")
+    assert p[0] == pytest.approx(want, rel=0.05) and 0 < mdd[0] < 1
 
 
 def test_public_facts_are_the_answers(records, s8f_answers):

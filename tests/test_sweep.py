@@ -402,12 +402,16 @@ def test_tune_metric_intervals_follow_their_assumptions():
     assert metrics["precision"] == metrics["recall"] == round(8 / 9, 6) and metrics["f1"] == round(16 / 18, 6)
     # the exact rate's interval is the cluster bootstrap of grading.stats now (review A7), no longer Wilson's
     # (0.49-0.5 to 0.94-0.95 here): 10 one-record components, 8 exact, resampled
-    assert metrics["exact_rate"] == 0.8 and 0.4 <= metrics["exact_rate_ci_low"] < 0.8 < metrics["exact_rate_ci_high"] == 1.0
+    # (issue 19: the slice table's Korn-Graubard interval, Clopper-Pearson's for 8 of about 10 effective units)
+    assert metrics["exact_rate"] == 0.8 and 0.4 <= metrics["exact_rate_ci_low"] < 0.8 < metrics["exact_rate_ci_high"] <= 1.0
     assert metrics["f1_ci_low"] < metrics["f1"] < metrics["f1_ci_high"] <= 1.0
-    # one component holding every record: the bootstrap cannot vary (asked for with min_components=1;
-    # by default one component is below stats.DEFAULT_MIN_COMPONENTS: not estimable, no interval)
-    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)}, min_components=1)
-    assert single["f1_ci_low"] == single["f1_ci_high"] == single["f1"]
+    # one component holding every record: the bootstrap cannot vary (asked for with min_components=1 and
+    # min_n_eff=1; by default one component is below stats.DEFAULT_MIN_COMPONENTS and DEFAULT_MIN_N_EFF:
+    # not estimable, no interval)
+    single = sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)}, min_components=1, min_n_eff=1)
+    # issue 19: one component is one unit: the interval of a single trial, not the certain point
+    # [f1, f1] a percentile bootstrap gave
+    assert single["f1_ci_low"] < 0.1 and single["f1"] < single["f1_ci_high"] <= 1.0
     assert math.isnan(sweep_mod.tune_metrics(result, {f"r{i}": "c" for i in range(10)})["f1_ci_low"])
     assert math.isnan(sweep_mod.tune_metrics(GradeResult({"test_records": 0, "exact_records": 0}, []), {})["f1"])
 

@@ -412,22 +412,36 @@ def test_tune_intervals_are_the_cluster_bootstrap_of_grading_stats():
     # each fact is a record of its own here: records = tp + fp + fn, exact records = tp
     columns = np.array([(tp, fp, fn, tp + fp + fn, tp) for tp, fp, fn in table])
     totals = stats.bootstrap_totals(columns, stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED)
-    f1 = stats.f1_score(totals[:, 0], totals[:, 1], totals[:, 2])
     precision = stats.ratio(totals[:, 0], totals[:, 0] + totals[:, 1])
     exact_rate = stats.ratio(totals[:, 4], totals[:, 3])
-    for name, replicates in (("f1", f1), ("precision", precision), ("exact_rate", exact_rate)):
-        low, high, undefined = stats.percentile_interval(replicates[:, None])
+    # issue 19: the slice table's interval, Korn-Graubard (Clopper-Pearson at the bootstrap's effective
+    # size, capped at Kish's n_eff of the metric's units); F1 through q = tp / (tp + fp + fn)
+    from microctx.grading import estimate
+
+    tp, fp, fn = columns[:, 0].sum(), columns[:, 1].sum(), columns[:, 2].sum()
+    q_reps = stats.ratio(totals[:, 0], totals[:, 0] + totals[:, 1] + totals[:, 2])
+    cases = (
+        ("f1", np.array([tp / (tp + fp + fn)]), q_reps, columns[:, :3].sum(axis=1), estimate.f1_of_q),
+        ("precision", np.array([tp / (tp + fp)]), precision, columns[:, 0] + columns[:, 1], None),
+        ("exact_rate", np.array([tp / (tp + fp + fn)]), exact_rate, columns[:, 3], None),
+    )
+    for name, point, replicates, weights, transform in cases:
+        n_eff = stats.kish_n_eff(weights[None, :], axis=1)
+        low, high, _ = estimate.korn_graubard(point, replicates[:, None], n_eff, 0.95)
+        if transform is not None:
+            low, high = transform(low), transform(high)
         assert (metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"]) == (round(float(low[0]), 6), round(float(high[0]), 6))
-        assert metrics[f"{name}_undefined_draws"] == int(undefined[0])
+        assert metrics[f"{name}_undefined_draws"] == int(np.isnan(replicates).sum())
     assert metrics["tune_components"] == 12
 
 
 def test_undefined_draws_are_counted_not_dropped():
-    # recall is defined only in draws holding a tp or fn: most components hold only fp
-    result, components = _result([(1, 0, 0)] + [(0, 1, 0)] * 11)
-    metrics = sweep_mod.tune_metrics(result, components, n_boot=2000)
-    assert 0 < metrics["recall_undefined_draws"] < 2000  # (11/12)^12 of the draws, about 35%
-    assert abs(metrics["recall_undefined_draws"] / 2000 - (11 / 12) ** 12) < 0.05
+    # recall is defined only in draws holding a tp or fn: most components hold only fp (three tp
+    # components, so that no single one carries the metric: issue 19's leave-one-out check passes)
+    result, components = _result([(1, 0, 0)] * 3 + [(0, 1, 0)] * 9)
+    metrics = sweep_mod.tune_metrics(result, components, n_boot=4000)
+    assert 0 < metrics["recall_undefined_draws"] < 4000  # (9/12)^12 of the draws, about 3%
+    assert abs(metrics["recall_undefined_draws"] / 4000 - (9 / 12) ** 12) < 0.01
 
 
 def test_too_few_components_get_no_interval():

@@ -20,7 +20,7 @@ def cmd_export(args) -> int:
     (name,) = inputs.submissions
     corpus: Any = inputs.corpus
     graded = tables.grade_one(name, inputs, **kw)
-    look = tables._record_look(inputs, name, graded.result, "export")  # a grade on test: one look
+    look = tables.record_report_look(inputs, name, graded.result, "export")  # a grade on test: one look
     document = eee_document(
         graded.result,
         graded.slices,

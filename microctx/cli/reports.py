@@ -37,7 +37,7 @@ def cmd_slices(args) -> int:
     table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
     slices.write_slices_csv(table, args.output)
-    judged = int((table["estimable"] & ~table["too_small"] & (table["slice_kind"] != "overall")).sum())
+    judged = int(table["p_value"].notna().sum())  # the slices the table judged (the method text's count)
     print(
         f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
         f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})"

@@ -208,6 +208,25 @@ def record_look(
     return _with_retry(where, append)
 
 
+def record_report_look(
+    inputs, name: str, result, via: str, manifest: RunManifest | dict | None = None, marked: str | None = None
+) -> dict:
+    """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
+    to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
+    mark) come from the caller, which may read manifests."""
+    path = inputs.paths.get(name)
+    return record_grade(
+        inputs.answers_path,
+        result.grade,
+        via=via,
+        submission_path=path,
+        submission=None if path else inputs.submissions[name],
+        candidate=name,
+        manifest=manifest,
+        marked=marked,
+    )
+
+
 def entries(
     answers_sha256: str | None = None,
     path: str | os.PathLike | None = None,

@@ -14,10 +14,9 @@ What each function assumes (the plain-words version is docs/statistics.md):
 - `percentile_interval`: the percentile interval of the replicates in which the statistic is
   defined; the number of replicates where it is not (no fact of the slice drawn) is returned,
   never dropped silently.
-- `boundary_bound`: a slice whose n components are all right (or all wrong) has no bootstrap
-  spread at all. Assuming only that components are independent (facts inside one component may
-  be perfectly correlated), the exact one-sided Clopper-Pearson bound for n successes in n
-  component trials is alpha ** (1 / n): "at least ...", not "exactly 1".
+- `boundary_bound`: the exact one-sided Clopper-Pearson bound for n successes in n trials,
+  alpha ** (1 / n); slices use it (through `estimate.korn_graubard`) with n = n_eff and alpha =
+  the 2.5% tail of a two-sided 95% interval: "at least ...", not "exactly 1".
 - `kish_n_eff`: Kish's effective number of components, (sum w)^2 / sum w^2 with w the facts per
   component: 10 components of which one holds 90% of the facts count as about 1.2.
 - `holm`: Holm's step-down adjustment (family-wise error rate), valid under any dependence
@@ -43,6 +42,10 @@ DEFAULT_N_BOOT = 10_000
 DEFAULT_SEED = 0
 DEFAULT_MIN_SUPPORT = 20
 DEFAULT_MIN_COMPONENTS = 10
+# effective components a slice needs for a beyond-these-records interval (see docs/statistics.md for how it
+# was chosen; coverage by n_eff band:
+# benchmarks/bench_coverage.py, docs/statistics.md)
+DEFAULT_MIN_N_EFF = 10.0
 ADJUSTMENT = "holm"
 EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
@@ -50,24 +53,46 @@ BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
 
 # what a report prints (markdown) so every interval states what it assumes; docs/statistics.md says more
 METHOD_SUMMARY = (
-    "**How these numbers were made.** Facts are not independent: records linked by duplicate text or "
-    "references (a *split component*) succeed or fail together, and one component can hold half the test "
-    "records. So every interval here (precision, recall, F1, exact-record rate) is a 95% percentile *cluster "
-    "bootstrap*: whole components are resampled with replacement, 10,000 times by default, with a fixed seed. "
-    "Assumption: components are independent of each other; nothing is assumed inside a component. "
-    "A slice whose facts sit in fewer than 10 components (by default) is *not estimable*: it is listed with its "
-    "counts, gets no interval and is never called weak. A slice with every fact right gets the exact one-sided "
-    "95% bound `at least 0.05^(1/components)` instead of a certain 1 (and every fact wrong, `at most ...`). "
-    "`n_eff` (Kish's effective number of components) and `largest_component_share` say how much one "
-    "component dominates a slice: with a small `n_eff` an interval rests on few independent units, read it "
-    "as rough. A slice is *weak* when it is judged (enough support and components) and a one-sided bootstrap "
-    "test finds its F1 below that of the rest of its family (`rest_f1`: the other labels for a label, the "
-    "other cue words for a cue word, all other facts otherwise), with p-values Holm-adjusted over every "
-    "judged slice at 0.05. Paired comparisons use a sign-flip test over components (outcomes of the two "
-    "candidates swapped inside random sets of components), with the same adjustment. `train_support` and "
-    "`tune_support` count each slice's facts in the training and tuning records: a weak label with few "
-    "training examples is label shift."
+    "**How these numbers were made.** Every row answers two questions. **On these records:** the counts, "
+    "precision, recall and F1 are the exact figures of this frozen test set; for a deterministic candidate "
+    "nothing about them is uncertain, and no interval is given for them. **Beyond these records:** the "
+    "interval says what a new test set drawn the same way would show. Facts are not independent: records "
+    "linked by duplicate text or references (a *split component*) succeed or fail together, and one component "
+    "can hold half the test records, so the interval comes from resampling whole components (a cluster "
+    "bootstrap, 10,000 times by default, fixed seed) and is Clopper-Pearson's at the effective size that "
+    "resampling implies (Korn and Graubard's interval; a slice with every fact right reads `at least ...`, "
+    "every fact wrong `at most ...`, at the same 2.5% tail as every other end). It assumes three things: "
+    "(1) components are independent of each other; (2) they are alike, so the ones we have stand for the "
+    "ones a new test set would bring; (3) there are enough *effective* components (`n_eff`, Kish's count: "
+    "one component with half the facts makes 257 components worth about 3). When (3) fails (fewer than 10 "
+    "components or n_eff below 10) or (2) visibly fails (leaving out one component moves the value outside "
+    "its interval), the row gets no interval and no verdict, and `no_interval_reason` names the component it "
+    "rests on; (1) cannot be checked from one test set, and is what every interval here takes on trust. "
+    "A slice is *weak* when it is judged (support, estimable, and an estimable rest) and a one-sided test "
+    "(variance at the null, Student t with n_eff - 1 degrees of freedom) finds its share of right facts below "
+    "that of the rest of its family (the other labels for a label, the other cue words for a cue word, all "
+    "other facts otherwise; for record-level slices the rest is reweighted to the slice's mix of fact kinds), "
+    "with p-values Holm-adjusted over every judged slice at 0.05, and it is still below without its largest "
+    'component. `min_detectable_gap` is the F1 gap that test would find with 80% power: "not weak" means no '
+    "gap that large, not no gap. Paired comparisons give two tests with two nulls: `p_equal_f1` (equal "
+    "expected F1; `significant` reads it) and the sign-flip `p_value` (the candidates are exchangeable inside "
+    "every component; it also rejects when error structures differ). `train_support` and `tune_support` count "
+    "each slice's facts in the training and tuning records: a weak label with few training examples is label "
+    "shift. Several candidates or pairs in one report: each table is adjusted on its own (see the note)."
 )
+
+
+def family_wise_note(n_candidates: int, n_pairs: int = 0) -> str:
+    """What a report holding several candidates (or pairs) does and does not guarantee (markdown)."""
+    if n_candidates <= 1 and n_pairs <= 1:
+        return ""
+    return (
+        f"**Several candidates ({n_candidates}) and pairs ({n_pairs}) in one report.** Holm's adjustment "
+        "holds the chance of any false finding at 5% within one candidate's slice table, or within one "
+        "pair's paired table, not across them: with k tables, up to about k x 5% of reports would show at "
+        "least one false finding somewhere. Read a finding in one table as that table's, or multiply its "
+        f"adjusted p-value by {max(n_candidates, n_pairs)} (Bonferroni across the tables) for a report-wide claim."
+    )
 
 
 # ---------------------------------------------------------------- classic helpers

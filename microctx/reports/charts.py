@@ -260,7 +260,10 @@ def _slice_rows(table: pd.DataFrame, components: bool = True) -> pd.DataFrame:
     rows = table.copy()
     if "estimable" not in rows:
         rows["estimable"] = True
-    if components and "n_components" in rows:
+    if components and "n_eff" in rows:  # issue 19: effective components, what an interval rests on
+        rows["row"] = [f"{k}: {s}  (n={n}, n_eff={e:.1f})" for k, s, n, e in
+                       zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_eff"])]
+    elif components and "n_components" in rows:
         rows["row"] = [f"{k}: {s}  (n={n}, {c} comp.)" for k, s, n, c in
                        zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_components"])]
     else:
@@ -290,11 +293,12 @@ def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
     base = alt.Chart(rows).encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]),
-                title="F1 with 95% cluster-bootstrap interval (hollow: too few components, no interval)"),
+                title="F1 on these records (point); 95% interval beyond these records (bar; hollow: none, see the table)"),
         x2="ci_high:Q", color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
     tooltip = ["slice_kind", "slice", "support", "tp", "fp", "fn", alt.Tooltip("f1:Q", format=".3f"),
                alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"]
-    tooltip += [c for c in ("n_components", "p_adjusted", "train_support") if c in rows]
+    tooltip += [c for c in ("n_components", "n_eff", "rests_on", "no_interval_reason", "p_adjusted", "train_support")
+                if c in rows]
     points = _status_points(base, "f1", tooltip)
     rule = alt.Chart(pd.DataFrame({"overall": [overall]})).mark_rule(strokeDash=[4, 3], color="black").encode(x="overall:Q")
     return alt.layer(bars, points, rule, title=f"F1 per slice, worst first (overall F1 {overall:.3f}, dashed)").properties(
@@ -359,9 +363,9 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelM
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
         yOffset=alt.YOffset("candidate:N", sort=candidates))
     ci = base.mark_rule(strokeWidth=3).encode(
-        x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]), title="F1 with 95% cluster-bootstrap interval"), x2="ci_high:Q",
+        x=alt.X("ci_low:Q", scale=alt.Scale(domain=[0, 1]), title="F1 on these records; 95% interval beyond these records"), x2="ci_high:Q",
         color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
-    tooltip = ["candidate", "slice_kind", "slice", "support", "n_components", alt.Tooltip("f1:Q", format=".3f"),
+    tooltip = ["candidate", "slice_kind", "slice", "support", "n_components", "n_eff", alt.Tooltip("f1:Q", format=".3f"),
                alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"), "status"]
     color = alt.Color("status:N", scale=STATUS_COLORS, title="slice")
     shape = alt.Shape("candidate:N", sort=candidates, title="candidate")
@@ -378,14 +382,14 @@ def paired_f1_diff(paired: pd.DataFrame) -> alt.TopLevelMixin:
     sign-flip test is significant after adjustment, blue where not, grey hollow where the slice is
     not judged (too few components: no interval)."""
     rows = paired[~paired["too_small"].astype(bool)].dropna(subset=["f1_diff"]).copy()
-    rows["row"] = [f"{k}: {s}  (n={n}, {c} comp.)" for k, s, n, c in
-                   zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_components"])]
+    rows["row"] = [f"{k}: {s}  (n={n}, n_eff={e:.1f})" for k, s, n, e in
+                   zip(rows["slice_kind"], rows["slice"].astype(str), rows["support"], rows["n_eff"])]
     rows["estimable"] = rows["estimable"].astype(bool)
     rows["test"] = np.where(~rows["estimable"], "not judged",
                             np.where(rows["significant"].astype(bool), "significant", "not significant"))
     order = list(dict.fromkeys(rows["row"]))
     pairs = list(dict.fromkeys(rows["pair"]))
-    color = alt.Color("test:N", scale=PAIRED_COLORS, title="sign-flip test (adjusted)")
+    color = alt.Color("test:N", scale=PAIRED_COLORS, title="equal-F1 test (adjusted)")
     base = alt.Chart(rows).encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
         yOffset=alt.YOffset("pair:N", sort=pairs))
@@ -455,8 +459,9 @@ def frontier_chart(table: pd.DataFrame) -> alt.TopLevelMixin:
         x=alt.X("cost:Q", scale=alt.Scale(type="symlog", constant=1e-3), title=measure, axis=alt.Axis(format="~g")),
         color=alt.Color("position:N", scale=alt.Scale(domain=["on the front", "behind the front"],
                                                        range=["#e45756", "#4c78a8"]), title=None))
-    ci = base.mark_rule(strokeWidth=2).encode(y=alt.Y("net_true_ci_low:Q", title="net-true facts (true - false), held-out"),
-                                              y2="net_true_ci_high:Q")
+    ci = base.mark_rule(strokeWidth=2).encode(
+        y=alt.Y("net_true_ci_low:Q", title="net-true facts: on these records (point), a new test set (bar)"),
+        y2="net_true_ci_high:Q")
     point = base.mark_point(filled=True, size=70).encode(
         y="net_true:Q", tooltip=["candidate", "net_true", alt.Tooltip("cost:Q", format=".3g"), "verdict"])
     label = base.mark_text(align="left", dx=7, dy=-7, fontSize=11).encode(y="net_true:Q", text="candidate:N")
@@ -472,8 +477,9 @@ def gain_chart(table: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
     base = alt.Chart(rows).encode(
         y=alt.Y("candidate:N", title=None, sort=list(rows["candidate"])),
         color=alt.Color("interval:N", scale=alt.Scale(domain=["excludes 0", "includes 0"], range=["#e45756", "#4c78a8"])))
-    ci = base.mark_rule(strokeWidth=2).encode(x=alt.X("gain_ci_low:Q", title=f"net-true facts minus {baseline}'s"),
-                                              x2="gain_ci_high:Q")
+    ci = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("gain_ci_low:Q", title=f"net-true minus {baseline}'s: on these records (point), a new test set (bar)"),
+        x2="gain_ci_high:Q")
     point = base.mark_point(filled=True, size=50).encode(x="gain:Q", tooltip=["candidate", "gain", "verdict"])
     zero = alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="black", strokeDash=[4, 3]).encode(x="zero:Q")
     return alt.layer(ci, point, zero, title=f"Gain over {baseline} (paired component bootstrap)").properties(

@@ -1,279 +1,60 @@
-"""The net-true decision boundary: is a candidate's gain in facts worth what it costs?
+"""The frontier report's glue: run manifests read here, the frontier itself in `microctx.grading.frontier`.
 
-Per candidate (a submission and its run manifest `<S without .json>.run.json`):
-- net-true facts on the held-out (test) records: true facts submitted (tp) minus false facts
-  submitted (fp); a missed fact counts neither way. `net_true_rate` divides by the gold facts.
-- a 95% interval for it from a percentile bootstrap that resamples *split components* (records
-  joined by identical titles/bodies or references, `microctx.contract.split.components`), the
-  cluster bootstrap of `microctx.grading.stats` (`bootstrap_totals`, `percentile_interval`;
-  `stats.DEFAULT_N_BOOT` replicates by default): assumption: components are independent draws
-  from the population of such neighbourhoods, and the facts of one component are not (they are
-  drawn together). A replicate's statistic is its net-true per held-out record times the number
-  of held-out records (a ratio estimator: a replicate that happens to draw a large component is
-  not counted as a larger test set). One set of draws is shared by every candidate (their
-  per-component counts are columns of one matrix), so the gain against the baseline has a
-  paired interval.
-- cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
-  output and cached tokens as the model gateway counted them, or the runner's proxy when it
-  could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
-  not), with `counts_agree` False when the two differ (`microctx.candidates.runner.model_counts`);
-  model dollars as the model gateway counted them (`gateway.dollars`, --model-endpoint), else
-  (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
-  seconds x `cpu_dollars_per_hour` (an assumed price, a parameter), dollars = model + compute;
-  each also per corpus record.
-- the Pareto front on (cost per record, net-true), `microctx.grading.stats.pareto_front`: a
-  candidate is on it when no other candidate has lower or equal cost and higher or equal
-  net-true with one of them strict. Candidates whose cost is unknown are left off the front.
-- against the baseline (exact-sql by default): gain = net-true minus the baseline's (paired
-  interval), extra cost per record, and the break-even value of one net-true fact:
-  extra cost per corpus record / gain per held-out record (cost assumed proportional to the
-  records processed). The verdict reads it: "dominated" (no more net-true facts for no less
-  cost), "dominates", "pays off when a net-true fact is worth more than X", or "cheaper and
-  worse: pays off only when a net-true fact is worth less than X".
-
-`frontier_table(inputs, paths, names, ...)` does all of it; the notebook only shows it. Each
-candidate graded on test is one look in the held-out ledger (via "report frontier").
+`frontier_table(inputs, paths, names, ...)` reads each submission's run manifest
+(`<S without .json>.run.json`, `candidates.runner.read_manifest`) and the runner's model counts
+(`candidates.runner.model_counts`), records each grading on test in the held-out ledger, and
+hands them to `microctx.grading.frontier.frontier_table` (which may not import candidates/).
+Everything else is re-exported from there.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from microctx.contract.costs import COST_MEASURES
-from microctx.errors import InputError
-
-if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser imports this module
-    from microctx.contract.records import RunManifest
-    import numpy as np
-    import pandas as pd
-
-DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
-DEFAULT_BASELINE = "exact-sql"
-FRONTIER_COLUMNS = (
-    "candidate", "run_candidate", "net_true", "net_true_ci_low", "net_true_ci_high", "net_true_rate",
-    "true_facts", "false_facts", "missed_facts", "gold_facts", "aggregate_errors", "quality_pass",
-    "records", "test_records", "wall_seconds", "cpu_seconds", "model_calls", "input_tokens", "output_tokens",
-    "cached_tokens", "counts_source", "counts_agree", "model_dollars", "compute_dollars", "dollars",
-    "cost", "cost_measure", "on_front", "gain", "gain_ci_low", "gain_ci_high", "extra_cost_per_record",
-    "break_even_per_fact", "verdict", "method",
+from microctx.grading.frontier import (  # noqa: F401  (re-exported for notebooks and tests)
+    COST_MEASURES,
+    DEFAULT_BASELINE,
+    DEFAULT_CPU_DOLLARS_PER_HOUR,
+    FRONTIER_COLUMNS,
+    Frontier,
+    bootstrap_net_true,
+    break_even,
+    net_true_by_component,
+    pick_baseline,
+    prediction_interval,
+    test_components,
+    verdict,
+    write_frontier_csv,
 )
 
 
-@dataclass
-class Frontier:
-    table: pd.DataFrame  # one row per candidate, FRONTIER_COLUMNS
-    baseline: str
-    cost_measure: str
-    method: str
-    looks: dict = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
+def frontier_table(
+    inputs,
+    paths: Sequence[str | os.PathLike],
+    names: Sequence[str],
+    *,
+    baseline: str = "",
+    cost_measure: str = "dollars",
+    cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
+    n_boot: int | None = None,
+    seed: int = 0,
+) -> Frontier:
+    """`grading.frontier.frontier_table` on the submissions in `inputs` (`paths` locate their manifests)."""
+    from microctx.candidates.runner import model_counts, read_manifest
+    from microctx.grading import frontier
+    from microctx.reports.tables import record_report_look
 
-
-def _manifest(path: str | os.PathLike) -> RunManifest | None:
-    from microctx.contract.records import read_manifest
-
-    return read_manifest(path, strict=True)
-
-
-def _counter(manifest: RunManifest | None, key: str) -> float:
-    return _float(manifest.counter(key) if manifest is not None else None)
-
-
-def _float(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _number(manifest: RunManifest | None, key: str) -> float:
-    return _float(getattr(manifest, key) if manifest is not None else None)
-
-
-def test_components(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(component roots of the held-out records, held-out records per component)."""
-    import numpy as np
-
-    roots, sizes = np.unique(records.loc[records["split"] == "test", "component"].to_numpy(), return_counts=True)
-    return roots, sizes.astype(np.float64)
-
-
-def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndarray:
-    """Net-true facts per held-out component (in `test_components` order) from a fact table."""
-    import numpy as np
-    import pandas as pd
-
-    from microctx.contract.facts import FACT_KINDS
-
-    roots, _ = test_components(records)
-    scored = facts[facts["kind"].isin(FACT_KINDS)]
-    signed = scored["outcome"].map({"tp": 1, "fp": -1, "fn": 0}).fillna(0).astype(int)
-    component_of = dict(zip(records["id"], records["component"]))
-    per_root = pd.Series(signed.to_numpy(), index=scored["record_id"].map(component_of)).groupby(level=0).sum()
-    return per_root.reindex(roots, fill_value=0).to_numpy(dtype=np.float64)
-
-
-def bootstrap_net_true(sizes: np.ndarray, nets: dict[str, np.ndarray], n_boot: int, seed: int) -> dict[str, np.ndarray]:
-    """Cluster-bootstrap replicates of each candidate's net-true on the held-out records.
-
-    `sizes`: held-out records per component; `nets`: name -> net-true per component (both in
-    `test_components` order). One draw of components serves every candidate (they are columns of
-    one matrix for `stats.bootstrap_totals`), so differences between candidates are paired. A
-    replicate's value is its net-true per drawn held-out record times the held-out records.
-    """
-    import numpy as np
-
-    from microctx.grading import stats
-
-    matrix = np.column_stack([sizes, *nets.values()]) if len(sizes) else np.zeros((0, 1 + len(nets)))
-    totals = stats.bootstrap_totals(matrix, n_boot, seed)
-    drawn = totals[:, 0].copy()
-    drawn[drawn == 0] = np.nan
-    n_test = float(np.sum(sizes))
-    return {name: n_test * totals[:, i + 1] / drawn for i, name in enumerate(nets)}
-
-
-def _interval(replicates: np.ndarray) -> tuple[float, float]:
-    """The 95% percentile interval of the defined replicates (NaN, NaN with none)."""
-    import numpy as np
-
-    from microctx.grading import stats
-
-    if len(replicates) == 0:
-        return (math.nan, math.nan)
-    low, high, _ = stats.percentile_interval(np.asarray(replicates, dtype=np.float64)[:, None])
-    return (float(low[0]), float(high[0]))
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.3g}" if abs(value) >= 0.001 or value == 0 else f"{value:.2e}"
-
-
-def verdict(gain: float, extra: float, break_even: float, baseline: str, measure: str, gain_ci: tuple[float, float]) -> str:
-    """The payoff against the baseline in words (see the module docstring)."""
-    unit = "$" if "dollars" in measure else ""
-    per = "" if "dollars" in measure else f" {measure.replace('_', ' ')}"
-    if math.isnan(extra):
-        return "cost unknown (no run manifest or no counters)"
-    if gain <= 0 and extra >= 0:
-        text = "equal" if gain == 0 and extra == 0 else f"dominated by {baseline}"
-    elif gain >= 0 and extra <= 0:
-        text = f"dominates {baseline}"
-    elif gain > 0:
-        text = f"pays off when a net-true fact is worth more than {unit}{_fmt(break_even)}{per}"
-    else:
-        text = f"cheaper and worse: pays off only when a net-true fact is worth less than {unit}{_fmt(break_even)}{per}"
-    low, high = gain_ci
-    if gain != 0 and not math.isnan(low) and low <= 0 <= high:
-        text += " (the gain's 95% interval includes 0)"
-    return text
-
-
-def pick_baseline(names: Sequence[str], manifests: Sequence[RunManifest | None], requested: str = "") -> str:
-    """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
-    if requested:
-        if requested not in names:
-            raise InputError("--baseline", f"{requested!r} is not one of the candidates ({', '.join(names)})")
-        return requested
-    for name, manifest in zip(names, manifests):
-        if name == DEFAULT_BASELINE or (manifest is not None and manifest.candidate == DEFAULT_BASELINE):
-            return name
-    return names[0]
-
-
-def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[str], *, baseline: str = "",
-                   cost_measure: str = "dollars", cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
-                   n_boot: int | None = None, seed: int = 0) -> Frontier:
-    """The frontier table of the submissions in `inputs` (tables.Inputs; `paths` locate their manifests).
-
-    Every submission is graded on test, and each grading is appended to the held-out ledger
-    (via "report frontier"; the entries are `Frontier.looks`). `n_boot` defaults to
-    `stats.DEFAULT_N_BOOT`."""
-    import pandas as pd
-
-    from microctx.contract.records import RunManifest, model_counts
-    from microctx.grading import slices, stats
-    from microctx.contract.facts import FACT_KINDS
-    from microctx.contract.score import grade
-    from microctx.reports.tables import _record_look
-
-    if cost_measure not in COST_MEASURES:
-        raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost_measure!r}")
-    if not names:
-        raise InputError("--submission", "the frontier needs at least one submission")
-    n_boot = stats.DEFAULT_N_BOOT if n_boot is None else int(n_boot)
-    if n_boot < 0 or not math.isfinite(cpu_dollars_per_hour) or cpu_dollars_per_hour < 0:
-        raise InputError("--n-boot" if n_boot < 0 else "--cpu-dollars-per-hour", "expected a non-negative, finite number")
-    manifests = [_manifest(p) for p in paths] if paths else [None for _ in names]
-    base = pick_baseline(names, manifests, baseline)
-    records = slices.record_table(inputs.corpus)
-    n_records = len(records)
-    n_test = int((records["split"] == "test").sum())
-    roots, sizes = test_components(records)
-    rows, nets, looks = [], {}, {}
-    for name, manifest in zip(names, manifests):
-        result = grade(inputs.answers, inputs.submissions[name])
-        looks[name] = _record_look(inputs, name, result, "report frontier")  # a grading on test: one look
-        facts = slices.facts_frame(result.facts)
-        nets[name] = net_true_by_component(facts, records)
-        outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
-        tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
-        counts = model_counts(manifest or RunManifest())  # the runner's count of calls and tokens where its proxy could count
-        model_dollars = counts["dollars"] if counts.get("dollars") is not None else _counter(manifest, "cost_microdollars") / 1e6
-        if math.isnan(model_dollars) and counts["model_calls"] == 0:
-            model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
-        cpu = _number(manifest, "cpu_seconds")
-        compute = cpu * cpu_dollars_per_hour / 3600
-        rows.append({
-            "candidate": name, "run_candidate": manifest.candidate if manifest else None, "net_true": tp - fp,
-            "net_true_rate": (tp - fp) / (tp + fn) if tp + fn else math.nan,
-            "true_facts": tp, "false_facts": fp, "missed_facts": fn, "gold_facts": tp + fn,
-            "aggregate_errors": result.grade["aggregate_errors"], "quality_pass": result.grade["quality_pass"],
-            "records": n_records, "test_records": n_test,
-            "wall_seconds": _number(manifest, "wall_seconds"), "cpu_seconds": cpu,
-            "model_calls": _float(counts["model_calls"]), "input_tokens": _float(counts["input_tokens"]),
-            "output_tokens": _float(counts["output_tokens"]), "cached_tokens": _float(counts["cached_tokens"]),
-            "counts_source": counts["counts_source"] if manifest is not None else None, "counts_agree": counts["counts_agree"],
-            "model_dollars": model_dollars, "compute_dollars": compute, "dollars": model_dollars + compute,
-        })
-    table = pd.DataFrame(rows)
-    boot = bootstrap_net_true(sizes, nets, n_boot, seed)
-    intervals = [_interval(boot[name]) for name in names]
-    table["net_true_ci_low"] = [low for low, _ in intervals]
-    table["net_true_ci_high"] = [high for _, high in intervals]
-    totals = {"dollars": table["dollars"], "model_dollars": table["model_dollars"], "wall_seconds": table["wall_seconds"],
-              "cpu_seconds": table["cpu_seconds"], "model_calls": table["model_calls"],
-              "tokens": table["input_tokens"] + table["output_tokens"]}[cost_measure]
-    table["cost"] = totals / n_records
-    table["cost_measure"] = COST_MEASURES[cost_measure]
-    table["on_front"] = stats.pareto_front(table["cost"].tolist(), table["net_true"].astype(float).tolist())
-    b = table.index[table["candidate"] == base][0]
-    gains, lows, highs, extras, breaks, verdicts = [], [], [], [], [], []
-    for i, name in enumerate(table["candidate"]):
-        gain = float(table.at[i, "net_true"] - table.at[b, "net_true"])
-        diff = boot[name] - boot[base]
-        low, high = _interval(diff)
-        extra = float(table.at[i, "cost"] - table.at[b, "cost"])
-        per_fact = extra / (gain / n_test) if gain and n_test else math.nan
-        gains.append(gain)
-        lows.append(float(low))
-        highs.append(float(high))
-        extras.append(extra)
-        breaks.append(per_fact)
-        verdicts.append("baseline" if name == base else verdict(gain, extra, per_fact, base, cost_measure, (low, high)))
-    table["gain"], table["gain_ci_low"], table["gain_ci_high"] = gains, lows, highs
-    table["extra_cost_per_record"], table["break_even_per_fact"], table["verdict"] = extras, breaks, verdicts
-    method = (f"net-true = true - false facts on {n_test} held-out records; 95% percentile cluster bootstrap over "
-              f"{len(roots)} split components (n_boot={n_boot}, seed={seed}), "
-              f"paired for the gain; cost: {COST_MEASURES[cost_measure]}, CPU at ${cpu_dollars_per_hour:g}/hour; "
-              f"break-even = extra cost per record / gain per held-out record")
-    table["method"] = method
-    return Frontier(table[list(FRONTIER_COLUMNS)], base, cost_measure, method, looks)
-
-
-def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
-    from microctx._io.atomic import atomic_write
-
-    from microctx._io.csvout import frame_csv_bytes
-
-    atomic_write(path, frame_csv_bytes(frontier.table))
+    manifests = [read_manifest(p, strict=True) or {} for p in paths] if paths else [{} for _ in names]
+    return frontier.frontier_table(
+        inputs,
+        names,
+        manifests=manifests,
+        counts=[model_counts(m) for m in manifests],
+        look=lambda name, result: record_report_look(inputs, name, result, "report frontier"),
+        baseline=baseline,
+        cost_measure=cost_measure,
+        cpu_dollars_per_hour=cpu_dollars_per_hour,
+        n_boot=n_boot,
+        seed=seed,
+    )

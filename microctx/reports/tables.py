@@ -124,7 +124,7 @@ def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
         raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
     (name,) = inputs.submissions
     outputs = grade_one(name, inputs, **kw)
-    outputs.look = _record_look(inputs, name, outputs.result, "report grade")
+    outputs.look = record_report_look(inputs, name, outputs.result, "report grade")
     if output_dir:
         write_grade(outputs.result, Path(output_dir) / "grade.json")
         write_slices_csv(outputs.slices, Path(output_dir) / "slices.csv")
@@ -155,7 +155,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
-        g.look = _record_look(inputs, name, g.result, "report compare")
+        g.look = record_report_look(inputs, name, g.result, "report compare")
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
     table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
@@ -177,17 +177,17 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     return CompareOutputs(grades, table, paired_table)
 
 
-def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
-    """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
+def record_report_look(inputs: Inputs, name: str, result, via: str) -> dict:
+    """Append this grading on test to the held-out ledger (`grading.ledger.record_report_look`),
+    with the submission's run manifest read here (the grading layer does not read manifests)."""
     from microctx.contract.records import read_manifest
-    from microctx.grading.ledger import record_grade
+    from microctx.grading.ledger import record_report_look as record
     from microctx.reports.examples import look_mark
 
     path = inputs.paths.get(name)
     manifest = read_manifest(path) if path else None
-    return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
-                        submission=None if path else inputs.submissions[name], candidate=name,
-                        manifest=manifest, marked=look_mark(inputs.answers, inputs.submissions[name], manifest))
+    marked = look_mark(inputs.answers, inputs.submissions[name], manifest)
+    return record(inputs, name, result, via, manifest=manifest, marked=marked)
 
 
 def held_out_looks(outputs) -> str:
@@ -215,15 +215,18 @@ def held_out_looks(outputs) -> str:
     return "\n".join(lines)
 
 
-def interval_text(value, low, high, estimable=True, n_components=None) -> str:
-    """A metric with its interval as text: "0.912 [0.894, 0.929]"; a perfect (or all-wrong)
-    slice's one-sided bound as "1 (at least 0.989)" ("0 (at most 0.131)"); a slice in too
-    few components as "0.950 (no interval: 4 components)"; "n/a" when undefined."""
+def interval_text(value, low, high, estimable=True, n_components=None, reason=None) -> str:
+    """A metric on these records with its beyond-these-records interval as text: "0.912 [0.894, 0.929]";
+    a perfect (or all-wrong) slice's bound as "1 (at least 0.989)" ("0 (at most 0.131)"); a slice
+    without an interval with its reason, "0.950 (no interval: n_eff 3.0 below 10: rests on
+    component #5112)" (or its component count when no reason is given); "n/a" when undefined."""
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if not estimable:
+        if reason:
+            return f"{value:.3f} (no interval: {reason})"
         where = f": {int(n_components)} components" if n_components is not None else ""
         return f"{value:.3f} (no interval{where})"
     if low is None or (isinstance(low, float) and math.isnan(low)):
@@ -245,9 +248,9 @@ def p_text(p) -> str:
 
 
 SLICE_VIEW_COLUMNS = ("slice_kind", "slice", "support", "train_support", "tune_support", "tp", "fp", "fn",
-                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "estimable",
-                      "n_components", "n_eff", "largest_component_share", "records", "exact_rate")
-
+                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "min_detectable_gap",
+                      "not_judged_reason", "estimable", "n_components", "n_eff", "largest_component_share",
+                      "rests_on", "records", "exact_rate")
 
 def slice_view(table) -> "object":
     """The slice table as a report shows it: each metric with its interval as one text cell
@@ -255,34 +258,38 @@ def slice_view(table) -> "object":
     view = table.copy()
     for metric, low, high in (("f1", "ci_low", "ci_high"), ("precision", "precision_ci_low", "precision_ci_high"),
                               ("recall", "recall_ci_low", "recall_ci_high"), ("exact_rate", "exact_ci_low", "exact_ci_high")):
-        view[metric] = [interval_text(v, lo, hi, e, n) for v, lo, hi, e, n in
-                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"])]
+        reasons = table["no_interval_reason"] if "no_interval_reason" in table else [None] * len(table)
+        view[metric] = [interval_text(v, lo, hi, e, n, r) for v, lo, hi, e, n, r in
+                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"], reasons)]
     for column in ("p_value", "p_adjusted"):
         view[column] = [p_text(p) for p in table[column]]
-    for column in ("rest_f1", "n_eff", "largest_component_share"):
+    for column in ("rest_f1", "n_eff", "largest_component_share", "min_detectable_gap"):
         view[column] = table[column].round(3)
     return view[list(SLICE_VIEW_COLUMNS)].reset_index(drop=True)
 
 
 def paired_view(paired) -> "object":
     """The paired table as a report shows it: p-values with two significant digits."""
-    columns = ["pair", "slice_kind", "slice", "support", "estimable", "n_components", "records", "exact_a", "exact_b",
-               "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff", "f1_diff_ci_low",
-               "f1_diff_ci_high", "p_value", "p_adjusted", "significant"]
+    columns = ["pair", "slice_kind", "slice", "support", "estimable", "no_interval_reason", "n_components", "n_eff",
+               "records", "exact_a", "exact_b", "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff",
+               "f1_diff_ci_low", "f1_diff_ci_high", "p_equal_f1", "p_equal_f1_adjusted", "p_value", "p_adjusted",
+               "significant"]
     view = paired[[c for c in columns if c in paired.columns]].copy()
-    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted"):
+    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted", "p_equal_f1", "p_equal_f1_adjusted"):
         view[column] = [p_text(p) for p in paired[column]]
     for column in ("f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high"):
         view[column] = paired[column].round(4)
     return view.reset_index(drop=True)
 
 
-def statistics_notes(method: str = "") -> str:
+def statistics_notes(method: str = "", n_candidates: int = 1, n_pairs: int = 0) -> str:
     """The method paragraph every grade and compare report prints (markdown), from the package,
-    followed by `method` (a table's `ci_method`/`method` text: this report's settings)."""
-    from microctx.grading.stats import METHOD_SUMMARY
+    followed by `method` (a table's `ci_method`/`method` text: this report's settings) and, with
+    several candidates or pairs, the family-wise note."""
+    from microctx.grading.stats import METHOD_SUMMARY, family_wise_note
 
-    return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "")
+    note = family_wise_note(n_candidates, n_pairs)
+    return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "") + (f"\n\n{note}" if note else "")
 
 
 def side_by_side(table, metric: str = "f1") -> "object":
@@ -290,7 +297,7 @@ def side_by_side(table, metric: str = "f1") -> "object":
     ("0.912 [0.894, 0.929]", see `interval_text`), support, and how many candidates find the slice weak."""
     low, high = ("ci_low", "ci_high") if metric == "f1" else (f"{metric}_ci_low", f"{metric}_ci_high")
     cell = table.apply(lambda r: interval_text(r[metric], r[low], r[high], r.get("estimable", True),
-                                               r.get("n_components")), axis=1)
+                                               r.get("n_components"), r.get("no_interval_reason")), axis=1)
     wide = table.assign(cell=cell).pivot_table(index=["slice_kind", "slice"], columns="candidate", values="cell",
                                                aggfunc="first", sort=False)
     wide.columns = [f"{metric} {c}" for c in wide.columns]

@@ -42,63 +42,40 @@ def tune_grade(public_path, devkit_path, submission_path) -> tuple[dict, bytes, 
 
 
 def tune_metrics(
-    result, components: dict, n_boot: int | None = None, seed: int | None = None, min_components: int | None = None
+    result,
+    components: dict,
+    n_boot: int | None = None,
+    seed: int | None = None,
+    min_components: int | None = None,
+    min_n_eff: float | None = None,
 ) -> dict:
     """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
 
     Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
     slice tables make it (docs/statistics.md): split components resampled with their tp, fp, fn,
     records and exact records, `stats.DEFAULT_N_BOOT` replicates, seed `stats.DEFAULT_SEED`.
-    With fewer than `stats.DEFAULT_MIN_COMPONENTS` components the metrics are not estimable and
-    get no interval (NaN bounds). Replicates where a metric is undefined (no fact of its
-    denominator drawn) are counted in `<metric>_undefined_draws`, never dropped silently.
+    The overall row of a slice table (`slices.overall_metrics`): with fewer than
+    `stats.DEFAULT_MIN_COMPONENTS` components or effective components (`stats.DEFAULT_MIN_N_EFF`),
+    or one component that moves F1 outside its interval, the metrics get no interval (NaN bounds).
+    Replicates where a metric is undefined (no fact of its denominator drawn) are counted in `<metric>_undefined_draws`, never dropped silently.
     A record is exact when it has no fp and no fn (every tune record has a fact: its state).
     """
-    import numpy as np
-
-    from microctx.grading import stats
+    from microctx.grading import slices, stats
 
     n_boot = stats.DEFAULT_N_BOOT if n_boot is None else n_boot
     seed = stats.DEFAULT_SEED if seed is None else seed
     min_components = stats.DEFAULT_MIN_COMPONENTS if min_components is None else min_components
-    by_record: dict[str, list[int]] = {}
-    for row in result.facts:
-        if row.outcome in ("tp", "fp", "fn"):
-            by_record.setdefault(row.record_id, [0, 0, 0])[("tp", "fp", "fn").index(row.outcome)] += 1
-    per: dict[str, list[int]] = {}  # component -> tp, fp, fn, records, exact records
-    for record_id, (rtp, rfp, rfn) in by_record.items():
-        counts = per.setdefault(components.get(record_id, record_id), [0, 0, 0, 0, 0])
-        counts[0] += rtp
-        counts[1] += rfp
-        counts[2] += rfn
-        counts[3] += 1
-        counts[4] += not rfp and not rfn
+    min_n_eff = stats.DEFAULT_MIN_N_EFF if min_n_eff is None else min_n_eff
+    _, per = slices.component_counts_of_rows(result.facts, components)  # the grading path's per-component count
     g = result.grade
-    tp, fp, fn = (sum(c[i] for c in per.values()) for i in range(3))
+    tp, fp, fn = (int(per[:, i].sum()) for i in range(3))
     n, exact = g["test_records"], g["exact_records"]
     metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn, "tune_components": len(per)}
+    overall = slices.overall_metrics(per, n_boot=n_boot, seed=seed, min_components=min_components, min_n_eff=min_n_eff)
     metrics["exact_rate"] = exact / n if n else math.nan
-    metrics["precision"] = float(stats.ratio(tp, tp + fp))
-    metrics["recall"] = float(stats.ratio(tp, tp + fn))
-    metrics["f1"] = float(stats.f1_score(tp, fp, fn))
-    names = ("exact_rate", "precision", "recall", "f1")
-    if len(per) >= min_components:
-        totals = stats.bootstrap_totals(np.array(list(per.values()), dtype=np.int64), n_boot, seed)
-        btp, bfp, bfn, brecords, bexact = (totals[:, i] for i in range(5))
-        replicates = np.column_stack(
-            [
-                stats.ratio(bexact, brecords),
-                stats.ratio(btp, btp + bfp),
-                stats.ratio(btp, btp + bfn),
-                stats.f1_score(btp, bfp, bfn),
-            ]
-        )
-        low, high, undefined = stats.percentile_interval(replicates)
-        for i, name in enumerate(names):
-            metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = float(low[i]), float(high[i])
-            metrics[f"{name}_undefined_draws"] = int(undefined[i])
-    else:  # not estimable: no interval, said by NaN bounds
-        for name in names:
-            metrics[f"{name}_ci_low"] = metrics[f"{name}_ci_high"] = math.nan
-            metrics[f"{name}_undefined_draws"] = None
+    for name in ("precision", "recall", "f1"):
+        metrics[name] = overall[name]
+    for name in ("exact_rate", "precision", "recall", "f1"):
+        for key in (f"{name}_ci_low", f"{name}_ci_high", f"{name}_undefined_draws"):
+            metrics[key] = overall[key]
     return {k: (round(v, 6) if isinstance(v, float) and not math.isnan(v) else v) for k, v in metrics.items()}

@@ -1,0 +1,289 @@
+"""Counting for slices: slice definitions, and the one per-component count of grading.
+
+- `Spec`: a slice (facts of some records, of a fact kind, of a value); `slice_specs` lists every
+  slice a table reports (shared by paired tables); `kind_specs` the hidden per-fact-kind parts of
+  record-level slices (for comparing a record-level slice with its rest at the same kind mix).
+- `FactTable`: one fact table prepared for slicing (scored facts joined to the record table).
+- `component_counts(component, outcome, record, n_components)`: the one per-component count:
+  (n_components, 5) tp, fp, fn, records and exact records (no fp, no fn). Slices, tune metrics
+  (sweeps) and the frontier's net-true all count through it.
+- `count(facts, specs, component, n)`: those counts for every slice at once (`Counts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from microctx.contract.facts import FACT_KINDS
+from microctx.contract.patterns import CUE_WORDS
+from microctx.contract.split import SPLITS
+from microctx.errors import InputError
+from microctx.grading import stats
+from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, WITH_REFERENCES, WITHOUT_REFERENCES, component_index
+
+QUANTITIES = ("tp", "fp", "fn", "records", "exact")
+# the family a slice is compared with: its complement within this slice (by (kind, name))
+FAMILY_OF_KIND = {"label": ("fact_kind", "label"), "cue_word": ("fact_kind", "contradiction")}
+# slices that select facts by their records (not by kind): compared with their rest kind by kind
+RECORD_LEVEL_KINDS = ("state", "body_length", "has_references", "split")
+
+
+def check_options(
+    n_boot: int, min_support: int, min_components: int, alpha: float, adjustment: str, min_n_eff: float = 1.0
+) -> None:
+    if int(n_boot) < 1:
+        raise InputError("--n-boot", f"expected a positive number of resamples, got {n_boot}")
+    if int(min_support) < 0:
+        raise InputError("--min-support", f"expected 0 or more, got {min_support}")
+    if int(min_components) < 1:
+        raise InputError("--min-components", f"expected 1 or more, got {min_components}")
+    if not min_n_eff >= 1:
+        raise InputError("min_n_eff", f"expected 1 or more, got {min_n_eff}")
+    if not 0 < alpha < 1:
+        raise InputError("alpha", f"expected a level between 0 and 1, got {alpha}")
+    if adjustment not in stats.ADJUSTMENTS:
+        raise InputError("adjustment", f"expected one of {', '.join(stats.ADJUSTMENTS)}, got {adjustment!r}")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A slice: facts of records selected by `record_mask` (None: all), of `fact_kind` (None:
+    any kind) and, when `fact_value` is set, of that value."""
+
+    kind: str
+    name: str
+    record_mask: np.ndarray | None = None
+    fact_kind: str | None = None
+    fact_value: str | None = None
+
+
+@dataclass
+class FactTable:
+    """One fact table prepared for slicing: scored facts only, joined to the record table."""
+
+    kind: np.ndarray
+    value: np.ndarray
+    outcome: np.ndarray  # 0 tp, 1 fp, 2 fn
+    record: np.ndarray  # row index into the record table
+
+    def __post_init__(self) -> None:
+        # integer codes: comparing ints is far faster than comparing object arrays per slice
+        self._kind_codes, kinds = pd.factorize(pd.Series(self.kind, dtype=object))
+        self._value_codes, values = pd.factorize(pd.Series(self.value, dtype=object))
+        self._kind_index = {k: i for i, k in enumerate(kinds)}
+        self._value_index = {v: i for i, v in enumerate(values)}
+
+    def mask(self, spec: Spec) -> np.ndarray:
+        keep = np.ones(len(self.kind), dtype=bool) if spec.record_mask is None else spec.record_mask[self.record]
+        if spec.fact_kind is not None:
+            keep &= self._kind_codes == self._kind_index.get(spec.fact_kind, -2)
+        if spec.fact_value is not None:
+            keep &= self._value_codes == self._value_index.get(spec.fact_value, -2)
+        return keep
+
+
+def prepare(facts: pd.DataFrame, records: pd.DataFrame, name: str) -> FactTable:
+    missing = [c for c in ("record_id", "kind", "value", "outcome") if c not in facts.columns]
+    if missing:
+        raise InputError(facts.attrs.get("path", name), f"missing column {missing[0]!r}", record="header")
+    scored = facts[facts["kind"].isin(FACT_KINDS)]
+    where = pd.Index(records["id"]).get_indexer(scored["record_id"])
+    if (where < 0).any():
+        rid = scored["record_id"].iat[int(np.flatnonzero(where < 0)[0])]
+        raise InputError(
+            facts.attrs.get("path", name),
+            "record id is not in the public corpus (facts of another corpus?)",
+            record=rid,
+            field="record_id",
+        )
+    outcome = scored["outcome"].map({o: i for i, o in enumerate(OUTCOMES)})
+    if outcome.isna().any():
+        bad = scored["outcome"][outcome.isna()].iat[0]
+        raise InputError(facts.attrs.get("path", name), f"expected outcome tp, fp or fn, got {bad!r}", field="outcome")
+    return FactTable(
+        scored["kind"].to_numpy(dtype=object),
+        scored["value"].to_numpy(dtype=object),
+        outcome.to_numpy(dtype=np.int64),
+        where.astype(np.int64),
+    )
+
+
+def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame, group_by: Sequence[str]) -> list[Spec]:
+    """Every slice to report, from the records and the facts of all tables given (so paired
+    tables share one list)."""
+    specs = [Spec("overall", "all")]
+    specs += [Spec("fact_kind", k, fact_kind=k) for k in FACT_KINDS]
+    labels = sorted({v for f in prepared for v in f.value[f.kind == "label"]})
+    specs += [Spec("label", v, fact_kind="label", fact_value=v) for v in labels]
+    scored_records = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    states = records["state"].to_numpy(dtype=object)
+    for state in sorted(set(states[scored_records])):
+        specs.append(Spec("state", state, record_mask=states == state))
+    specs += [Spec("cue_word", w, fact_kind="contradiction", fact_value=w) for w in CUE_WORDS]
+    buckets = records["body_length_bucket"].to_numpy(dtype=object)
+    specs += [Spec("body_length", name, record_mask=buckets == name) for _, name in BODY_LENGTH_BUCKETS]
+    has_refs = records["has_references"].to_numpy(dtype=bool)
+    specs += [
+        Spec("has_references", WITH_REFERENCES, record_mask=has_refs),
+        Spec("has_references", WITHOUT_REFERENCES, record_mask=~has_refs),
+    ]
+    splits = records["split"].to_numpy(dtype=object)
+    specs += [Spec("split", s, record_mask=splits == s) for s in SPLITS]
+    for column in group_by:
+        specs += group_by_specs(records, column)
+    return specs
+
+
+def group_by_specs(records: pd.DataFrame, column: str) -> list[Spec]:
+    if column not in records.columns:
+        raise ValueError(f"group_by column {column!r} is not a record_table column ({', '.join(records.columns)})")
+    values = records[column].tolist()
+    is_list = any(isinstance(v, (list, tuple)) for v in values)
+    members = [set(v) if is_list else {v} for v in values]
+    names = sorted({x for m in members for x in m}, key=lambda x: (str(type(x)), x))
+    return [Spec(column, str(name), record_mask=np.array([name in m for m in members], dtype=bool)) for name in names]
+
+
+@dataclass
+class Counts:
+    """Per component, slice and quantity (tp, fp, fn, records, exact records): `layout`
+    (n_components, n_slices, 5) int32, so the bootstrap reads rows without copying; and per
+    slice the record indices with a fact in it and those with an fp or fn in it."""
+
+    layout: np.ndarray
+    records: list[np.ndarray]
+    bad: list[np.ndarray]
+
+    @property
+    def by_component(self) -> np.ndarray:
+        """(n_slices, 5, n_components) view of the same counts."""
+        return self.layout.transpose(1, 2, 0)
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self.layout.sum(axis=0, dtype=np.int64)
+
+    @property
+    def facts_per_component(self) -> np.ndarray:
+        """(n_slices, n_components): scored facts (tp + fp + fn) of each slice in each component."""
+        return self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
+
+    def per_component(self, quantities: Sequence[int] = (0, 1, 2, 3, 4)) -> np.ndarray:
+        """(n_components, n_slices * len(quantities)) rows for the cluster bootstrap."""
+        chosen = self.layout if tuple(quantities) == tuple(range(len(QUANTITIES))) else self.layout[:, :, list(quantities)]
+        return np.ascontiguousarray(chosen.reshape(chosen.shape[0], chosen.shape[1] * chosen.shape[2]))
+
+
+def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndarray, n_components: int) -> np.ndarray:
+    """The one per-component count of grading: (n_components, 5) int64 tp, fp, fn, records, exact records.
+
+    `component`, `outcome` (0 tp, 1 fp, 2 fn) and `record` are per scored fact; a record counts
+    in its component once, and is exact when none of its facts is an fp or fn.
+    """
+    out = np.zeros((n_components, len(QUANTITIES)), dtype=np.int64)
+    out[:, :3] = np.bincount(outcome * n_components + component, minlength=3 * n_components).reshape(3, n_components).T
+    if len(record):
+        first = np.unique(record, return_index=True)[1]
+        wrong = np.zeros(int(record.max()) + 1, dtype=bool)
+        wrong[record[outcome != 0]] = True
+        out[:, 3] = np.bincount(component[first], minlength=n_components)
+        out[:, 4] = out[:, 3] - np.bincount(component[first], weights=wrong[record[first]], minlength=n_components).astype(
+            np.int64
+        )
+    return out
+
+
+def component_counts_of_rows(rows, component_of: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(component keys, (n_components, 5) counts) from a grade's fact rows (`GradeResult.facts`)
+    and a record id -> component map (a record missing from the map is its own component).
+
+    Only scored facts count; components are in the order of their keys (`np.unique`).
+    """
+    scored = [(r.record_id, OUTCOMES.index(r.outcome)) for r in rows if r.outcome in OUTCOMES]
+    ids = np.array([rid for rid, _ in scored], dtype=object)
+    outcome = np.array([o for _, o in scored], dtype=np.int64)
+    keys = np.array([component_of.get(rid, rid) for rid in ids], dtype=object)
+    if not len(scored):
+        return np.array([], dtype=object), np.zeros((0, len(QUANTITIES)), dtype=np.int64)
+    roots, component = np.unique(keys.astype(str) if _mixed(keys) else keys, return_inverse=True)
+    _, record = np.unique(ids, return_inverse=True)
+    return roots, component_counts(component.astype(np.int64), outcome, record.astype(np.int64), len(roots))
+
+
+def _mixed(keys: np.ndarray) -> bool:
+    return len({type(k) for k in keys}) > 1
+
+
+def count(f: FactTable, specs: Sequence[Spec], component_of_record: np.ndarray, n_components: int) -> Counts:
+    comp = component_of_record[f.record]
+    layout = np.zeros((n_components, len(specs), len(QUANTITIES)), dtype=np.int32)
+    records, bad = [], []
+    for i, spec in enumerate(specs):
+        keep = f.mask(spec)
+        o, r = f.outcome[keep], f.record[keep]
+        layout[:, i] = component_counts(comp[keep], o, r, n_components)
+        records.append(np.unique(r))
+        bad.append(np.unique(r[o != 0]))
+    return Counts(layout, records, bad)
+
+
+def kind_specs(specs: Sequence[Spec]) -> tuple[list[Spec], np.ndarray]:
+    """The per-fact-kind parts of every slice: (specs, (n_slices, n_kinds) index into them, -1 none).
+
+    A record-level slice (state, body length, references, split, extra groupings) mixes fact
+    kinds; its part of kind k is the slice's facts of kind k, and the family's part of kind k
+    is the family's (overall) facts of kind k. Only record-level slices and the overall row get
+    parts; the rest compare within one kind already.
+    """
+    parts: list[Spec] = []
+    index = np.full((len(specs), len(FACT_KINDS)), -1, dtype=np.int64)
+    for i, spec in enumerate(specs):
+        if spec.kind == "overall" or spec.fact_kind is None:
+            for j, kind in enumerate(FACT_KINDS):
+                index[i, j] = len(parts)
+                parts.append(Spec(spec.kind, f"{spec.name} ({kind})", spec.record_mask, kind))
+    return parts, index
+
+
+def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """The record -> component index over the components that hold scored facts (`records.component_index`).
+
+    Only those components are resampled; records without facts get index -1 (never used).
+    """
+    used = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    return component_index(records, used)
+
+
+def split_support(records: pd.DataFrame, specs: Sequence[Spec]) -> dict[str, np.ndarray]:
+    """Per split (train, tune): each slice's gold facts among that split's records, from the
+    public-derived facts (`public_facts`), counted with the same slice masks as the test facts."""
+    if "public_facts" not in records.columns:
+        raise ValueError("records: a record_table() frame is needed (no public_facts column)")
+    rows = [(i, kind, value) for i, facts in enumerate(records["public_facts"]) for kind, value in facts]
+    index = np.array([r[0] for r in rows], dtype=np.int64)
+    gold = FactTable(
+        np.array([r[1] for r in rows], dtype=object),
+        np.array([r[2] for r in rows], dtype=object),
+        np.zeros(len(rows), dtype=np.int64),
+        index,
+    )
+    split_of_fact = records["split"].to_numpy(dtype=object)[index] if len(index) else np.array([], dtype=object)
+    out = {}
+    for split in ("train", "tune"):
+        in_split = split_of_fact == split
+        out[split] = np.array([int((gold.mask(spec) & in_split).sum()) for spec in specs], dtype=np.int64)
+    return out
+
+
+def family_of(specs: Sequence[Spec]) -> np.ndarray:
+    """Index of the slice each slice is compared within (its complement is family - slice);
+    -1 for the overall row (nothing to compare with)."""
+    where = {(s.kind, s.name): i for i, s in enumerate(specs)}
+    family = np.zeros(len(specs), dtype=np.int64)
+    for i, spec in enumerate(specs):
+        family[i] = -1 if spec.kind == "overall" else where.get(FAMILY_OF_KIND.get(spec.kind, ("overall", "all")), 0)
+    return family

@@ -1,0 +1,252 @@
+"""What a slice's numbers can say beyond its records: estimability, bounds, sensitivity and tests.
+
+Two questions are kept apart everywhere (docs/statistics.md):
+- *on these records*: the counts and metrics of the frozen test set. For a deterministic
+  candidate they are exact; no interval is needed or given for them.
+- *beyond these records*: what a new test set drawn the same way (new split components from the
+  same population) would show. That is what every interval here answers, and it rests on three
+  assumptions: components are independent, alike enough that resampling them mimics drawing
+  new ones, and there are enough effective ones. When the last two visibly fail for a slice
+  (too few effective components, or one component moves the value beyond its interval) the
+  slice gets no interval and no verdict, and the row says why and which component it rests on.
+
+Functions (numpy, vectorised over slices):
+- `metric_points(totals)`: precision, recall, F1, exact-record rate from (..., 5) totals.
+- `metric_weights(by_component)`: per metric, the units each component contributes (the weights
+  of its n_eff).
+- `korn_graubard(point, replicates, n_eff, level)`: the interval of a clustered proportion
+  (precision, recall, exact rate, and F1 through q = tp / (tp + fp + fn)): Clopper-Pearson at
+  the effective size the cluster bootstrap's variance implies, capped at Kish's n_eff; a
+  perfect (or all-wrong) slice gets (tail)^(1/n_eff), the same one-sided tail as every other end.
+- `leave_one_out(totals, by_component)`: F1 without each component, the largest and the most
+  influential one.
+- `estimability(...)`: whether a slice gets an interval, and the reason when not.
+- `standardised_rest(...)`: a record-level slice's rest reweighted to the slice's mix of fact kinds.
+- `rest_test(...)`: one-sided test that a slice's expected F1 is below its rest's, calibrated for
+  few effective components (bootstrap standard error, Student t with n_eff - 1 degrees of freedom),
+  and the minimum detectable difference at 80% power.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from microctx.grading import stats
+
+METRICS = ("precision", "recall", "f1", "exact_rate")
+POWER = 0.80
+
+
+def metric_points(totals: np.ndarray) -> dict[str, np.ndarray]:
+    """precision, recall, f1, exact_rate from (..., 5) totals (tp, fp, fn, records, exact)."""
+    tp, fp, fn, rec, exact = (totals[..., j] for j in range(5))
+    return {
+        "precision": stats.ratio(tp, tp + fp),
+        "recall": stats.ratio(tp, tp + fn),
+        "f1": stats.f1_score(tp, fp, fn),
+        "exact_rate": stats.ratio(exact, rec),
+    }
+
+
+def metric_weights(by_component: np.ndarray) -> dict[str, np.ndarray]:
+    """Per metric, (n_slices, n_components) units of its denominator in each component."""
+    by = by_component.astype(np.int64)
+    return {
+        "precision": by[:, 0] + by[:, 1],
+        "recall": by[:, 0] + by[:, 2],
+        "f1": by[:, 0] + by[:, 1] + by[:, 2],
+        "exact_rate": by[:, 3],
+    }
+
+
+def f1_of_q(q: np.ndarray) -> np.ndarray:
+    """F1 from the share q = tp / (tp + fp + fn) of right facts among all scored facts."""
+    return 2 * q / (1 + q)
+
+
+def korn_graubard(
+    point: np.ndarray, replicates: np.ndarray, n_eff: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, effective size) of a clustered proportion: Korn and Graubard's interval.
+
+    The Clopper-Pearson interval at the effective sample size n* = p(1 - p) / var, with var the
+    cluster-bootstrap variance of the proportion over `replicates` (NaN replicates left out), capped
+    at Kish's n_eff (`n_eff`): so a perfect (or all-wrong) slice, whose bootstrap cannot vary, gets
+    (tail)^(1/n_eff) with tail = (1 - level) / 2, the same one-sided tail as each end of every other
+    interval in the column, on the fact-weighted metric itself. Non-integer counts x = p n* use
+    the beta-quantile form of Clopper-Pearson. Korn & Graubard (1998), Survey Methodology 24(2).
+    """
+    from scipy.special import betaincinv
+
+    p = np.asarray(point, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        var = nan_var(replicates)
+        n_star = np.where(var > 0, p * (1 - p) / np.where(var > 0, var, 1), np.inf)
+        n = np.minimum(n_star, np.asarray(n_eff, dtype=np.float64))
+        x = p * n
+        tail = (1 - level) / 2
+        low = np.where(x > 0, betaincinv(np.maximum(x, 1e-300), n - x + 1, tail), 0.0)
+        high = np.where(n - x > 0, betaincinv(x + 1, np.maximum(n - x, 1e-300), 1 - tail), 1.0)
+    defined = ~np.isnan(p) & (n > 0)
+    return np.where(defined, low, np.nan), np.where(defined, high, np.nan), np.where(defined, n, np.nan)
+
+
+def nan_var(values: np.ndarray) -> np.ndarray:
+    """Sample variance per column over the defined (not NaN) values; 0 with fewer than two."""
+    values = np.asarray(values, dtype=np.float64)
+    defined = ~np.isnan(values)
+    n = defined.sum(axis=0)
+    filled = np.where(defined, values, 0.0)
+    mean = filled.sum(axis=0) / np.maximum(n, 1)
+    squares = (np.where(defined, values - mean, 0.0) ** 2).sum(axis=0)
+    return np.where(n > 1, squares / np.maximum(n - 1, 1), 0.0)
+
+
+def f1_share(totals: np.ndarray) -> np.ndarray:
+    """q = tp / (tp + fp + fn) from (..., 5) totals: the proportion behind F1 = 2q / (1 + q)."""
+    tp, fp, fn = (np.asarray(totals[..., j], dtype=np.float64) for j in range(3))
+    return stats.ratio(tp, tp + fp + fn)
+
+
+def leave_one_out(totals: np.ndarray, by_component: np.ndarray) -> dict[str, np.ndarray]:
+    """F1 of every slice without each of its components, summarised per slice.
+
+    Returns `without_largest` (F1 without the component holding most of the slice's facts),
+    `largest` and `influential` (component indices; -1 for an empty slice), `low` and `high`
+    (the smallest and largest leave-one-out F1) and `shift` (the largest |change| of F1).
+    """
+    weights = by_component[:, :3].sum(axis=1)  # (S, G)
+    if weights.shape[1] == 0:  # no component at all
+        empty = np.full(weights.shape[0], np.nan)
+        none = np.full(weights.shape[0], -1, dtype=np.int64)
+        return {"without_largest": empty, "largest": none, "influential": none, "low": empty, "high": empty, "shift": empty}
+    present = weights > 0
+    rest = totals[:, :3, None].astype(np.float64) - by_component[:, :3].astype(np.float64)
+    loo = stats.f1_score(rest[:, 0], rest[:, 1], rest[:, 2])  # (S, G); NaN when nothing is left
+    point = stats.f1_score(totals[:, 0], totals[:, 1], totals[:, 2])
+    shift = np.where(present & ~np.isnan(loo), np.abs(loo - point[:, None]), -1.0)
+    has = present.any(axis=1)
+    largest = np.where(has, weights.argmax(axis=1), -1)
+    influential = np.where(has, shift.argmax(axis=1), -1)
+    rows = np.arange(len(point))
+    masked = np.where(present, loo, np.nan)
+    with np.errstate(all="ignore"):
+        low = np.where(has, np.nanmin(np.where(np.isnan(masked), np.inf, masked), axis=1), np.nan)
+        high = np.where(has, np.nanmax(np.where(np.isnan(masked), -np.inf, masked), axis=1), np.nan)
+    return {
+        "without_largest": np.where(has, loo[rows, np.maximum(largest, 0)], np.nan),
+        "largest": largest,
+        "influential": influential,
+        "low": np.where(np.isfinite(low), low, np.nan),
+        "high": np.where(np.isfinite(high), high, np.nan),
+        "shift": np.where(has, np.maximum(shift.max(axis=1, initial=-1.0), 0), np.nan),
+    }
+
+
+def estimability(
+    n_components: np.ndarray,
+    n_eff: np.ndarray,
+    interval: tuple[np.ndarray, np.ndarray],
+    loo: dict[str, np.ndarray],
+    rests_on: Sequence[str],
+    *,
+    largest: Sequence[str] | None = None,
+    min_components: int,
+    min_n_eff: float,
+) -> tuple[np.ndarray, list[str]]:
+    """(estimable, reason per slice): a slice gets a beyond-these-records interval only with at
+    least `min_components` components, an n_eff of at least `min_n_eff`, and every
+    leave-one-component-out F1 inside its interval. The reason names the component it rests on:
+    the largest (`largest`, default `rests_on`) for too little n_eff, the most influential
+    (`rests_on`) when leaving it out moves the value."""
+    largest = rests_on if largest is None else largest
+    low, high = interval
+    tol = 1e-12
+    stable = (loo["low"] >= low - tol) & (loo["high"] <= high + tol)
+    stable = np.where(np.isnan(loo["low"]), True, stable)  # a single component: caught by the counts
+    reasons = []
+    for i in range(len(n_components)):
+        if n_components[i] == 0:
+            reasons.append("no scored fact")
+        elif n_components[i] < min_components:
+            reasons.append(f"{int(n_components[i])} components, fewer than {min_components}")
+        elif n_eff[i] < min_n_eff:
+            reasons.append(f"n_eff {n_eff[i]:.1f} below {min_n_eff:g}: rests on component {largest[i]}")
+        elif np.isnan(low[i]):
+            reasons.append("no defined resample")
+        elif not stable[i]:
+            reasons.append(
+                f"leaving out component {rests_on[i]} moves F1 to {_moved(loo, i, low[i], high[i]):.3f}, "
+                f"outside its interval: rests on that component"
+            )
+        else:
+            reasons.append("")
+    return np.array([not r for r in reasons], dtype=bool), reasons
+
+
+def _moved(loo: dict[str, np.ndarray], i: int, low: float, high: float) -> float:
+    return float(loo["low"][i] if loo["low"][i] < low else loo["high"][i])
+
+
+def standardised_rest(slice_parts: np.ndarray, family_parts: np.ndarray) -> np.ndarray:
+    """A record-level slice's rest, reweighted to the slice's mix of fact kinds.
+
+    `slice_parts`, `family_parts`: (..., n_kinds, 3+) tp, fp, fn per fact kind of the slice and of
+    its family. The rest's counts of kind k are scaled by (slice facts of k) / (rest facts of k),
+    so the rest has the slice's mix; a kind the rest lacks contributes the slice's own counts to
+    both sides (no evidence either way). Returns (..., 3) standardised tp, fp, fn.
+    """
+    s = slice_parts[..., :3].astype(np.float64)
+    r = family_parts[..., :3].astype(np.float64) - s
+    n_s, n_r = s.sum(axis=-1), r.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(n_r > 0, n_s / np.where(n_r > 0, n_r, 1), 0.0)
+    own = (n_r <= 0)[..., None] * s
+    return (w[..., None] * r + own).sum(axis=-2)
+
+
+def effective_size(q: np.ndarray, replicates: np.ndarray, n_eff: np.ndarray) -> np.ndarray:
+    """Korn-Graubard's effective size of a proportion: q(1 - q) / bootstrap variance, capped at
+    Kish's n_eff (so a proportion at 0 or 1, whose bootstrap cannot vary, counts n_eff units)."""
+    var = nan_var(replicates)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_star = np.where(var > 0, q * (1 - q) / np.where(var > 0, var, 1), np.inf)
+    return np.minimum(n_star, np.asarray(n_eff, dtype=np.float64))
+
+
+def rest_test(
+    q: tuple[np.ndarray, np.ndarray],
+    replicates: tuple[np.ndarray, np.ndarray],
+    n_eff: tuple[np.ndarray, np.ndarray],
+    alpha: float,
+    n_tests: int,
+    min_gap: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p-value, minimum detectable F1 difference) per judged slice.
+
+    H0: the slice's expected share of right facts q = tp / (tp + fp + fn) (F1 = 2q / (1 + q), so
+    the same order as F1) is not below its rest's. A score-type test on the cluster bootstrap:
+    each side's effective size n* = q(1 - q) / var (Korn-Graubard, capped at Kish's n_eff), the
+    variance under H0 taken at the pooled share q0, se0 = sqrt(q0 (1 - q0) (1/n*_slice + 1/n*_rest)),
+    and the statistic referred to Student's t with min(n_eff) - 1 degrees of freedom (few
+    effective components widen it). Variance at the null keeps a rest that happened to do well
+    from looking certain. The minimum detectable difference is the F1 gap this test finds with
+    80% power at alpha / n_tests (Holm's first, strictest step), converted from q at q0.
+    """
+    from scipy.special import stdtr, stdtrit
+
+    (q_s, q_r), (reps_s, reps_r), (n_s, n_r) = q, replicates, n_eff
+    size_s, size_r = effective_size(q_s, reps_s, n_s), effective_size(q_r, reps_r, n_r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q0 = (q_s * size_s + q_r * size_r) / (size_s + size_r)
+        se0 = np.sqrt(q0 * (1 - q0) * (1 / size_s + 1 / size_r))
+        gap_q = min_gap * (1 + q0) ** 2 / 2  # an F1 gap in q units (dF1/dq = 2 / (1 + q)^2)
+        diff = q_s - q_r + gap_q
+        t = np.where(se0 > 0, diff / np.where(se0 > 0, se0, 1), np.where(diff < 0, -np.inf, np.inf))
+    df = np.maximum(np.minimum(n_s, n_r) - 1, 1.0)
+    p = np.where(np.isnan(diff), 1.0, stdtr(df, t))
+    level = alpha / max(int(n_tests), 1)
+    mdd_q = (stdtrit(df, 1 - level) + stdtrit(df, POWER)) * se0
+    return p, f1_of_q(q0) - f1_of_q(np.clip(q0 - mdd_q, 0, 1))

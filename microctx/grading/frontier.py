@@ -1,0 +1,347 @@
+"""The net-true decision boundary: is a candidate's gain in facts worth what it costs?
+
+Per candidate (a submission and its run manifest `<S without .json>.run.json`):
+- net-true facts on the held-out (test) records: true facts submitted (tp) minus false facts
+  submitted (fp); a missed fact counts neither way. `net_true_rate` divides by the gold facts.
+- two questions, kept apart: **on these records**, `net_true` (and `gain`) is the exact count of
+  the frozen test set (a deterministic candidate's 4,326 on s8f's perfect answers is exact, no
+  interval); **beyond these records**, `net_true_ci_low/_high` (and `gain_ci_*`) is a 95%
+  prediction interval for the net-true a *new* test set drawn the same way (as many split
+  components, drawn from the same population) would show: observed + (T1 - T2) over pairs of
+  independent cluster-bootstrap totals T1, T2 (`microctx.grading.stats.bootstrap_totals`), since
+  both the observed and the new test set vary. Assumptions: components are independent and alike
+  (each drawn from one population), facts inside a component are not independent (drawn
+  together). One set of draws is shared by every candidate (columns of one matrix), so the gain
+  against the baseline has a paired interval. Coverage of a new test set's net-true is checked
+  by simulation (tests/test_frontier_simulation.py).
+- cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
+  output and cached tokens as the model gateway counted them, or the runner's proxy when it
+  could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
+  not), with `counts_agree` False when the two differ (`microctx.candidates.runner.model_counts`);
+  model dollars as the model gateway counted them (`gateway.dollars`, --model-endpoint), else
+  (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
+  seconds x `cpu_dollars_per_hour` (an assumed price, a parameter), dollars = model + compute;
+  each also per corpus record.
+- the Pareto front on (cost per record, net-true), `microctx.grading.stats.pareto_front`: a
+  candidate is on it when no other candidate has lower or equal cost and higher or equal
+  net-true with one of them strict. Candidates whose cost is unknown are left off the front.
+- against the baseline (exact-sql by default): gain = net-true minus the baseline's (paired
+  interval), extra cost per record, and the break-even value of one net-true fact:
+  extra cost per corpus record / gain per held-out record (cost assumed proportional to the
+  records processed); only where paying more buys a gain (or paying less loses one): empty
+  (NaN) for a dominated or dominating candidate. The verdict reads it: "dominated" (no more net-true facts for no less
+  cost), "dominates", "pays off when a net-true fact is worth more than X", or "cheaper and
+  worse: pays off only when a net-true fact is worth less than X".
+
+`frontier_table(inputs, names, manifests=..., counts=..., look=...)` does all of it from run
+manifests already read (the reports layer reads them: `microctx.reports.frontier`); the notebook
+only shows it. Each candidate graded on test is one look in the held-out ledger (`look`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from microctx.contract.costs import COST_MEASURES
+from microctx.errors import InputError
+
+if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser imports this module
+    import numpy as np
+    import pandas as pd
+
+DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
+DEFAULT_BASELINE = "exact-sql"
+FRONTIER_COLUMNS = (
+    "candidate",
+    "run_candidate",
+    "net_true",
+    "net_true_ci_low",
+    "net_true_ci_high",
+    "net_true_rate",
+    "true_facts",
+    "false_facts",
+    "missed_facts",
+    "gold_facts",
+    "aggregate_errors",
+    "quality_pass",
+    "records",
+    "test_records",
+    "wall_seconds",
+    "cpu_seconds",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "counts_source",
+    "counts_agree",
+    "model_dollars",
+    "compute_dollars",
+    "dollars",
+    "cost",
+    "cost_measure",
+    "on_front",
+    "gain",
+    "gain_ci_low",
+    "gain_ci_high",
+    "extra_cost_per_record",
+    "break_even_per_fact",
+    "verdict",
+    "method",
+)
+
+
+@dataclass
+class Frontier:
+    table: pd.DataFrame  # one row per candidate, FRONTIER_COLUMNS
+    baseline: str
+    cost_measure: str
+    method: str
+    looks: dict = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
+
+
+def _counter(manifest: dict, key: str) -> float:
+    counters = manifest.get("counters")
+    value = counters.get(key) if isinstance(counters, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _number(manifest: dict, key: str) -> float:
+    value = manifest.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def test_components(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(component roots of the held-out records, held-out records per component)."""
+    import numpy as np
+
+    roots, sizes = np.unique(records.loc[records["split"] == "test", "component"].to_numpy(), return_counts=True)
+    return roots, sizes.astype(np.float64)
+
+
+def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndarray:
+    """Net-true facts (tp - fp) per held-out component (in `test_components` order) from a fact
+    table, through grading's one per-component count (`counts.component_counts`)."""
+    import numpy as np
+
+    from microctx.grading import counts as counting
+
+    roots, _ = test_components(records)
+    prepared = counting.prepare(facts, records, "facts")
+    where = np.full(len(records), -1, dtype=np.int64)
+    test = np.flatnonzero((records["split"] == "test").to_numpy())
+    where[test] = np.searchsorted(roots, records["component"].to_numpy()[test])
+    keep = where[prepared.record] >= 0
+    per = counting.component_counts(where[prepared.record][keep], prepared.outcome[keep], prepared.record[keep], len(roots))
+    return (per[:, 0] - per[:, 1]).astype(np.float64)
+
+
+def bootstrap_net_true(sizes: np.ndarray, nets: dict[str, np.ndarray], n_boot: int, seed: int) -> dict[str, np.ndarray]:
+    """Cluster-bootstrap replicates of each candidate's net-true on a test set drawn like this one.
+
+    `sizes`: held-out records per component; `nets`: name -> net-true per component (both in
+    `test_components` order). A replicate draws as many components as there are, with
+    replacement, and sums their net-true (a new test set of as many components, not scaled to
+    the record count). One draw of components serves every candidate (they are columns of one
+    matrix for `stats.bootstrap_totals`), so differences between candidates are paired.
+    """
+    import numpy as np
+
+    from microctx.grading import stats
+
+    matrix = np.column_stack([sizes, *nets.values()]) if len(sizes) else np.zeros((0, 1 + len(nets)))
+    totals = stats.bootstrap_totals(matrix, n_boot, seed)
+    return {name: totals[:, i + 1] for i, name in enumerate(nets)}
+
+
+def prediction_interval(observed: float, replicates: np.ndarray) -> tuple[float, float]:
+    """95% interval for the value a new test set drawn the same way would show: the percentile
+    interval of observed + (T1 - T2) over pairs of independent bootstrap replicates (the second
+    half of the replicates against the first), since both the observed and the new set vary."""
+    import numpy as np
+
+    values = np.asarray(replicates, dtype=np.float64)
+    half = len(values) // 2
+    if half == 0:
+        return (math.nan, math.nan)
+    return _interval(observed + values[:half] - values[half : 2 * half])
+
+
+def _interval(replicates: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of the defined replicates (NaN, NaN with none)."""
+    import numpy as np
+
+    from microctx.grading import stats
+
+    if len(replicates) == 0:
+        return (math.nan, math.nan)
+    low, high, _ = stats.percentile_interval(np.asarray(replicates, dtype=np.float64)[:, None])
+    return (float(low[0]), float(high[0]))
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if abs(value) >= 0.001 or value == 0 else f"{value:.2e}"
+
+
+def verdict(gain: float, extra: float, break_even: float, baseline: str, measure: str, gain_ci: tuple[float, float]) -> str:
+    """The payoff against the baseline in words (see the module docstring)."""
+    unit = "$" if "dollars" in measure else ""
+    per = "" if "dollars" in measure else f" {measure.replace('_', ' ')}"
+    if math.isnan(extra):
+        return "cost unknown (no run manifest or no counters)"
+    if gain <= 0 and extra >= 0:
+        text = "equal" if gain == 0 and extra == 0 else f"dominated by {baseline}"
+    elif gain >= 0 and extra <= 0:
+        text = f"dominates {baseline}"
+    elif gain > 0:
+        text = f"pays off when a net-true fact is worth more than {unit}{_fmt(break_even)}{per}"
+    else:
+        text = f"cheaper and worse: pays off only when a net-true fact is worth less than {unit}{_fmt(break_even)}{per}"
+    low, high = gain_ci
+    if gain != 0 and not math.isnan(low) and low <= 0 <= high:
+        text += " (the gain's 95% interval includes 0)"
+    return text
+
+
+def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: str = "") -> str:
+    """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
+    if requested:
+        if requested not in names:
+            raise InputError("--baseline", f"{requested!r} is not one of the candidates ({', '.join(names)})")
+        return requested
+    for name, manifest in zip(names, manifests):
+        if name == DEFAULT_BASELINE or manifest.get("candidate") == DEFAULT_BASELINE:
+            return name
+    return names[0]
+
+
+def _candidate_row(name: str, result, facts, manifest: dict, counts: dict, cpu_dollars_per_hour: float) -> dict:
+    from microctx.contract.facts import FACT_KINDS
+
+    outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
+    tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
+    model_dollars = counts["dollars"] if counts.get("dollars") is not None else _counter(manifest, "cost_microdollars") / 1e6
+    if math.isnan(model_dollars) and counts["model_calls"] == 0:
+        model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
+    cpu = _number(manifest, "cpu_seconds")
+    compute = cpu * cpu_dollars_per_hour / 3600
+    return {
+        "candidate": name, "run_candidate": manifest.get("candidate"), "net_true": tp - fp,
+        "net_true_rate": (tp - fp) / (tp + fn) if tp + fn else math.nan,
+        "true_facts": tp, "false_facts": fp, "missed_facts": fn, "gold_facts": tp + fn,
+        "aggregate_errors": result.grade["aggregate_errors"], "quality_pass": result.grade["quality_pass"],
+        "wall_seconds": _number(manifest, "wall_seconds"), "cpu_seconds": cpu,
+        "model_calls": _float(counts["model_calls"]), "input_tokens": _float(counts["input_tokens"]),
+        "output_tokens": _float(counts["output_tokens"]), "cached_tokens": _float(counts["cached_tokens"]),
+        "counts_source": counts["counts_source"] if manifest else None, "counts_agree": counts["counts_agree"],
+        "model_dollars": model_dollars, "compute_dollars": compute, "dollars": model_dollars + compute,
+    }  # fmt: skip
+
+
+def break_even(gain: float, extra: float, n_test: int) -> float:
+    """Extra cost per record / gain per held-out record, only where a trade exists: paying more for
+    a gain, or paying less for a loss. NaN for dominated or dominating rows (no trade: a negative
+    break-even would read as a price)."""
+    if not gain or not n_test or math.isnan(extra) or (gain > 0) != (extra > 0) or extra == 0:
+        return math.nan
+    return extra / (gain / n_test)
+
+
+def _against_baseline(table, boot, base: str, n_test: int, cost_measure: str) -> None:
+    b = table.index[table["candidate"] == base][0]
+    gains, lows, highs, extras, breaks, verdicts = [], [], [], [], [], []
+    for i, name in enumerate(table["candidate"]):
+        gain = float(table.at[i, "net_true"] - table.at[b, "net_true"])
+        low, high = prediction_interval(gain, boot[name] - boot[base])
+        extra = float(table.at[i, "cost"] - table.at[b, "cost"])
+        per_fact = break_even(gain, extra, n_test)
+        gains.append(gain)
+        lows.append(float(low))
+        highs.append(float(high))
+        extras.append(extra)
+        breaks.append(per_fact)
+        verdicts.append("baseline" if name == base else verdict(gain, extra, per_fact, base, cost_measure, (low, high)))
+    table["gain"], table["gain_ci_low"], table["gain_ci_high"] = gains, lows, highs
+    table["extra_cost_per_record"], table["break_even_per_fact"], table["verdict"] = extras, breaks, verdicts
+
+
+def _check(names, cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -> None:
+    if cost_measure not in COST_MEASURES:
+        raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost_measure!r}")
+    if not names:
+        raise InputError("--submission", "the frontier needs at least one submission")
+    if n_boot < 0 or not math.isfinite(cpu_dollars_per_hour) or cpu_dollars_per_hour < 0:
+        raise InputError("--n-boot" if n_boot < 0 else "--cpu-dollars-per-hour", "expected a non-negative, finite number")
+
+
+def frontier_table(
+    inputs,
+    names: Sequence[str],
+    *,
+    manifests: Sequence[dict],
+    counts: Sequence[dict],
+    look: Callable[[str, object], dict] | None = None,
+    baseline: str = "",
+    cost_measure: str = "dollars",
+    cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
+    n_boot: int | None = None,
+    seed: int = 0,
+) -> Frontier:
+    """The frontier table of the submissions in `inputs` (tables.Inputs), given each one's run
+    manifest (`manifests`, {} when none) and model counts (`counts`, the runner's `model_counts`).
+
+    Every submission is graded on test; `look(name, result)` records that grading in the
+    held-out ledger (the entries are `Frontier.looks`). `n_boot` defaults to `stats.DEFAULT_N_BOOT`."""
+    import pandas as pd
+
+    from microctx.contract.score import grade
+    from microctx.grading import slices, stats
+
+    n_boot = stats.DEFAULT_N_BOOT if n_boot is None else int(n_boot)
+    _check(names, cost_measure, n_boot, cpu_dollars_per_hour)
+    base = pick_baseline(names, manifests, baseline)
+    records = slices.record_table(inputs.corpus)
+    n_records, n_test = len(records), int((records["split"] == "test").sum())
+    roots, sizes = test_components(records)
+    rows, nets, looks = [], {}, {}
+    for name, manifest, count in zip(names, manifests, counts):
+        result = grade(inputs.answers, inputs.submissions[name])
+        looks[name] = look(name, result) if look else {}  # a grading on test: one look
+        facts = slices.facts_frame(result.facts)
+        nets[name] = net_true_by_component(facts, records)
+        rows.append(_candidate_row(name, result, facts, manifest, count, cpu_dollars_per_hour))
+    table = pd.DataFrame(rows)
+    table.insert(table.columns.get_loc("wall_seconds"), "records", n_records)
+    table.insert(table.columns.get_loc("wall_seconds"), "test_records", n_test)
+    boot = bootstrap_net_true(sizes, nets, n_boot, seed)
+    intervals = [prediction_interval(float(table.at[i, "net_true"]), boot[name]) for i, name in enumerate(names)]
+    table["net_true_ci_low"], table["net_true_ci_high"] = [lo for lo, _ in intervals], [hi for _, hi in intervals]
+    totals = {"dollars": table["dollars"], "model_dollars": table["model_dollars"], "wall_seconds": table["wall_seconds"],
+              "cpu_seconds": table["cpu_seconds"], "model_calls": table["model_calls"],
+              "tokens": table["input_tokens"] + table["output_tokens"]}[cost_measure]  # fmt: skip
+    table["cost"] = totals / n_records
+    table["cost_measure"] = COST_MEASURES[cost_measure]
+    table["on_front"] = stats.pareto_front(table["cost"].tolist(), table["net_true"].astype(float).tolist())
+    _against_baseline(table, boot, base, n_test, cost_measure)
+    method = (f"on these records: net-true = true - false facts on {n_test} held-out records, exact (no interval); "
+              f"beyond these records: 95% prediction interval for a new test set of {len(roots)} split components "
+              f"drawn the same way (observed + difference of two independent cluster-bootstrap totals; "
+              f"n_boot={n_boot}, seed={seed}), paired for the gain; assumes components independent and alike; "
+              f"cost: {COST_MEASURES[cost_measure]}, CPU at ${cpu_dollars_per_hour:g}/hour; "
+              f"break-even = extra cost per record / gain per held-out record, only where a trade exists")  # fmt: skip
+    table["method"] = method
+    return Frontier(table[list(FRONTIER_COLUMNS)], base, cost_measure, method, looks)
+
+
+def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
+    from microctx._io.atomic import atomic_write
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(frontier.table))
