@@ -48,7 +48,7 @@ from microctx.candidates.forwarder import DEFAULT_PORT, forwarder_argv  # noqa: 
 from microctx.candidates.proxy_http import handle_connection, split_host_port
 from microctx.errors import InputError
 
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 256
 MAX_BUFFER = 64 << 20
 
 
