@@ -684,6 +684,9 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parsers(sub)
     report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
     _tuning_parsers(sub, report_kinds)
+    from microctx.semantic.cli import add_parsers as _study_parsers  # `microctx study` (docs/semantic.md)
+
+    _study_parsers(sub)
     return parser
 
 

@@ -61,27 +61,36 @@ def ledger_path() -> Path:
     return Path(base) / "microctx" / "ledger.sqlite"
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
         connection.execute("PRAGMA busy_timeout = 30000")
     except (OSError, sqlite3.Error) as exc:
-        raise InputError(path, f"cannot open the held-out ledger: {exc}", field=LEDGER_ENV) from None
+        raise InputError(path, f"cannot open the {what}: {exc}", field=field) from None
     return connection
 
 
-def _with_retry(path: Path, work):
-    """Run `work(connection)` in one BEGIN IMMEDIATE transaction, retrying while the database is busy."""
+def connect(path: str | os.PathLike, what: str, field: str) -> sqlite3.Connection:
+    """An open connection to an append-only log (for reading; `transaction` writes)."""
+    return _connect(Path(path), what, field)
+
+
+def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what: str, field: str):
+    """Run `work(connection)` in one BEGIN IMMEDIATE transaction on the SQLite file `path` (WAL mode,
+    `schema` statements run first), retrying with backoff while the database is busy. Any
+    append-only log uses this (the held-out ledger, the semantic layer's event log); errors name
+    the file as `what` with `field`."""
+    path = Path(path)
     delay = 0.005
     for attempt in range(_ATTEMPTS):
-        connection = _connect(path)
+        connection = _connect(path, what, field)
         try:
             if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA:  # not executescript: it would commit the open transaction
+                for statement in schema:  # not executescript: it would commit the open transaction
                     connection.execute(statement)
                 value = work(connection)
                 connection.execute("COMMIT")
@@ -93,14 +102,19 @@ def _with_retry(path: Path, work):
         except sqlite3.OperationalError as exc:
             text = str(exc).lower()
             if ("locked" not in text and "busy" not in text) or attempt == _ATTEMPTS - 1:
-                raise InputError(path, f"cannot write the held-out ledger: {exc}", field=LEDGER_ENV) from None
+                raise InputError(path, f"cannot write the {what}: {exc}", field=field) from None
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)
         except sqlite3.DatabaseError as exc:
-            raise InputError(path, f"not a usable held-out ledger: {exc}", field=LEDGER_ENV) from None
+            raise InputError(path, f"not a usable {what}: {exc}", field=field) from None
         finally:
             connection.close()
     raise AssertionError("unreachable")
+
+
+def _with_retry(path: Path, work):
+    """Run `work(connection)` in one transaction on the held-out ledger (`transaction`)."""
+    return transaction(path, work, schema=_SCHEMA, what="held-out ledger", field=LEDGER_ENV)
 
 
 def _utc_now() -> str:
