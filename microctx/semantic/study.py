@@ -59,7 +59,11 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 def _key_of(message: str) -> tuple[str, str]:
     """msgspec's 'Expected `int`, got `str` - at `$.question[0].labels`' as (key, what)."""
     what, _, at = message.partition(" - at `$")
-    return (at.rstrip("`").lstrip(".") or "(top level)"), what
+    at = at.rstrip("`").lstrip(".")
+    unknown = re.fullmatch(r"Object contains unknown field `(.+)`", what)
+    if unknown:
+        return (f"{at}.{unknown.group(1)}" if at else unknown.group(1)), "Expected a key the study file knows (this one is unknown)"
+    return (at or "(top level)"), what
 
 
 def _check(study: Study, path: str) -> None:
