@@ -13,7 +13,7 @@ effective number of components) stand beside each row.
 Definitions (items with at least two labels; n_ic labels of category c on item i, n_i = sum_c n_ic):
 - percent: mean over items of the share of agreeing label pairs;
 - cohen_kappa: Cohen's kappa of each annotator pair on the items both labelled, then the mean
-  over pairs that share at least one item;
+  over the pairs where it is defined (they share an item, and chance agreement is below 1);
 - fleiss_kappa: (P - Pe) / (1 - Pe), P the mean over items of sum_c n_ic (n_ic - 1) / (n_i (n_i - 1)),
   Pe = sum_c p_c^2 with p_c the share of all labels in c (statsmodels' formula when n_i is constant);
 - krippendorff_alpha: 1 - (n - 1) (n - sum_c o_cc) / (n^2 - sum_c n_c^2) over the coincidence matrix
@@ -95,8 +95,8 @@ def measures_from_totals(totals: np.ndarray, layout: Layout) -> dict[str, np.nda
         n = n_c.sum(axis=1)
         alpha = 1 - (n - 1) * (n - np.trace(coincidence, axis1=1, axis2=2)) / (n * n - (n_c * n_c).sum(axis=1))
         kappas = kappa_from_confusion(pairs)
-        shared = pairs.sum(axis=(2, 3)) > 0
-        cohen = np.where(shared.any(axis=1), np.nansum(np.where(shared, kappas, 0), axis=1) / shared.sum(axis=1), np.nan)
+        defined = (pairs.sum(axis=(2, 3)) > 0) & ~np.isnan(kappas)  # a pair with no item, or no chance disagreement, is left out
+        cohen = np.where(defined.any(axis=1), np.where(defined, kappas, 0).sum(axis=1) / defined.sum(axis=1), np.nan)
     return {"percent": percent, "cohen_kappa": cohen, "fleiss_kappa": fleiss, "krippendorff_alpha": alpha}
 
 

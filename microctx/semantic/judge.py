@@ -27,6 +27,7 @@ import math
 import os
 import socket
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -103,7 +104,7 @@ def _work(folder: StudyFolder, public: dict) -> list[tuple[str, object, dict, di
 
 
 def run_judge(folder_path, base_url: str, model: str, *, api_key_env: str | None = None, timeout: float = 60.0,
-              limit: int | None = None) -> dict:
+              limit: int | None = None, concurrency: int = 4) -> dict:
     """Ask the model every item (and the pool); append its labels; write judge-<model>.json."""
     from microctx.candidates.network import RecordingProxy
     from microctx.semantic.freeze import _sources
@@ -120,8 +121,12 @@ def run_judge(folder_path, base_url: str, model: str, *, api_key_env: str | None
     work = _work(folder, public)[:limit]
     with tempfile.TemporaryDirectory(prefix="mctx-judge-") as scratch:
         with RecordingProxy(Path(scratch) / "proxy.sock", [f"{parts.hostname}:{parts.port or 80}"]) as proxy:
-            found = [(name, _ask(str(proxy.socket_path), url, model, prompt(q, guideline, record, target), key, timeout), q)
-                     for name, q, record, target in work]
+            def one(task):
+                name, q, record, target = task
+                return name, _ask(str(proxy.socket_path), url, model, prompt(q, guideline, record, target), key, timeout), q
+
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                found = list(pool.map(one, work))
         network = proxy.record()
     ev.append(folder.events_path, [{"annotator": annotator, "item": name, "kind": "judge",
                                     "label": label if label in q.labels else None, "note": "" if label in q.labels else "unusable answer",
