@@ -14,7 +14,7 @@ PACKAGE = ROOT / "microctx"
 
 # Lower layers never import higher ones. `errors`, `files` and `_version` are the base every stage uses.
 LAYERS = {"_version": 0, "errors": 0, "files": 0, "display": 0, "contract": 1, "grading": 2, "corpus": 3,
-          "candidates": 4, "reports": 5, "api": 6, "demo": 6, "notebook": 6, "explorer": 6, "lab": 6, "cli": 7, "__main__": 8, "__init__": 8}
+          "candidates": 4, "semantic": 4, "reports": 5, "api": 6, "demo": 6, "notebook": 6, "explorer": 6, "lab": 6, "cli": 7, "__main__": 8, "__init__": 8}
 
 
 def module_name(path: Path) -> str:

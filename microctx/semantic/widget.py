@@ -1,0 +1,151 @@
+"""`microctx.annotate(DIR, annotator="NAME")`: the annotation widget for JupyterLab (anywidget, offline).
+
+One item at a time, only the annotator's own assignments, in their seeded order: the record's
+title, body and references (the linked issue too, for a duplicate question), the question, one
+button per label with its keyboard shortcut, a note, progress, skip and undo. Every action is a
+new event in the study's log (an undo takes back the annotator's last label or skip; nothing is
+edited). The page is sent the current item and this annotator's progress only: no other
+annotator's label or note ever reaches it. The front end is the inline module below, served by
+anywidget's JupyterLab extension from the installed package: no CDN, no network.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anywidget
+import traitlets
+
+from microctx.semantic import events as ev
+from microctx.semantic.items import StudyFolder
+
+_ESM = r"""
+function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text; return e; }
+function render({ model, el: root }) {
+  root.classList.add("microctx-annotate");
+  root.setAttribute("tabindex", "0");
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
+  root.setAttribute("data-p-suppress-shortcuts", "true");
+  const draw = () => {
+    const item = model.get("item"), progress = model.get("progress");
+    root.replaceChildren();
+    const bar = el("div", "microctx-progress", `${progress.done} / ${progress.total} labelled`);
+    root.append(bar);
+    if (!item.item) { root.append(el("div", "microctx-done", "All your items are labelled.")); }
+    else {
+      root.append(el("div", "microctx-question", item.question_text));
+      root.append(el("h3", "microctx-title", `#${item.number} ${item.title}`));
+      const body = el("pre", "microctx-body"); body.textContent = item.body; root.append(body);
+      if (item.references.length) root.append(el("div", "microctx-refs", "references: " + item.references.map(n => "#" + n).join(" ")));
+      if (item.target) {
+        root.append(el("h4", "microctx-target-title", `linked issue #${item.target.number} ${item.target.title}`));
+        const tb = el("pre", "microctx-body microctx-target-body"); tb.textContent = item.target.body; root.append(tb);
+      }
+      const note = el("input", "microctx-note"); note.placeholder = "note (optional)"; root.append(note);
+      const buttons = el("div", "microctx-buttons");
+      const send = (msg) => { model.send({ ...msg, item: item.item, note: note.value }); };
+      item.labels.forEach((label, i) => {
+        const b = el("button", "microctx-label", `${label} [${item.shortcuts[i]}]`);
+        b.dataset.label = label; b.onclick = () => send({ action: "label", label }); buttons.append(b);
+      });
+      const skip = el("button", "microctx-skip", "skip [s]"); skip.onclick = () => send({ action: "skip" });
+      buttons.append(skip); root.append(buttons);
+      root._send = send; root._item = item;
+    }
+    const undo = el("button", "microctx-undo", "undo [z]"); undo.onclick = () => model.send({ action: "undo" });
+    root.append(undo, el("div", "microctx-status", model.get("status")));
+  };
+  root.addEventListener("keydown", (event) => {
+    if (event.target.tagName === "INPUT") return;
+    const item = root._item; let handled = true;
+    if (item && item.item && item.shortcuts.includes(event.key)) root._send({ action: "label", label: item.labels[item.shortcuts.indexOf(event.key)] });
+    else if (event.key === "s" && item && item.item) root._send({ action: "skip" });
+    else if (event.key === "z") model.send({ action: "undo" });
+    else handled = false;
+    if (handled) { event.preventDefault(); event.stopPropagation(); }
+  });
+  model.on("change:item", draw); model.on("change:progress", draw); model.on("change:status", draw);
+  draw();
+}
+export default { render };
+"""
+
+_CSS = """
+.microctx-annotate { font-family: sans-serif; max-width: 60em; outline: none; }
+.microctx-annotate .microctx-body { white-space: pre-wrap; max-height: 24em; overflow: auto; background: #f6f6f6; padding: .5em; }
+.microctx-annotate .microctx-question { font-weight: bold; margin: .5em 0; }
+.microctx-annotate button { margin: .2em; padding: .3em .8em; }
+.microctx-annotate .microctx-note { width: 40em; margin: .3em 0; }
+.microctx-annotate .microctx-status { color: #555; font-size: 90%; }
+"""
+
+
+class Annotator(anywidget.AnyWidget):
+    _esm = traitlets.Unicode(_ESM).tag(sync=True)
+    _css = traitlets.Unicode(_CSS).tag(sync=True)
+    item = traitlets.Dict({}).tag(sync=True)
+    progress = traitlets.Dict({"done": 0, "total": 0}).tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, folder: str | os.PathLike, annotator: str):
+        super().__init__()
+        self.folder = StudyFolder(folder)
+        self.annotator = annotator
+        self.order = self.folder.assigned(annotator)
+        study = self.folder.study()
+        self.questions = {q.id: q for q in study.question}
+        self.on_msg(self._on_message)
+        self._refresh()
+
+    def _mine(self) -> dict[str, dict]:
+        """This annotator's labels and skips in force (nobody else's events are read into the page)."""
+        events = [e for e in ev.read(self.folder.events_path) if e["annotator"] == self.annotator
+                  and e["guideline_version"] == self.folder.guideline_version]
+        return {item: e for (_, item), e in ev.current_labels(events).items()}
+
+    def _refresh(self, status: str = "") -> None:
+        mine = self._mine()
+        done = sum(1 for name in self.order if name in mine and mine[name]["kind"] == "label")
+        following = next((name for name in self.order if name not in mine), None)
+        self.item = self._shown(following) if following else {}
+        self.progress = {"done": done, "total": len(self.order), "skipped": sum(1 for e in mine.values() if e["kind"] == "skip")}
+        self.status = status
+
+    def _shown(self, name: str) -> dict:
+        row = self.folder.items[name]
+        record = self.folder.records[row["record_id"]]
+        q = self.questions[row["question"]]
+        shown = {"item": name, "question_text": q.text, "labels": list(q.labels), "shortcuts": list(q.shortcuts),
+                 "number": record["number"], "title": record["title"], "body": record["body"],
+                 "references": record["references"], "target": None}
+        target = self.folder.records.get(f"issue-{row['target']}") if "target" in row else None
+        if target:
+            shown["target"] = {"number": target["number"], "title": target["title"], "body": target["body"]}
+        return shown
+
+    def _on_message(self, _widget, content: dict, _buffers) -> None:
+        action = content.get("action")
+        base = {"annotator": self.annotator, "guideline_version": self.folder.guideline_version}
+        if action == "undo":
+            last = ev.last_undoable(ev.read(self.folder.events_path), self.annotator)
+            if last is None:
+                return self._refresh("nothing to undo")
+            ev.append(self.folder.events_path, [{**base, "item": last["item"], "kind": "undo", "undoes": last["id"]}])
+            return self._refresh(f"undone: {last['kind']} of {last['item']}")
+        name = content.get("item")
+        if name not in self.order or name != self.item.get("item"):
+            return self._refresh("that item is not the one shown; nothing recorded")
+        if action == "label" and content.get("label") in self.questions[self.folder.items[name]["question"]].labels:
+            ev.append(self.folder.events_path, [{**base, "item": name, "kind": "label", "label": content["label"],
+                                                 "note": str(content.get("note") or "")[:2000]}])
+            return self._refresh(f"{name}: {content['label']}")
+        if action == "skip":
+            ev.append(self.folder.events_path, [{**base, "item": name, "kind": "skip", "note": str(content.get("note") or "")[:2000]}])
+            return self._refresh(f"{name}: skipped")
+        return self._refresh("unknown action; nothing recorded")
+
+
+def annotate(folder: str | os.PathLike, annotator: str) -> Annotator:
+    """The annotation widget for `annotator`'s items of the study folder."""
+    return Annotator(folder, annotator)
