@@ -100,12 +100,29 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    result = grade(load_answers(args.answers), load_submission(args.submission))
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
+    layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "grade", args.submission)
     write_grade(result, args.output)
     print(result.summary())
     print(look)
+    if layer:
+        from microctx.files import atomic_write
+        from microctx.semantic.grade import semantic_path
+
+        atomic_write(semantic_path(args.output), layer[0])
+        print(layer[1])
     return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def _semantic_layer(args, answers: dict, submission: dict) -> tuple[bytes, str] | None:
+    """With --semantic: the submission's cue and duplicate answers against the adjudicated gold."""
+    if not args.semantic:
+        return None
+    from microctx.semantic.grade import grade_semantic
+
+    return grade_semantic(args.semantic, args.answers, answers, submission)
 
 
 def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
@@ -148,6 +165,8 @@ def _core_parsers(sub) -> None:
                    help="test (default): the contract's grade; tune: against --devkit's tune answers, for tuning")
     p.add_argument("--devkit", help="devkit (from `microctx devkit`) to grade --split tune against")
     p.add_argument("--output", required=True, help="grade JSON to write; the fact table goes beside it")
+    p.add_argument("--semantic", metavar="semantic.json",
+                   help="also score cue and duplicate answers against a study's adjudicated gold (<grade>.semantic.csv)")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("data", help="locate published artifacts, checked against their pinned SHA-256")

@@ -292,3 +292,49 @@ def test_agreement_cli_writes_the_pinned_columns(study, tmp_path):
     assert {r["measure"] for r in rows} == {"percent", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha"}
     assert {r["slice_kind"] for r in rows} == {"overall", "split", "state", "cue_word"}
     assert [r["question"] for r in rows if r["slice_kind"] == "overall"] == ["conflict"] * 4 + ["duplicate"] * 4
+
+
+def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_by_side(study, s8f, tmp_path):
+    import json
+
+    from microctx.contract.schemas import SUBMISSION_SCHEMA
+    from microctx.semantic.freeze import write_semantic
+
+    truth = truth_for(study, 71)
+    simulate(study, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=72)
+    ev.append(study.events_path, [{"annotator": "adjudicator", "item": i, "kind": "adjudicate", "label": truth[i],
+                                   "reason": "simulated", "guideline_version": "1"} for i in status(study)["queue"]])
+    semantic = tmp_path / "semantic.json"
+    write_semantic(study.path, semantic, n_boot=200)
+    answers = json.loads(Path(s8f.answers).read_text())
+    gold = {g["item"]: g["label"] for g in json.loads(semantic.read_text())["gold"]}
+    submission = {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"], "answers": answers["answers"],
+                  "aggregates": answers["aggregates"]}  # the lexical gold itself, submitted
+    path = tmp_path / "submission.json"
+    path.write_text(json.dumps(submission))
+    out = tmp_path / "grade.json"
+    env_ledger = {"MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")}
+    import os
+
+    run = subprocess.run([sys.executable, "-m", "microctx", "grade", "--answers", s8f.answers, "--submission", path,
+                          "--output", out, "--semantic", semantic], capture_output=True, text=True, env={**os.environ, **env_ledger})
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader((tmp_path / "grade.semantic.csv").read_text().splitlines()))
+    test_items = [i for i, item in study.items.items() if item["split"] == "test"]
+    assert sorted(r["item"] for r in rows) == sorted(test_items)
+    by_id = {a["id"]: a for a in answers["answers"]}
+    for r in rows:
+        cued = bool(by_id[r["record_id"]]["scope_contradictions"]) if r["question"] == "conflict" else True
+        assert r["lexical"] == ("tp" if cued else "tn")  # the lexical gold submitted is right by the lexical gold
+        expected = {("yes", "yes"): "tp", ("yes", "no"): "fp", ("no", "yes"): "fn", ("no", "no"): "tn",
+                    ("yes", "unsure"): "excluded", ("no", "unsure"): "excluded"}
+        assert r["semantic"] == expected[("yes" if cued else "no", gold[r["item"]])]
+    fp = sum(1 for r in rows if r["semantic"] == "fp")
+    assert fp > 0 and "semantic layer: conflict" in run.stdout and "lexical precision 1.000 recall 1.000" in run.stdout
+    # bound to other answers: refused
+    other = tmp_path / "answers.json"
+    other.write_bytes(Path(s8f.answers).read_bytes() + b" ")
+    run = subprocess.run([sys.executable, "-m", "microctx", "grade", "--answers", other, "--submission", path,
+                          "--output", tmp_path / "g2.json", "--semantic", semantic], capture_output=True, text=True,
+                         env={**os.environ, **env_ledger})
+    assert run.returncode == 2 and "is bound to answers" in run.stderr

@@ -84,6 +84,7 @@ def semantic_document(folder: StudyFolder, *, n_boot: int = DEFAULT_N_BOOT, seed
 
     document = {
         "schema": SEMANTIC_SCHEMA, "study": study.name, "guideline_version": folder.guideline_version,
+        "study_toml": (folder.path / STUDY_FILE).read_text(),
         **bindings(folder, log),
         "gold": [{"item": name, "question": row["question"], "record_id": row["record_id"], "split": row["split"],
                   **({"target": row["target"]} if "target" in row else {}), "label": state["gold"][name][0],
