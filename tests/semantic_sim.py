@@ -45,8 +45,13 @@ def truth_for(folder: StudyFolder, seed: int, p_dup: float = 0.75) -> dict[str, 
     return truth
 
 
-def simulate(folder: StudyFolder, truth: dict[str, str], confusions: dict[str, list[list[float]]], seed: int,
-             skip: set[tuple[str, str]] = frozenset()) -> dict[str, dict[str, str]]:
+def simulate(
+    folder: StudyFolder,
+    truth: dict[str, str],
+    confusions: dict[str, list[list[float]]],
+    seed: int,
+    skip: set[tuple[str, str]] = frozenset(),
+) -> dict[str, dict[str, str]]:
     """Append every annotator's labels to the log; returns item -> {annotator: label}."""
     rng = np.random.default_rng(seed)
     given: dict[str, dict[str, str]] = {}
@@ -58,8 +63,15 @@ def simulate(folder: StudyFolder, truth: dict[str, str], confusions: dict[str, l
             t = LABELS.index(truth[name])
             label = LABELS[int(rng.choice(3, p=confusions[annotator][t]))]
             given.setdefault(name, {})[annotator] = label
-            rows.append({"annotator": annotator, "item": name, "kind": "label", "label": label,
-                         "guideline_version": folder.guideline_version})
+            rows.append(
+                {
+                    "annotator": annotator,
+                    "item": name,
+                    "kind": "label",
+                    "label": label,
+                    "guideline_version": folder.guideline_version,
+                }
+            )
     ev.append(folder.events_path, rows)
     return given
 

@@ -48,6 +48,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 # ------------------------------------------------------------------ the study file and the items
 
+
 def test_study_file_errors_name_the_file_the_key_and_what_was_expected(tmp_path):
     text = STUDY.read_text()
     with pytest.raises(InputError) as exc:
@@ -107,11 +108,16 @@ def test_items_cli_csv(base_study):
 
 # ------------------------------------------------------------------ the event log
 
+
 def test_event_log_is_append_only_and_undo_is_a_new_event(study):
     name = study.assigned("ann")[0]
-    first, second = ev.append(study.events_path, [
-        {"annotator": "ann", "item": name, "kind": "label", "label": "yes", "guideline_version": "1"},
-        {"annotator": "ann", "item": name, "kind": "label", "label": "no", "guideline_version": "1"}])
+    first, second = ev.append(
+        study.events_path,
+        [
+            {"annotator": "ann", "item": name, "kind": "label", "label": "yes", "guideline_version": "1"},
+            {"annotator": "ann", "item": name, "kind": "label", "label": "no", "guideline_version": "1"},
+        ],
+    )
     assert annotator_labels(study)[name] == {"ann": "no"}
     ev.append(study.events_path, [{"annotator": "ann", "item": name, "kind": "undo", "undoes": second, "guideline_version": "1"}])
     assert annotator_labels(study)[name] == {"ann": "yes"}
@@ -138,6 +144,7 @@ def test_annotate_cli_refuses_an_unassigned_item_and_an_unknown_label(study, tmp
 
 # ------------------------------------------------------------------ agreement against independent implementations
 
+
 def _reference_values(labels: dict[str, dict[str, str]], annotators: list[str]) -> dict[str, float]:
     import krippendorff
     from sklearn.metrics import cohen_kappa_score
@@ -153,9 +160,12 @@ def _reference_values(labels: dict[str, dict[str, str]], annotators: list[str]) 
         kappas.append(cohen_kappa_score([labels[i][a] for i in both], [labels[i][b] for i in both], labels=LABELS))
     per_item = [sorted(labels[i].values()) for i in items]
     assert aggregate_raters  # statsmodels' table builder; counts built directly (raters differ per item)
-    return {"krippendorff_alpha": krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"),
-            "fleiss_kappa": fleiss_kappa(counts, method="fleiss"), "cohen_kappa": float(np.mean(kappas)),
-            "percent": float(np.mean([float(p[0] == p[1]) for p in per_item]))}
+    return {
+        "krippendorff_alpha": krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"),
+        "fleiss_kappa": fleiss_kappa(counts, method="fleiss"),
+        "cohen_kappa": float(np.mean(kappas)),
+        "percent": float(np.mean([float(p[0] == p[1]) for p in per_item])),
+    }
 
 
 def test_point_estimates_match_krippendorff_statsmodels_and_scikit_learn(study):
@@ -222,6 +232,7 @@ def test_dawid_skene_matches_crowd_kit():
 
 # ------------------------------------------------------------------ freeze, the queue, digests, the lexical rule
 
+
 def test_freeze_is_refused_until_complete_then_binds_every_input(study, s8f, tmp_path):
     from microctx.semantic.freeze import check_binding, load_semantic
 
@@ -231,8 +242,10 @@ def test_freeze_is_refused_until_complete_then_binds_every_input(study, s8f, tmp
     out = tmp_path / "semantic.json"
     run = cli("study", "freeze", study.path, "--out", out, "--n-boot", 200)
     assert run.returncode == 2 and "refused: 1 items lack a label" in run.stderr and not out.exists()
-    ev.append(study.events_path, [{"annotator": "ann", "item": left_out[1], "kind": "label", "label": truth[left_out[1]],
-                                   "guideline_version": "1"}])
+    ev.append(
+        study.events_path,
+        [{"annotator": "ann", "item": left_out[1], "kind": "label", "label": truth[left_out[1]], "guideline_version": "1"}],
+    )
     queue = cli("study", "queue", study.path)
     rows = list(csv.DictReader(queue.stdout.splitlines()))
     assert queue.stdout.startswith("item,") and rows and len(rows) == len(status(study)["queue"])
@@ -267,7 +280,9 @@ def test_lexical_rule_against_gold_recovers_the_planted_precision(study, tmp_pat
     import json
 
     answers = json.loads(Path(study.document["sources"]["answers"]).read_text())
-    rows = {(r["rule"], r["measure"]): r for r in lexical_rows(study, gold, answers, n_boot=N_BOOT) if r["question"] == "conflict"}
+    rows = {
+        (r["rule"], r["measure"]): r for r in lexical_rows(study, gold, answers, n_boot=N_BOOT) if r["question"] == "conflict"
+    }
     assert rows[("conflict", "precision")]["items"] == 16 and rows[("any", "precision")]["items"] == 90
     by_id = {a["id"]: a for a in answers["answers"]}
     cued = [i for i in study.items.values() if i["question"] == "conflict" and by_id[i["record_id"]]["scope_contradictions"]]
@@ -287,8 +302,18 @@ def test_agreement_cli_writes_the_pinned_columns(study, tmp_path):
     run = cli("study", "agreement", study.path, "--output", out, "--n-boot", 200)
     assert run.returncode == 0, run.stderr
     rows = list(csv.DictReader(out.read_text().splitlines()))
-    assert list(rows[0]) == ["question", "slice_kind", "slice", "measure", "value", "ci_low", "ci_high", "items",
-                             "components", "n_eff"]
+    assert list(rows[0]) == [
+        "question",
+        "slice_kind",
+        "slice",
+        "measure",
+        "value",
+        "ci_low",
+        "ci_high",
+        "items",
+        "components",
+        "n_eff",
+    ]
     assert {r["measure"] for r in rows} == {"percent", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha"}
     assert {r["slice_kind"] for r in rows} == {"overall", "split", "state", "cue_word"}
     assert [r["question"] for r in rows if r["slice_kind"] == "overall"] == ["conflict"] * 4 + ["duplicate"] * 4
@@ -302,22 +327,55 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
 
     truth = truth_for(study, 71)
     simulate(study, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=72)
-    ev.append(study.events_path, [{"annotator": "adjudicator", "item": i, "kind": "adjudicate", "label": truth[i],
-                                   "reason": "simulated", "guideline_version": "1"} for i in status(study)["queue"]])
+    ev.append(
+        study.events_path,
+        [
+            {
+                "annotator": "adjudicator",
+                "item": i,
+                "kind": "adjudicate",
+                "label": truth[i],
+                "reason": "simulated",
+                "guideline_version": "1",
+            }
+            for i in status(study)["queue"]
+        ],
+    )
     semantic = tmp_path / "semantic.json"
     write_semantic(study.path, semantic, n_boot=200)
     answers = json.loads(Path(s8f.answers).read_text())
     gold = {g["item"]: g["label"] for g in json.loads(semantic.read_text())["gold"]}
-    submission = {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"], "answers": answers["answers"],
-                  "aggregates": answers["aggregates"]}  # the lexical gold itself, submitted
+    submission = {
+        "schema": SUBMISSION_SCHEMA,
+        "corpus_sha256": answers["corpus_sha256"],
+        "answers": answers["answers"],
+        "aggregates": answers["aggregates"],
+    }  # the lexical gold itself, submitted
     path = tmp_path / "submission.json"
     path.write_text(json.dumps(submission))
     out = tmp_path / "grade.json"
     env_ledger = {"MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")}
     import os
 
-    run = subprocess.run([sys.executable, "-m", "microctx", "grade", "--answers", s8f.answers, "--submission", path,
-                          "--output", out, "--semantic", semantic], capture_output=True, text=True, env={**os.environ, **env_ledger})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "grade",
+            "--answers",
+            s8f.answers,
+            "--submission",
+            path,
+            "--output",
+            out,
+            "--semantic",
+            semantic,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env_ledger},
+    )
     assert run.returncode == 0, run.stderr
     rows = list(csv.DictReader((tmp_path / "grade.semantic.csv").read_text().splitlines()))
     test_items = [i for i, item in study.items.items() if item["split"] == "test"]
@@ -326,15 +384,37 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
     for r in rows:
         cued = bool(by_id[r["record_id"]]["scope_contradictions"]) if r["question"] == "conflict" else True
         assert r["lexical"] == ("tp" if cued else "tn")  # the lexical gold submitted is right by the lexical gold
-        expected = {("yes", "yes"): "tp", ("yes", "no"): "fp", ("no", "yes"): "fn", ("no", "no"): "tn",
-                    ("yes", "unsure"): "excluded", ("no", "unsure"): "excluded"}
+        expected = {
+            ("yes", "yes"): "tp",
+            ("yes", "no"): "fp",
+            ("no", "yes"): "fn",
+            ("no", "no"): "tn",
+            ("yes", "unsure"): "excluded",
+            ("no", "unsure"): "excluded",
+        }
         assert r["semantic"] == expected[("yes" if cued else "no", gold[r["item"]])]
     fp = sum(1 for r in rows if r["semantic"] == "fp")
     assert fp > 0 and "semantic layer: conflict" in run.stdout and "lexical precision 1.000 recall 1.000" in run.stdout
     # bound to other answers: refused
     other = tmp_path / "answers.json"
     other.write_bytes(Path(s8f.answers).read_bytes() + b" ")
-    run = subprocess.run([sys.executable, "-m", "microctx", "grade", "--answers", other, "--submission", path,
-                          "--output", tmp_path / "g2.json", "--semantic", semantic], capture_output=True, text=True,
-                         env={**os.environ, **env_ledger})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "grade",
+            "--answers",
+            other,
+            "--submission",
+            path,
+            "--output",
+            tmp_path / "g2.json",
+            "--semantic",
+            semantic,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env_ledger},
+    )
     assert run.returncode == 2 and "is bound to answers" in run.stderr

@@ -25,11 +25,17 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
     folder = init_folder(ROOT / "studies" / "s8f-conflicts.toml", s8f.public, s8f.answers, root / "study")
     shared = [i for i in folder.assigned("ann") if "ben" in folder.items[i]["annotators"]]
     # ben has labelled every item he shares with ann, with a note only he wrote
-    ev.append(folder.events_path, [{"annotator": "ben", "item": i, "kind": "label", "label": "unsure", "note": SECRET,
-                                    "guideline_version": "1"} for i in shared])
+    ev.append(
+        folder.events_path,
+        [
+            {"annotator": "ben", "item": i, "kind": "label", "label": "unsure", "note": SECRET, "guideline_version": "1"}
+            for i in shared
+        ],
+    )
     book = nbformat.v4.new_notebook()
-    book.cells = [nbformat.v4.new_code_cell(f"import microctx\nwidget = microctx.annotate({str(folder.path)!r}, annotator='ann')\n"
-                                            "widget")]
+    book.cells = [
+        nbformat.v4.new_code_cell(f"import microctx\nwidget = microctx.annotate({str(folder.path)!r}, annotator='ann')\nwidget")
+    ]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(book, root / "annotate.ipynb")
     order = folder.assigned("ann")
@@ -50,18 +56,23 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
         assert f"#{first['number']}" in page.locator(".microctx-annotate .microctx-title").inner_text()
         for k, label in enumerate(["yes", "no"], 1):
             page.locator(f".microctx-annotate button.microctx-label[data-label='{label}']").click()
-            page.wait_for_function("n => document.querySelector('.microctx-progress').innerText === n + ' / 88 labelled'",
-                                   arg=str(k), timeout=30_000)
+            page.wait_for_function(
+                "n => document.querySelector('.microctx-progress').innerText === n + ' / 88 labelled'", arg=str(k), timeout=30_000
+            )
         page.locator(".microctx-annotate .microctx-note").fill("third by keyboard")
         page.locator(".microctx-annotate").click(position={"x": 5, "y": 5})
         page.keyboard.press("u")  # the shortcut of `unsure`
-        page.wait_for_function("() => document.querySelector('.microctx-progress').innerText === '3 / 88 labelled'",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('.microctx-progress').innerText === '3 / 88 labelled'", timeout=30_000
+        )
         page.screenshot(path=str(tmp_path / "annotate.png"), full_page=True)
         content = page.content()
         assert SECRET not in content and "ben" not in page.locator(".microctx-annotate").inner_text()
     events = [e for e in ev.read(folder.events_path) if e["annotator"] == "ann"]
-    assert [(e["item"], e["kind"], e["label"]) for e in events] == [(order[0], "label", "yes"), (order[1], "label", "no"),
-                                                                     (order[2], "label", "unsure")]
+    assert [(e["item"], e["kind"], e["label"]) for e in events] == [
+        (order[0], "label", "yes"),
+        (order[1], "label", "no"),
+        (order[2], "label", "unsure"),
+    ]
     assert events[2]["note"] == "third by keyboard"
     assert StudyFolder(folder.path).items[order[0]]["annotators"]  # the folder is still whole

@@ -48,14 +48,37 @@ def label_studio(folder: StudyFolder, labels: dict) -> bytes:
     tasks = []
     for t, (name, given) in enumerate(sorted(labels.items()), 1):
         record = folder.records[folder.items[name]["record_id"]]
-        tasks.append({"id": t, "data": {"item": name, "title": record["title"], "text": record["body"]},
-                      "annotations": [{"id": 100 * t + k, "completed_by": USER_IDS[a], "was_cancelled": False,
-                                       "ground_truth": False, "created_at": "2026-08-10T10:00:00.000000Z",
-                                       "lead_time": 12.5, "result": [{"id": "r1", "type": "choices", "from_name": "label",
-                                                                      "to_name": "text", "origin": "manual",
-                                                                      "value": {"choices": [x]}}]}
-                                      for k, (a, x) in enumerate(sorted(given.items()))],
-                      "predictions": [], "meta": {}, "created_at": "2026-08-10T09:00:00.000000Z", "inner_id": t})
+        tasks.append(
+            {
+                "id": t,
+                "data": {"item": name, "title": record["title"], "text": record["body"]},
+                "annotations": [
+                    {
+                        "id": 100 * t + k,
+                        "completed_by": USER_IDS[a],
+                        "was_cancelled": False,
+                        "ground_truth": False,
+                        "created_at": "2026-08-10T10:00:00.000000Z",
+                        "lead_time": 12.5,
+                        "result": [
+                            {
+                                "id": "r1",
+                                "type": "choices",
+                                "from_name": "label",
+                                "to_name": "text",
+                                "origin": "manual",
+                                "value": {"choices": [x]},
+                            }
+                        ],
+                    }
+                    for k, (a, x) in enumerate(sorted(given.items()))
+                ],
+                "predictions": [],
+                "meta": {},
+                "created_at": "2026-08-10T09:00:00.000000Z",
+                "inner_id": t,
+            }
+        )
     return json.dumps(tasks).encode()
 
 
@@ -64,11 +87,24 @@ def prodigy(folder: StudyFolder, labels: dict) -> bytes:
     for k, (name, given) in enumerate(sorted(labels.items())):
         record = folder.records[folder.items[name]["record_id"]]
         for a, x in sorted(given.items()):
-            lines.append(json.dumps({"text": record["title"], "meta": {"item": name}, "_input_hash": k, "_task_hash": 7 * k,
-                                     "options": [{"id": o, "text": o} for o in ("yes", "no", "unsure")], "_view_id": "choice",
-                                     "accept": [x], "config": {"choice_style": "single"}, "answer": "accept",
-                                     "_timestamp": 1786000000 + k, "_annotator_id": f"s8f_conflicts-{a}",
-                                     "_session_id": f"s8f_conflicts-{a}"}))
+            lines.append(
+                json.dumps(
+                    {
+                        "text": record["title"],
+                        "meta": {"item": name},
+                        "_input_hash": k,
+                        "_task_hash": 7 * k,
+                        "options": [{"id": o, "text": o} for o in ("yes", "no", "unsure")],
+                        "_view_id": "choice",
+                        "accept": [x],
+                        "config": {"choice_style": "single"},
+                        "answer": "accept",
+                        "_timestamp": 1786000000 + k,
+                        "_annotator_id": f"s8f_conflicts-{a}",
+                        "_session_id": f"s8f_conflicts-{a}",
+                    }
+                )
+            )
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -76,24 +112,35 @@ def argilla(folder: StudyFolder, labels: dict) -> bytes:
     records = []
     for name, given in sorted(labels.items()):
         record = folder.records[folder.items[name]["record_id"]]
-        records.append({"id": name, "fields": {"title": record["title"], "body": record["body"]},
-                        "metadata": {"split": record["split"]}, "suggestions": {}, "vectors": {},
-                        "responses": {folder.items[name]["question"]: [{"value": x, "user_id": USER_UUIDS[a]}
-                                                                        for a, x in sorted(given.items())]},
-                        "_server_id": str(uuid.uuid5(uuid.NAMESPACE_URL, name))})
+        records.append(
+            {
+                "id": name,
+                "fields": {"title": record["title"], "body": record["body"]},
+                "metadata": {"split": record["split"]},
+                "suggestions": {},
+                "vectors": {},
+                "responses": {
+                    folder.items[name]["question"]: [{"value": x, "user_id": USER_UUIDS[a]} for a, x in sorted(given.items())]
+                },
+                "_server_id": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+            }
+        )
     return json.dumps(records).encode()
 
 
 def plain_csv(folder: StudyFolder, labels: dict) -> bytes:
-    rows = ["item,annotator,label,note"] + [f"{name},{a},{x},planted" for name, given in sorted(labels.items())
-                                            for a, x in sorted(given.items())]
+    rows = ["item,annotator,label,note"] + [
+        f"{name},{a},{x},planted" for name, given in sorted(labels.items()) for a, x in sorted(given.items())
+    ]
     return ("\n".join(rows) + "\n").encode()
 
 
-CASES = {"label-studio": (label_studio, {str(n): a for a, n in USER_IDS.items()}),
-         "prodigy": (prodigy, {}),
-         "argilla": (argilla, {u: a for a, u in USER_UUIDS.items()}),
-         "csv": (plain_csv, {})}
+CASES = {
+    "label-studio": (label_studio, {str(n): a for a, n in USER_IDS.items()}),
+    "prodigy": (prodigy, {}),
+    "argilla": (argilla, {u: a for a, u in USER_UUIDS.items()}),
+    "csv": (plain_csv, {}),
+}
 
 
 @pytest.mark.parametrize("fmt", sorted(CASES))

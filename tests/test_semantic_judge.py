@@ -32,8 +32,20 @@ def base_study(s8f, tmp_path_factory):
 
 def _complete(folder: StudyFolder, truth: dict) -> None:
     simulate(folder, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=3)
-    ev.append(folder.events_path, [{"annotator": "adjudicator", "item": i, "kind": "adjudicate", "label": truth[i],
-                                    "reason": "simulated", "guideline_version": "1"} for i in status(folder)["queue"]])
+    ev.append(
+        folder.events_path,
+        [
+            {
+                "annotator": "adjudicator",
+                "item": i,
+                "kind": "adjudicate",
+                "label": truth[i],
+                "reason": "simulated",
+                "guideline_version": "1",
+            }
+            for i in status(folder)["queue"]
+        ],
+    )
 
 
 def _judge_of(folder: StudyFolder, truth: dict, right: bool):
@@ -53,8 +65,22 @@ def _judge_of(folder: StudyFolder, truth: dict, right: bool):
 
 
 def _run(folder: StudyFolder, server: FakeOpenAI) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "microctx", "study", "judge", str(folder.path), "--base-url",
-                           server.base_url, "--model", "fake-judge"], capture_output=True, text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "study",
+            "judge",
+            str(folder.path),
+            "--base-url",
+            server.base_url,
+            "--model",
+            "fake-judge",
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize("right", [True, False])

@@ -60,8 +60,8 @@ def item_features(labels: dict[str, str], layout: Layout) -> np.ndarray:
     row = np.zeros(layout.width)
     row[0] = 1
     row[1] = row[2] = (counts * (counts - 1)).sum() / (n * (n - 1))
-    row[3:3 + c] = counts
-    row[3 + c:3 + c + c * c] = ((np.outer(counts, counts) - np.diag(counts)) / (n - 1)).ravel()
+    row[3 : 3 + c] = counts
+    row[3 + c : 3 + c + c * c] = ((np.outer(counts, counts) - np.diag(counts)) / (n - 1)).ravel()
     base = 3 + c + c * c
     for p, (a, b) in enumerate(layout.pairs):
         if a in labels and b in labels:
@@ -83,9 +83,9 @@ def measures_from_totals(totals: np.ndarray, layout: Layout) -> dict[str, np.nda
     c = layout.c
     t = np.atleast_2d(totals)
     items = t[:, 0]
-    counts = t[:, 3:3 + c]
-    coincidence = t[:, 3 + c:3 + c + c * c].reshape(-1, c, c)
-    pairs = t[:, 3 + c + c * c:].reshape(-1, len(layout.pairs), c, c)
+    counts = t[:, 3 : 3 + c]
+    coincidence = t[:, 3 + c : 3 + c + c * c].reshape(-1, c, c)
+    pairs = t[:, 3 + c + c * c :].reshape(-1, len(layout.pairs), c, c)
     with np.errstate(invalid="ignore", divide="ignore"):
         percent = np.where(items > 0, t[:, 1] / items, np.nan)
         share = counts / counts.sum(axis=1, keepdims=True)
@@ -100,14 +100,20 @@ def measures_from_totals(totals: np.ndarray, layout: Layout) -> dict[str, np.nda
     return {"percent": percent, "cohen_kappa": cohen, "fleiss_kappa": fleiss, "krippendorff_alpha": alpha}
 
 
-def agreement_rows(labels: dict[str, dict[str, str]], components: dict[str, object], categories: list[str],
-                   annotators: list[str], *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> list[dict]:
+def agreement_rows(
+    labels: dict[str, dict[str, str]],
+    components: dict[str, object],
+    categories: list[str],
+    annotators: list[str],
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> list[dict]:
     """One row per measure for a set of items: `labels` item -> {annotator: label}, `components`
     item -> its split component. Items with fewer than two labels are left out."""
     layout = Layout(list(categories), list(combinations(sorted(annotators), 2)))
     kept = sorted(i for i, given in labels.items() if len(given) >= 2)
-    empty = {"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "items": 0, "components": 0,
-             "n_eff": 0.0}
+    empty = {"value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "items": 0, "components": 0, "n_eff": 0.0}
     if not kept:
         return [{"measure": m, **empty} for m in MEASURES]
     groups = sorted({str(components[i]) for i in kept})
@@ -121,8 +127,17 @@ def agreement_rows(labels: dict[str, dict[str, str]], components: dict[str, obje
     rows = []
     for m in MEASURES:
         low, high, _ = percentile_interval(replicates[m][:, None])
-        rows.append({"measure": m, "value": float(point[m][0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
-                     "items": len(kept), "components": len(groups), "n_eff": round(n_eff, 3)})
+        rows.append(
+            {
+                "measure": m,
+                "value": float(point[m][0]),
+                "ci_low": float(low[0]),
+                "ci_high": float(high[0]),
+                "items": len(kept),
+                "components": len(groups),
+                "n_eff": round(n_eff, 3),
+            }
+        )
     return rows
 
 

@@ -15,7 +15,7 @@ def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     from microctx.files import read_bytes
 
     reader = csv.DictReader(io.StringIO(read_bytes(path).decode()))
-    if reader.fieldnames is None or list(reader.fieldnames[:len(required)]) != list(required):
+    if reader.fieldnames is None or list(reader.fieldnames[: len(required)]) != list(required):
         raise InputError(path, f"expected the CSV header {','.join(required)}", field="header")
     return list(enumerate(reader, 2))
 
@@ -32,8 +32,10 @@ def cmd_init(args) -> int:
     names = [x.strip() for x in args.annotators.split(",")] if args.annotators else None
     folder = init_folder(args.study, args.public, args.answers, args.out, names)
     counts = {a: len(v) for a, v in folder.document["assignments"].items()}
-    print(f"study {folder.document['study']}: {len(folder.items)} items in {args.out}; assigned "
-          + ", ".join(f"{a} {n}" for a, n in counts.items()))
+    print(
+        f"study {folder.document['study']}: {len(folder.items)} items in {args.out}; assigned "
+        + ", ".join(f"{a} {n}" for a, n in counts.items())
+    )
     return EXIT_OK
 
 
@@ -42,8 +44,10 @@ def cmd_items(args) -> int:
 
     folder = StudyFolder(args.dir)
     names = folder.assigned(args.annotator) if args.annotator else sorted(folder.items)
-    _write_csv([{**folder.items[n], "labels": "|".join(folder.items[n]["labels"])} for n in names],
-               ["item", "record_id", "question", "labels"])
+    _write_csv(
+        [{**folder.items[n], "labels": "|".join(folder.items[n]["labels"])} for n in names],
+        ["item", "record_id", "question", "labels"],
+    )
     return EXIT_OK
 
 
@@ -54,8 +58,12 @@ def cmd_annotate(args) -> int:
 
     folder = StudyFolder(args.dir)
     folder.assigned(args.annotator)
-    found = [_label_event(folder, row["item"], args.annotator, row["label"] or None, {}, (args.source, n, "label"),
-                          row.get("note") or "") for n, row in _csv_rows(args.source, ("item", "label"))]
+    found = [
+        _label_event(
+            folder, row["item"], args.annotator, row["label"] or None, {}, (args.source, n, "label"), row.get("note") or ""
+        )
+        for n, row in _csv_rows(args.source, ("item", "label"))
+    ]
     ev.append(folder.events_path, found)
     print(f"{len(found)} labels by {args.annotator} appended to {folder.events_path}")
     return EXIT_OK
@@ -90,8 +98,16 @@ def cmd_adjudicate(args) -> int:
             raise InputError(args.source, f"label {row['label']!r} is not one of {item['labels']}", record=n, field="label")
         if not (row["reason"] or "").strip():
             raise InputError(args.source, "an adjudication needs a reason", record=n, field="reason")
-        found.append({"annotator": args.adjudicator, "item": item["item"], "kind": "adjudicate", "label": row["label"],
-                      "reason": row["reason"], "guideline_version": folder.guideline_version})
+        found.append(
+            {
+                "annotator": args.adjudicator,
+                "item": item["item"],
+                "kind": "adjudicate",
+                "label": row["label"],
+                "reason": row["reason"],
+                "guideline_version": folder.guideline_version,
+            }
+        )
     ev.append(folder.events_path, found)
     print(f"{len(found)} adjudications appended to {folder.events_path}")
     return EXIT_OK
@@ -109,15 +125,20 @@ def cmd_agreement(args) -> int:
     labels = annotator_labels(folder)
     rows = study_agreement(folder, labels, n_boot=args.n_boot, seed=args.seed)
     buffer = io.StringIO()
-    _write_csv([{k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
-               list(AGREEMENT_COLUMNS), buffer)
+    _write_csv(
+        [{k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], list(AGREEMENT_COLUMNS), buffer
+    )
     atomic_write(args.output, buffer.getvalue().encode())
     for r in (r for r in rows if r["slice_kind"] == "overall"):
-        print(f"{r['question']}: {r['measure']} {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
-              f"({r['items']} items, {r['components']} components, n_eff {r['n_eff']:.1f})")
+        print(
+            f"{r['question']}: {r['measure']} {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
+            f"({r['items']} items, {r['components']} components, n_eff {r['n_eff']:.1f})"
+        )
     for q in quality_rows(folder, labels):
         flag = "  FLAGGED: careless?" if q["flagged"] else ""
-        print(f"{q['question']}: {q['annotator']} Dawid-Skene accuracy {q['accuracy']:.3f}, kappa vs consensus {q['kappa']:.3f}{flag}")
+        print(
+            f"{q['question']}: {q['annotator']} Dawid-Skene accuracy {q['accuracy']:.3f}, kappa vs consensus {q['kappa']:.3f}{flag}"
+        )
     return EXIT_OK
 
 
@@ -127,8 +148,10 @@ def cmd_freeze(args) -> int:
     document = write_semantic(args.dir, args.out, n_boot=args.n_boot, seed=args.seed)
     print(f"froze {len(document['gold'])} adjudicated labels into {args.out} (events {document['events_sha256'][:12]}…)")
     for r in document["lexical"]:
-        print(f"{r['question']}: {r['rule']} {r['measure']} {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
-              f"({r['items']} items, {r['components']} components)")
+        print(
+            f"{r['question']}: {r['rule']} {r['measure']} {r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
+            f"({r['items']} items, {r['components']} components)"
+        )
     for j in document["judge"]:
         print(f"{j['annotator']}: {'used' if j['used'] else 'not used'}" + (f" ({j['reason']})" if not j["used"] else ""))
     return EXIT_OK
@@ -138,8 +161,10 @@ def cmd_judge(args) -> int:
     from microctx.semantic.judge import run_judge
 
     s = run_judge(args.dir, args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout)
-    print(f"judge {s['model']}: {s['items']} items ({s['unusable']} unusable answers); the record-mode proxy counted "
-          f"{s['calls']} calls, {s['input_tokens']} input and {s['output_tokens']} output tokens")
+    print(
+        f"judge {s['model']}: {s['items']} items ({s['unusable']} unusable answers); the record-mode proxy counted "
+        f"{s['calls']} calls, {s['input_tokens']} input and {s['output_tokens']} output tokens"
+    )
     return EXIT_OK
 
 
@@ -178,8 +203,10 @@ def add_parsers(sub, parser_class=None) -> None:
     p.add_argument("--from", dest="source", required=True, metavar="FILE.csv")
     p.add_argument("--adjudicator", default="adjudicator")
     p.set_defaults(func=cmd_adjudicate)
-    for name, func, out, what in (("agreement", cmd_agreement, "--output", "agreement per question, slice and measure (CSV)"),
-                                  ("freeze", cmd_freeze, "--out", "write semantic.json (exit 2: refused while incomplete)")):
+    for name, func, out, what in (
+        ("agreement", cmd_agreement, "--output", "agreement per question, slice and measure (CSV)"),
+        ("freeze", cmd_freeze, "--out", "write semantic.json (exit 2: refused while incomplete)"),
+    ):
         p = kinds.add_parser(name, help=what)
         p.add_argument("dir", metavar="DIR")
         p.add_argument(out, dest="output" if out == "--output" else "out", required=True, metavar="FILE")

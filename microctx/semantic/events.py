@@ -61,7 +61,9 @@ def append(path: str | os.PathLike, events: list[dict]) -> list[int]:
         for row in rows:
             cursor = connection.execute(
                 "INSERT INTO events (at, annotator, item, kind, label, note, reason, guideline_version, undoes) "
-                "VALUES (:at, :annotator, :item, :kind, :label, :note, :reason, :guideline_version, :undoes)", row)
+                "VALUES (:at, :annotator, :item, :kind, :label, :note, :reason, :guideline_version, :undoes)",
+                row,
+            )
             ids.append(int(cursor.lastrowid or 0))
         return ids
 

@@ -36,8 +36,9 @@ def item_slices(folder: StudyFolder, item: dict, kind: str) -> list[tuple[str, s
     return found
 
 
-def study_agreement(folder: StudyFolder, labels: dict[str, dict[str, str]], *, n_boot: int = DEFAULT_N_BOOT,
-                    seed: int = DEFAULT_SEED) -> list[dict]:
+def study_agreement(
+    folder: StudyFolder, labels: dict[str, dict[str, str]], *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> list[dict]:
     """Rows of AGREEMENT_COLUMNS for every question and slice that holds items."""
     study = folder.study()
     rows = []
@@ -50,14 +51,21 @@ def study_agreement(folder: StudyFolder, labels: dict[str, dict[str, str]], *, n
         order = ["overall", "split", "state", "cue_word"]
         for kind, value in sorted(slices, key=lambda k: (order.index(k[0]), k[1])):
             chosen = slices[(kind, value)]
-            found = agreement_rows({i: labels[i] for i in chosen}, {i: folder.items[i]["component"] for i in chosen},
-                                   q.labels, folder.annotators, n_boot=n_boot, seed=seed)
+            found = agreement_rows(
+                {i: labels[i] for i in chosen},
+                {i: folder.items[i]["component"] for i in chosen},
+                q.labels,
+                folder.annotators,
+                n_boot=n_boot,
+                seed=seed,
+            )
             rows += [{"question": q.id, "slice_kind": kind, "slice": value, **r} for r in found]
     return rows
 
 
-def _interval_rows(question: str, per_component: np.ndarray, stats: dict[str, tuple[int, int]], n_boot: int,
-                   seed: int) -> list[dict]:
+def _interval_rows(
+    question: str, per_component: np.ndarray, stats: dict[str, tuple[int, int]], n_boot: int, seed: int
+) -> list[dict]:
     """Rows for ratio statistics name -> (numerator column, denominator column)."""
     totals = per_component.sum(axis=0)
     replicates = bootstrap_totals(per_component, n_boot, seed)
@@ -66,14 +74,25 @@ def _interval_rows(question: str, per_component: np.ndarray, stats: dict[str, tu
         rule, measure = name.split("/")
         low, high, _ = percentile_interval(ratio(replicates[:, num], replicates[:, den])[:, None])
         present = per_component[:, -1] if measure == "recall" else per_component[:, den]
-        rows.append({"question": question, "rule": rule, "measure": measure, "value": float(ratio(totals[num], totals[den])),
-                     "ci_low": float(low[0]), "ci_high": float(high[0]), "items": int(round(totals[-2] if measure == "recall" else totals[den])),
-                     "components": int((present > 0).sum()), "n_eff": round(float(kish_n_eff(present)), 3)})
+        rows.append(
+            {
+                "question": question,
+                "rule": rule,
+                "measure": measure,
+                "value": float(ratio(totals[num], totals[den])),
+                "ci_low": float(low[0]),
+                "ci_high": float(high[0]),
+                "items": int(round(totals[-2] if measure == "recall" else totals[den])),
+                "components": int((present > 0).sum()),
+                "n_eff": round(float(kish_n_eff(present)), 3),
+            }
+        )
     return rows
 
 
-def lexical_rows(folder: StudyFolder, gold: dict[str, str], answers: dict, *, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = DEFAULT_SEED) -> list[dict]:
+def lexical_rows(
+    folder: StudyFolder, gold: dict[str, str], answers: dict, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> list[dict]:
     """Rows of LEXICAL_COLUMNS: precision and recall of each lexical rule against gold."""
     study = folder.study()
     by_id = {a["id"]: a for a in answers["answers"]}
@@ -114,5 +133,7 @@ def _sample_weights(mine: list[tuple[str, dict]], answers: dict) -> dict[str, fl
     split_of = {a["id"]: a["split"] for a in answers["answers"]}
     pool = {s: sum(1 for rid, c in cues.items() if not c and split_of[rid] == s) for s in SPLITS}
     sampled = {s: sum(1 for _, it in mine if not cues[it["record_id"]] and split_of[it["record_id"]] == s) for s in SPLITS}
-    return {name: 1.0 if cues[it["record_id"]] else pool[split_of[it["record_id"]]] / sampled[split_of[it["record_id"]]]
-            for name, it in mine}
+    return {
+        name: 1.0 if cues[it["record_id"]] else pool[split_of[it["record_id"]]] / sampled[split_of[it["record_id"]]]
+        for name, it in mine
+    }

@@ -33,8 +33,9 @@ def refusal(state: dict) -> str | None:
         first = sorted(state["missing"])[0]
         parts.append(f"{len(state['missing'])} items lack a label (e.g. {first} from {', '.join(state['missing'][first])})")
     if state["queue"]:
-        parts.append(f"{len(state['queue'])} disagreements lack an adjudication (e.g. {state['queue'][0]}; "
-                     "see `microctx study queue`)")
+        parts.append(
+            f"{len(state['queue'])} disagreements lack an adjudication (e.g. {state['queue'][0]}; see `microctx study queue`)"
+        )
     return "; ".join(parts) or None
 
 
@@ -46,16 +47,24 @@ def _sources(folder: StudyFolder) -> tuple[dict, dict]:
     src = folder.document["sources"]
     for key in ("public", "answers"):
         if not Path(src[key]).is_file() or file_sha256(src[key]) != src[f"{key}_sha256"]:
-            raise InputError(src[key], f"is not the {key} file the study was made from (SHA-256 {src[key + '_sha256']})",
-                             field=f"sources.{key}")
+            raise InputError(
+                src[key],
+                f"is not the {key} file the study was made from (SHA-256 {src[key + '_sha256']})",
+                field=f"sources.{key}",
+            )
     return load_answers(src["answers"]), load_corpus(src["public"]).document
 
 
 def bindings(folder: StudyFolder, log: list[dict]) -> dict:
     src = folder.document["sources"]
-    return {"public_sha256": src["public_sha256"], "answers_sha256": src["answers_sha256"],
-            "study_sha256": file_sha256(folder.path / STUDY_FILE), "guideline_sha256": file_sha256(folder.path / GUIDELINE_FILE),
-            "items_sha256": file_sha256(folder.path / ITEMS_FILE), "events_sha256": sha256_hex(dumps(log))}
+    return {
+        "public_sha256": src["public_sha256"],
+        "answers_sha256": src["answers_sha256"],
+        "study_sha256": file_sha256(folder.path / STUDY_FILE),
+        "guideline_sha256": file_sha256(folder.path / GUIDELINE_FILE),
+        "items_sha256": file_sha256(folder.path / ITEMS_FILE),
+        "events_sha256": sha256_hex(dumps(log)),
+    }
 
 
 def quality_rows(folder: StudyFolder, labels: dict[str, dict[str, str]]) -> list[dict]:
@@ -65,8 +74,16 @@ def quality_rows(folder: StudyFolder, labels: dict[str, dict[str, str]]) -> list
         if not triples:
             continue
         fit = dawid_skene(triples, q.labels)
-        rows += [{"question": q.id, "annotator": a, "accuracy": round(fit["accuracy"][a], 6), "kappa": round(fit["kappa"][a], 6),
-                  "flagged": a in fit["flagged"]} for a in fit["annotators"]]
+        rows += [
+            {
+                "question": q.id,
+                "annotator": a,
+                "accuracy": round(fit["accuracy"][a], 6),
+                "kappa": round(fit["kappa"][a], 6),
+                "flagged": a in fit["flagged"],
+            }
+            for a in fit["annotators"]
+        ]
     return rows
 
 
@@ -83,12 +100,23 @@ def semantic_document(folder: StudyFolder, *, n_boot: int = DEFAULT_N_BOOT, seed
     from microctx.semantic.judge import judge_section
 
     document = {
-        "schema": SEMANTIC_SCHEMA, "study": study.name, "guideline_version": folder.guideline_version,
+        "schema": SEMANTIC_SCHEMA,
+        "study": study.name,
+        "guideline_version": folder.guideline_version,
         "study_toml": (folder.path / STUDY_FILE).read_text(),
         **bindings(folder, log),
-        "gold": [{"item": name, "question": row["question"], "record_id": row["record_id"], "split": row["split"],
-                  **({"target": row["target"]} if "target" in row else {}), "label": state["gold"][name][0],
-                  "via": state["gold"][name][1]} for name, row in sorted(folder.items.items())],
+        "gold": [
+            {
+                "item": name,
+                "question": row["question"],
+                "record_id": row["record_id"],
+                "split": row["split"],
+                **({"target": row["target"]} if "target" in row else {}),
+                "label": state["gold"][name][0],
+                "via": state["gold"][name][1],
+            }
+            for name, row in sorted(folder.items.items())
+        ],
         "agreement": study_agreement(folder, state["labels"], n_boot=n_boot, seed=seed),
         "annotators": quality_rows(folder, state["labels"]),
         "lexical": lexical_rows(folder, gold, answers, n_boot=n_boot, seed=seed),
@@ -105,8 +133,9 @@ def write_semantic(folder: str | os.PathLike, out: str | os.PathLike, **kw) -> d
     return document
 
 
-def check_binding(semantic: dict, public_path: str | os.PathLike, answers_path: str | os.PathLike,
-                  folder: str | os.PathLike | None = None) -> list[str]:
+def check_binding(
+    semantic: dict, public_path: str | os.PathLike, answers_path: str | os.PathLike, folder: str | os.PathLike | None = None
+) -> list[str]:
     """What does not match: the corpus and answers files (and the study folder, when given)."""
     problems = []
     for key, path in (("public_sha256", public_path), ("answers_sha256", answers_path)):

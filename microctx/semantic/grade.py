@@ -51,8 +51,17 @@ def semantic_rows(semantic: dict, answers: dict, submission: dict, negative: dic
             claim, lexical = g["target"] in (mine.get("duplicate_targets") or []), g["target"] in base["duplicate_targets"]
         else:
             claim, lexical = bool(mine.get("scope_contradictions")), bool(base["scope_contradictions"])
-        rows.append({"item": g["item"], "record_id": g["record_id"], "question": g["question"], "gold_label": g["label"],
-                     "submitted": "yes" if claim else "no", "lexical": _verdict(claim, lexical), "semantic": _verdict(claim, truth)})
+        rows.append(
+            {
+                "item": g["item"],
+                "record_id": g["record_id"],
+                "question": g["question"],
+                "gold_label": g["label"],
+                "submitted": "yes" if claim else "no",
+                "lexical": _verdict(claim, lexical),
+                "semantic": _verdict(claim, truth),
+            }
+        )
     return rows
 
 
@@ -75,16 +84,21 @@ def semantic_path(grade_path: str | os.PathLike) -> str:
     return (text[:-5] if text.endswith(".json") else text) + ".semantic.csv"
 
 
-def grade_semantic(semantic_file: str | os.PathLike, answers_path: str | os.PathLike, answers: dict,
-                   submission: dict) -> tuple[bytes, str]:
+def grade_semantic(
+    semantic_file: str | os.PathLike, answers_path: str | os.PathLike, answers: dict, submission: dict
+) -> tuple[bytes, str]:
     """(the .semantic.csv bytes, its summary line); refused when semantic.json is bound to other answers."""
     semantic = load_semantic(semantic_file)
     if file_sha256(answers_path) != semantic["answers_sha256"]:
-        raise InputError(semantic_file, f"is bound to answers {semantic['answers_sha256']}, not {answers_path}",
-                         field="answers_sha256")
+        raise InputError(
+            semantic_file, f"is bound to answers {semantic['answers_sha256']}, not {answers_path}", field="answers_sha256"
+        )
     study = parse_study(semantic["study_toml"].encode(), semantic_file) if "study_toml" in semantic else None
-    negative = ({q.id: set(q.labels) - {q.positive} for q in study.question} if study
-                else {g["question"]: {"no"} for g in semantic["gold"]})
+    negative = (
+        {q.id: set(q.labels) - {q.positive} for q in study.question}
+        if study
+        else {g["question"]: {"no"} for g in semantic["gold"]}
+    )
     rows = semantic_rows(semantic, answers, submission, negative)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(SEMANTIC_COLUMNS), lineterminator="\n")

@@ -38,19 +38,31 @@ def _annotator(folder: StudyFolder, item: dict, who: object, users: dict[str, st
     for name in candidates:
         if name in item["annotators"]:
             return name
-    raise InputError(where[0], f"annotator {text!r} is not assigned to item {item['item']} (assigned: "
-                               f"{', '.join(item['annotators'])}; map tool ids with users)", record=where[1], field=where[2])
+    raise InputError(
+        where[0],
+        f"annotator {text!r} is not assigned to item {item['item']} (assigned: "
+        f"{', '.join(item['annotators'])}; map tool ids with users)",
+        record=where[1],
+        field=where[2],
+    )
 
 
-def _label_event(folder: StudyFolder, item_name: object, who: object, label: object, users: dict, where: tuple,
-                 note: str = "") -> dict:
+def _label_event(
+    folder: StudyFolder, item_name: object, who: object, label: object, users: dict, where: tuple, note: str = ""
+) -> dict:
     item = folder.item(str(item_name), where[0], where[1])
     annotator = _annotator(folder, item, who, users, where)
     kind = "skip" if label is None else "label"
     if label is not None and label not in item["labels"]:
         raise InputError(where[0], f"label {label!r} is not one of {item['labels']}", record=where[1], field=where[2])
-    return {"annotator": annotator, "item": item["item"], "kind": kind, "label": label, "note": note,
-            "guideline_version": folder.guideline_version}
+    return {
+        "annotator": annotator,
+        "item": item["item"],
+        "kind": kind,
+        "label": label,
+        "note": note,
+        "guideline_version": folder.guideline_version,
+    }
 
 
 def from_label_studio(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
@@ -62,8 +74,11 @@ def from_label_studio(folder: StudyFolder, data: bytes, path: str, users: dict) 
         item = (task.get("data") or {}).get("item") if isinstance(task, dict) else None
         for a, annotation in enumerate(task.get("annotations") or []):
             where = (path, f"{t} (item {item})", f"annotations[{a}].result")
-            choices = [r["value"]["choices"] for r in annotation.get("result") or []
-                       if r.get("type") == "choices" and r.get("value", {}).get("choices")]
+            choices = [
+                r["value"]["choices"]
+                for r in annotation.get("result") or []
+                if r.get("type") == "choices" and r.get("value", {}).get("choices")
+            ]
             label = None if annotation.get("was_cancelled") or not choices else choices[0][0]
             found.append(_label_event(folder, item, annotation.get("completed_by"), label, users, where))
     return found
@@ -106,8 +121,12 @@ def from_csv(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[d
     reader = csv.DictReader(io.StringIO(data.decode()))
     if reader.fieldnames is None or not {"item", "annotator", "label"} <= set(reader.fieldnames):
         raise InputError(path, "expected the CSV header item,annotator,label (and optional note)", field="header")
-    return [_label_event(folder, row["item"], row["annotator"], row["label"] or None, users, (path, n, "label"),
-                         row.get("note") or "") for n, row in enumerate(reader, 2)]
+    return [
+        _label_event(
+            folder, row["item"], row["annotator"], row["label"] or None, users, (path, n, "label"), row.get("note") or ""
+        )
+        for n, row in enumerate(reader, 2)
+    ]
 
 
 READERS = {"label-studio": from_label_studio, "prodigy": from_prodigy, "argilla": from_argilla, "csv": from_csv}

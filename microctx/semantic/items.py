@@ -44,8 +44,11 @@ def _question_items(study: Study, qi: int, answers: list[dict], rng: random.Rand
             chosen = rng.sample(pool, min(study.no_cue_per_split, len(pool)))
             found += [{"item": item_id(q.id, rid), "record_id": rid} for rid in sorted(chosen)]
     else:
-        found = [{"item": item_id(q.id, a["id"], t), "record_id": a["id"], "target": t}
-                 for a in answers for t in a["duplicate_targets"]]
+        found = [
+            {"item": item_id(q.id, a["id"], t), "record_id": a["id"], "target": t}
+            for a in answers
+            for t in a["duplicate_targets"]
+        ]
     return [{**x, "question": q.id, "labels": list(q.labels)} for x in found]
 
 
@@ -70,15 +73,28 @@ def build_items(study: Study, public: dict, answers: dict, components: dict[str,
     needed = {r["record_id"] for r in rows}
     needed |= {f"issue-{r['target']}" for r in rows if r.get("target") and f"issue-{r['target']}" in by_id}
     records = {rid: _shown(by_id[rid], study.highlight_cues) for rid in sorted(needed)}
-    return {"schema": ITEMS_SCHEMA, "study": study.name, "guideline_version": study.guideline.version,
-            "items": sorted(rows, key=lambda r: r["item"]), "assignments": assignments, "records": records}
+    return {
+        "schema": ITEMS_SCHEMA,
+        "study": study.name,
+        "guideline_version": study.guideline.version,
+        "items": sorted(rows, key=lambda r: r["item"]),
+        "assignments": assignments,
+        "records": records,
+    }
 
 
 def _shown(record: dict, highlight: bool) -> dict:
     """What an annotator sees of a record: public text only."""
-    shown = {"id": record["id"], "number": record["number"], "split": record["split"], "state": record["state"],
-             "title": record["title"], "body": record["body"], "url": record["url"],
-             "references": references(issue_text(record["title"], record["body"]))}
+    shown = {
+        "id": record["id"],
+        "number": record["number"],
+        "split": record["split"],
+        "state": record["state"],
+        "title": record["title"],
+        "body": record["body"],
+        "url": record["url"],
+        "references": references(issue_text(record["title"], record["body"])),
+    }
     if highlight:
         shown["cue_words"] = scope_contradictions(record["body"])
     return shown
@@ -126,8 +142,9 @@ class StudyFolder:
 
     def assigned(self, annotator: str) -> list[str]:
         if annotator not in self.document["assignments"]:
-            raise InputError("--annotator", f"{annotator!r} is not an annotator of this study "
-                                            f"(annotators: {', '.join(self.annotators)})")
+            raise InputError(
+                "--annotator", f"{annotator!r} is not an annotator of this study (annotators: {', '.join(self.annotators)})"
+            )
         return list(self.document["assignments"][annotator])
 
     def item(self, name: str, source: object = "--from", row: object = None) -> dict:
@@ -136,8 +153,13 @@ class StudyFolder:
         return self.items[name]
 
 
-def init_folder(study_path: str | os.PathLike, public_path: str | os.PathLike, answers_path: str | os.PathLike,
-                out: str | os.PathLike, annotators: list[str] | None = None) -> StudyFolder:
+def init_folder(
+    study_path: str | os.PathLike,
+    public_path: str | os.PathLike,
+    answers_path: str | os.PathLike,
+    out: str | os.PathLike,
+    annotators: list[str] | None = None,
+) -> StudyFolder:
     """`microctx study init`: a new study folder (refused when `out` exists and is not empty)."""
     from microctx.contract.digests import file_sha256
     from microctx.contract.schemas import load_answers
@@ -153,15 +175,20 @@ def init_folder(study_path: str | os.PathLike, public_path: str | os.PathLike, a
     corpus = load_corpus(public_path)
     answers = load_answers(answers_path)
     if answers["corpus_sha256"] != corpus.sha256:
-        raise InputError(answers_path, f"names corpus {answers['corpus_sha256']}, not {public_path} ({corpus.sha256})",
-                         field="corpus_sha256")
+        raise InputError(
+            answers_path, f"names corpus {answers['corpus_sha256']}, not {public_path} ({corpus.sha256})", field="corpus_sha256"
+        )
     dest = Path(out)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InputError(out, "exists and is not an empty folder; a study folder is made once (choose a new --out)")
     table = record_table(corpus)
     document = build_items(study, corpus.document, answers, dict(zip(table["id"], table["component"])))
-    document["sources"] = {"public": str(Path(public_path).resolve()), "public_sha256": corpus.sha256,
-                           "answers": str(Path(answers_path).resolve()), "answers_sha256": file_sha256(answers_path)}
+    document["sources"] = {
+        "public": str(Path(public_path).resolve()),
+        "public_sha256": corpus.sha256,
+        "answers": str(Path(answers_path).resolve()),
+        "answers_sha256": file_sha256(answers_path),
+    }
     dest.mkdir(parents=True, exist_ok=True)
     with AtomicOutputs() as outputs:
         outputs.write(dest / STUDY_FILE, study_bytes)

@@ -40,6 +40,7 @@ from microctx.grading.stats import Z95
 from microctx.semantic import events as ev
 from microctx.semantic.agreement import agreement_rows
 from microctx.semantic.items import StudyFolder, item_id
+from microctx.semantic.study import Question
 
 JUDGE_PREFIX = "judge:"
 ITEM_MARK = "JUDGE ITEM (JSON):"
@@ -59,8 +60,10 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 def prompt(question, guideline: str, record: dict, target: dict | None) -> list[dict]:
-    system = (f"You label GitHub issues for a study. Guideline:\n{guideline}\n"
-              f'Answer with JSON only: {{"label": one of {question.labels}}}.')
+    system = (
+        f"You label GitHub issues for a study. Guideline:\n{guideline}\n"
+        f'Answer with JSON only: {{"label": one of {question.labels}}}.'
+    )
     shown = {"question": question.text, "labels": question.labels, "title": record["title"], "body": record["body"]}
     if target is not None:
         shown["duplicate_of"] = {"number": target["number"], "title": target["title"], "body": target["body"]}
@@ -87,12 +90,12 @@ def _ask(socket_path: str, url: str, model: str, messages: list[dict], key: str 
         return ""
 
 
-def _work(folder: StudyFolder, public: dict) -> list[tuple[str, object, dict, dict | None]]:
+def _work(folder: StudyFolder, public: dict) -> list[tuple[str, Question, dict, dict | None]]:
     """(item id, question, record, duplicate target record) for every item and the unlabelled pool."""
     study = folder.study()
     by_id = {r["id"]: r for r in public["records"]}
     questions = {q.id: q for q in study.question}
-    work = []
+    work: list[tuple[str, Question, dict, dict | None]] = []
     for name, row in sorted(folder.items.items()):
         target = by_id.get(f"issue-{row['target']}") if "target" in row else None
         work.append((name, questions[row["question"]], by_id[row["record_id"]], target))
@@ -103,8 +106,16 @@ def _work(folder: StudyFolder, public: dict) -> list[tuple[str, object, dict, di
     return work
 
 
-def run_judge(folder_path, base_url: str, model: str, *, api_key_env: str | None = None, timeout: float = 60.0,
-              limit: int | None = None, concurrency: int = 4) -> dict:
+def run_judge(
+    folder_path,
+    base_url: str,
+    model: str,
+    *,
+    api_key_env: str | None = None,
+    timeout: float = 60.0,
+    limit: int | None = None,
+    concurrency: int = 4,
+) -> dict:
     """Ask the model every item (and the pool); append its labels; write judge-<model>.json."""
     from microctx.candidates.network import RecordingProxy
     from microctx.semantic.freeze import _sources
@@ -121,6 +132,7 @@ def run_judge(folder_path, base_url: str, model: str, *, api_key_env: str | None
     work = _work(folder, public)[:limit]
     with tempfile.TemporaryDirectory(prefix="mctx-judge-") as scratch:
         with RecordingProxy(Path(scratch) / "proxy.sock", [f"{parts.hostname}:{parts.port or 80}"]) as proxy:
+
             def one(task):
                 name, q, record, target = task
                 return name, _ask(str(proxy.socket_path), url, model, prompt(q, guideline, record, target), key, timeout), q
@@ -128,15 +140,31 @@ def run_judge(folder_path, base_url: str, model: str, *, api_key_env: str | None
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 found = list(pool.map(one, work))
         network = proxy.record()
-    ev.append(folder.events_path, [{"annotator": annotator, "item": name, "kind": "judge",
-                                    "label": label if label in q.labels else None, "note": "" if label in q.labels else "unusable answer",
-                                    "guideline_version": folder.guideline_version} for name, label, q in found])
+    ev.append(
+        folder.events_path,
+        [
+            {
+                "annotator": annotator,
+                "item": name,
+                "kind": "judge",
+                "label": label if label in q.labels else None,
+                "note": "" if label in q.labels else "unusable answer",
+                "guideline_version": folder.guideline_version,
+            }
+            for name, label, q in found
+        ],
+    )
     usage = [r.get("usage") or {} for r in network["requests"]]
-    summary = {"model": model, "base_url": scrub_url(base_url), "items": len(found),
-               "unusable": sum(1 for _, label, q in found if label not in q.labels),
-               "calls": len(network["requests"]), "denied": len(network["denied"]),
-               "input_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
-               "output_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage)}
+    summary = {
+        "model": model,
+        "base_url": scrub_url(base_url),
+        "items": len(found),
+        "unusable": sum(1 for _, label, q in found if label not in q.labels),
+        "calls": len(network["requests"]),
+        "denied": len(network["denied"]),
+        "input_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+        "output_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+    }
     atomic_write(folder.path / f"judge-{safe_name_from(model)}.json", dumps({**summary, "network": network}))
     return summary
 
@@ -148,9 +176,15 @@ def ppi_mean(gold: list[float], judged: list[float], pool: list[float], z: float
     mean = sum(pool) / big_n + sum(rect) / n
     var = _var(pool) / big_n + _var(rect) / n
     classical = sum(gold) / n
-    return {"estimate": mean, "ci_low": mean - z * math.sqrt(var), "ci_high": mean + z * math.sqrt(var),
-            "labelled": n, "unlabelled": big_n, "classical": classical,
-            "classical_ci": [classical - z * math.sqrt(_var(gold) / n), classical + z * math.sqrt(_var(gold) / n)]}
+    return {
+        "estimate": mean,
+        "ci_low": mean - z * math.sqrt(var),
+        "ci_high": mean + z * math.sqrt(var),
+        "labelled": n,
+        "unlabelled": big_n,
+        "classical": classical,
+        "classical_ci": [classical - z * math.sqrt(_var(gold) / n), classical + z * math.sqrt(_var(gold) / n)],
+    }
 
 
 def _var(values: list[float]) -> float:
@@ -172,13 +206,20 @@ def judge_section(folder: StudyFolder, log: list[dict], gold: dict[str, str], *,
         entry: dict = {"annotator": annotator, "measure": study.judge.measure, "bar": study.judge.bar, "estimates": []}
         pairs = {i: {"gold": gold[i], "judge": labels[i]} for i in tune}
         categories = sorted({x for q in study.question for x in q.labels})
-        row = next(r for r in agreement_rows(pairs, {i: folder.items[i]["component"] for i in tune}, categories,
-                                             ["gold", "judge"], n_boot=n_boot, seed=seed) if r["measure"] == study.judge.measure)
+        row = next(
+            r
+            for r in agreement_rows(
+                pairs, {i: folder.items[i]["component"] for i in tune}, categories, ["gold", "judge"], n_boot=n_boot, seed=seed
+            )
+            if r["measure"] == study.judge.measure
+        )
         entry["tune_agreement"] = row
         entry["used"] = bool(row["ci_low"] >= study.judge.bar)
         if not entry["used"]:
-            entry["reason"] = (f"the lower end of its tune {study.judge.measure} interval ({row['ci_low']:.3f}) is below "
-                               f"the study's bar {study.judge.bar}: no estimate uses its labels")
+            entry["reason"] = (
+                f"the lower end of its tune {study.judge.measure} interval ({row['ci_low']:.3f}) is below "
+                f"the study's bar {study.judge.bar}: no estimate uses its labels"
+            )
         else:
             entry["estimates"] = _estimates(folder, study, labels, gold)
         out.append(entry)
@@ -192,13 +233,25 @@ def _estimates(folder: StudyFolder, study, labels: dict[str, str], gold: dict[st
     for q in study.question:
         if q.kind != "cue":
             continue
-        sampled = [i for i, row in folder.items.items() if row["question"] == q.id and i in labels
-                   and not scope_contradictions(folder.records[row["record_id"]]["body"])]
+        sampled = [
+            i
+            for i, row in folder.items.items()
+            if row["question"] == q.id and i in labels and not scope_contradictions(folder.records[row["record_id"]]["body"])
+        ]
         pool = [lab for i, lab in labels.items() if i.startswith(q.id + ":") and i not in folder.items]
         if not sampled or not pool:
             continue
-        estimate = ppi_mean([float(gold[i] == q.positive) for i in sampled], [float(labels[i] == q.positive) for i in sampled],
-                            [float(x == q.positive) for x in pool])
-        found.append({"question": q.id, "what": "share of records without a cue word whose label is the positive one",
-                      "method": "prediction-powered inference (lam = 1), judge labels on the unlabelled pool", **estimate})
+        estimate = ppi_mean(
+            [float(gold[i] == q.positive) for i in sampled],
+            [float(labels[i] == q.positive) for i in sampled],
+            [float(x == q.positive) for x in pool],
+        )
+        found.append(
+            {
+                "question": q.id,
+                "what": "share of records without a cue word whose label is the positive one",
+                "method": "prediction-powered inference (lam = 1), judge labels on the unlabelled pool",
+                **estimate,
+            }
+        )
     return found

@@ -69,6 +69,13 @@ def queue_rows(folder: StudyFolder, *, names: bool = False) -> list[dict]:
         random.Random(name).shuffle(pairs)
         given = [f"{a}={x}" if names else x for a, x in pairs]
         row = folder.items[name]
-        rows.append({"item": name, "record_id": row["record_id"], "question": row["question"],
-                     "given": "|".join(given), "notes": " / ".join(notes[(a, name)] for a, _ in pairs if (a, name) in notes)})
+        rows.append(
+            {
+                "item": name,
+                "record_id": row["record_id"],
+                "question": row["question"],
+                "given": "|".join(given),
+                "notes": " / ".join(notes[(a, name)] for a, _ in pairs if (a, name) in notes),
+            }
+        )
     return rows

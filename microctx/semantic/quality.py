@@ -20,8 +20,7 @@ EPS = float(np.finfo(float).eps)
 CARELESS_BELOW = 0.4
 
 
-def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, max_iter: int = 500,
-                tol: float = 1e-10) -> dict:
+def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, max_iter: int = 500, tol: float = 1e-10) -> dict:
     """Fit on (item, annotator, label) triples. Returns items, annotators, `posteriors` (items x C),
     `priors` (C), `errors` (annotators x given x true), `consensus` item -> label, `accuracy` and
     `flagged` per annotator."""
@@ -53,11 +52,18 @@ def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, ma
         confusion = np.zeros((c, c))
         np.add.at(confusion, (given[mine], best[rows[mine]]), 1)
         kappa[w] = float(kappa_from_confusion(confusion))
-    return {"items": items, "annotators": workers, "categories": list(categories), "posteriors": post,
-            "priors": priors, "errors": errors,
-            "consensus": {t: categories[int(np.argmax(post[i]))] for t, i in ti.items()},
-            "accuracy": {w: float(accuracy[i]) for w, i in wi.items()}, "kappa": kappa,
-            "flagged": sorted(w for w in workers if not kappa[w] >= CARELESS_BELOW)}
+    return {
+        "items": items,
+        "annotators": workers,
+        "categories": list(categories),
+        "posteriors": post,
+        "priors": priors,
+        "errors": errors,
+        "consensus": {t: categories[int(np.argmax(post[i]))] for t, i in ti.items()},
+        "accuracy": {w: float(accuracy[i]) for w, i in wi.items()},
+        "kappa": kappa,
+        "flagged": sorted(w for w in workers if not kappa[w] >= CARELESS_BELOW),
+    }
 
 
 def _m_step(post, rows, cols, given, n_workers, c):

@@ -62,7 +62,9 @@ def _key_of(message: str) -> tuple[str, str]:
     at = at.rstrip("`").lstrip(".")
     unknown = re.fullmatch(r"Object contains unknown field `(.+)`", what)
     if unknown:
-        return (f"{at}.{unknown.group(1)}" if at else unknown.group(1)), "Expected a key the study file knows (this one is unknown)"
+        return (
+            f"{at}.{unknown.group(1)}" if at else unknown.group(1)
+        ), "Expected a key the study file knows (this one is unknown)"
     return (at or "(top level)"), what
 
 

@@ -100,8 +100,11 @@ class Annotator(anywidget.AnyWidget):
 
     def _mine(self) -> dict[str, dict]:
         """This annotator's labels and skips in force (nobody else's events are read into the page)."""
-        events = [e for e in ev.read(self.folder.events_path) if e["annotator"] == self.annotator
-                  and e["guideline_version"] == self.folder.guideline_version]
+        events = [
+            e
+            for e in ev.read(self.folder.events_path)
+            if e["annotator"] == self.annotator and e["guideline_version"] == self.folder.guideline_version
+        ]
         return {item: e for (_, item), e in ev.current_labels(events).items()}
 
     def _refresh(self, status: str = "") -> None:
@@ -116,9 +119,17 @@ class Annotator(anywidget.AnyWidget):
         row = self.folder.items[name]
         record = self.folder.records[row["record_id"]]
         q = self.questions[row["question"]]
-        shown = {"item": name, "question_text": q.text, "labels": list(q.labels), "shortcuts": list(q.shortcuts),
-                 "number": record["number"], "title": record["title"], "body": record["body"],
-                 "references": record["references"], "target": None}
+        shown = {
+            "item": name,
+            "question_text": q.text,
+            "labels": list(q.labels),
+            "shortcuts": list(q.shortcuts),
+            "number": record["number"],
+            "title": record["title"],
+            "body": record["body"],
+            "references": record["references"],
+            "target": None,
+        }
         target = self.folder.records.get(f"issue-{row['target']}") if "target" in row else None
         if target:
             shown["target"] = {"number": target["number"], "title": target["title"], "body": target["body"]}
@@ -137,11 +148,23 @@ class Annotator(anywidget.AnyWidget):
         if name not in self.order or name != self.item.get("item"):
             return self._refresh("that item is not the one shown; nothing recorded")
         if action == "label" and content.get("label") in self.questions[self.folder.items[name]["question"]].labels:
-            ev.append(self.folder.events_path, [{**base, "item": name, "kind": "label", "label": content["label"],
-                                                 "note": str(content.get("note") or "")[:2000]}])
+            ev.append(
+                self.folder.events_path,
+                [
+                    {
+                        **base,
+                        "item": name,
+                        "kind": "label",
+                        "label": content["label"],
+                        "note": str(content.get("note") or "")[:2000],
+                    }
+                ],
+            )
             return self._refresh(f"{name}: {content['label']}")
         if action == "skip":
-            ev.append(self.folder.events_path, [{**base, "item": name, "kind": "skip", "note": str(content.get("note") or "")[:2000]}])
+            ev.append(
+                self.folder.events_path, [{**base, "item": name, "kind": "skip", "note": str(content.get("note") or "")[:2000]}]
+            )
             return self._refresh(f"{name}: skipped")
         return self._refresh("unknown action; nothing recorded")
 
