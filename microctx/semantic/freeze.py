@@ -19,6 +19,7 @@ from microctx.errors import InputError
 from microctx.grading.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from microctx.semantic import events as ev
 from microctx.semantic.figures import lexical_rows, study_agreement
+from microctx.semantic.judge import judge_section
 from microctx.semantic.items import GUIDELINE_FILE, ITEMS_FILE, STUDY_FILE, StudyFolder
 from microctx.semantic.labels import status
 from microctx.semantic.quality import dawid_skene
@@ -37,22 +38,6 @@ def refusal(state: dict) -> str | None:
             f"{len(state['queue'])} disagreements lack an adjudication (e.g. {state['queue'][0]}; see `microctx study queue`)"
         )
     return "; ".join(parts) or None
-
-
-def _sources(folder: StudyFolder) -> tuple[dict, dict]:
-    """The base answers and the public corpus document, their digests checked against items.json."""
-    from microctx.contract.schemas import load_answers
-    from microctx.corpus.public import load_corpus
-
-    src = folder.document["sources"]
-    for key in ("public", "answers"):
-        if not Path(src[key]).is_file() or file_sha256(src[key]) != src[f"{key}_sha256"]:
-            raise InputError(
-                src[key],
-                f"is not the {key} file the study was made from (SHA-256 {src[key + '_sha256']})",
-                field=f"sources.{key}",
-            )
-    return load_answers(src["answers"]), load_corpus(src["public"]).document
 
 
 def bindings(folder: StudyFolder, log: list[dict]) -> dict:
@@ -94,11 +79,9 @@ def semantic_document(folder: StudyFolder, *, n_boot: int = DEFAULT_N_BOOT, seed
     why = refusal(state)
     if why:
         raise InputError(folder.path, f"refused: {why}")
-    answers, _ = _sources(folder)
+    answers, _ = folder.sources()
     gold = {name: label for name, (label, _) in state["gold"].items()}
     study = folder.study()
-    from microctx.semantic.judge import judge_section
-
     document = {
         "schema": SEMANTIC_SCHEMA,
         "study": study.name,

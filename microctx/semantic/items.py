@@ -140,6 +140,22 @@ class StudyFolder:
     def annotators(self) -> list[str]:
         return list(self.document["assignments"])
 
+    def sources(self) -> tuple[dict, dict]:
+        """The base answers and the public corpus document, their digests checked against items.json."""
+        from microctx.contract.digests import file_sha256
+        from microctx.contract.schemas import load_answers
+        from microctx.corpus.public import load_corpus
+
+        src = self.document["sources"]
+        for key in ("public", "answers"):
+            if not Path(src[key]).is_file() or file_sha256(src[key]) != src[f"{key}_sha256"]:
+                raise InputError(
+                    src[key],
+                    f"is not the {key} file the study was made from (SHA-256 {src[key + '_sha256']})",
+                    field=f"sources.{key}",
+                )
+        return load_answers(src["answers"]), load_corpus(src["public"]).document
+
     def assigned(self, annotator: str) -> list[str]:
         if annotator not in self.document["assignments"]:
             raise InputError(

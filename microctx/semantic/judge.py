@@ -118,10 +118,9 @@ def run_judge(
 ) -> dict:
     """Ask the model every item (and the pool); append its labels; write judge-<model>.json."""
     from microctx.candidates.network import RecordingProxy
-    from microctx.semantic.freeze import _sources
 
     folder = StudyFolder(folder_path)
-    _, public = _sources(folder)
+    _, public = folder.sources()
     parts = urlsplit(base_url)
     if parts.scheme != "http" or not parts.hostname:
         raise InputError("--base-url", f"expected http://HOST[:PORT]/..., got {scrub_url(base_url)!r}")
