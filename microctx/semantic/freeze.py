@@ -11,7 +11,6 @@ against gold with intervals, and the model judge's verdict when one was run.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256, sha256_hex
@@ -19,8 +18,8 @@ from microctx.errors import InputError
 from microctx.grading.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from microctx.semantic import events as ev
 from microctx.semantic.figures import lexical_rows, study_agreement
-from microctx.semantic.judge import judge_section
 from microctx.semantic.items import GUIDELINE_FILE, ITEMS_FILE, STUDY_FILE, StudyFolder
+from microctx.semantic.judge import judge_section
 from microctx.semantic.labels import status
 from microctx.semantic.quality import dawid_skene
 
