@@ -691,6 +691,26 @@ def _frontier_parser(kinds) -> None:
     k.set_defaults(func=cmd_report_frontier)
 
 
+def cmd_report_semantic(args) -> int:
+    from microctx.reports import build as reports
+
+    _check_paths({"DIR": args.study_dir, "--semantic": args.semantic}, {}, {"--out": args.out})
+    try:
+        manifest = reports.semantic_report(args.study_dir, args.semantic, args.out)
+    except reports.ReportError as exc:
+        _say(f"microctx report semantic: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def _semantic_report_parser(kinds) -> None:
+    k = kinds.add_parser("semantic", help="semantic_report: a study's agreement, annotators, lexical rules and judge against gold")
+    k.add_argument("study_dir", metavar="DIR", help="a study folder (microctx study init)")
+    k.add_argument("--semantic", required=True, help="the semantic.json frozen from it")
+    k.add_argument("--out", required=True, metavar="R")
+    k.set_defaults(func=cmd_report_semantic)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="microctx", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"microctx {__version__}")
@@ -706,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
     from microctx.semantic.cli import add_parsers as _study_parsers  # `microctx study` (docs/semantic.md)
 
     _study_parsers(sub)
+    _semantic_report_parser(report_kinds)
     return parser
 
 

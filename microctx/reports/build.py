@@ -39,6 +39,7 @@ NOTEBOOKS_DIR = _notebooks_dir()
 NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
              "sweep": "sweep_report.ipynb"}
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
+NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
 KERNEL_NAME = "python3"
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = "microctx-report/1"
@@ -261,3 +262,17 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
               "names": names, "baseline": baseline, "cost": cost, "cpu_dollars_per_hour": price,
               "n_boot": int(n_boot), "seed": int(seed)}
     return make_report("frontier", params, out, **kw)
+
+
+def semantic_report(study_dir: str | os.PathLike, semantic: str | os.PathLike, out: str | os.PathLike, *,
+                    examples: int = 10, **kw) -> dict:
+    """semantic_report.ipynb on a study folder and its frozen semantic.json into `out`: agreement
+    per slice with intervals, confusion matrices, annotator quality, disagreements, the lexical
+    rules and the judge against gold (plus agreement.csv and lexical.csv)."""
+    from microctx.semantic.freeze import load_semantic
+    from microctx.semantic.items import StudyFolder
+
+    StudyFolder(study_dir)  # bad input fails here, before a kernel starts
+    load_semantic(semantic)
+    params = {"study_dir": str(Path(study_dir).resolve()), "semantic": str(Path(semantic).resolve()), "examples": int(examples)}
+    return make_report("semantic", params, out, **kw)

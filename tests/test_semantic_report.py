@@ -1,0 +1,65 @@
+"""The agreement report: papermill executes notebooks/semantic_report.ipynb on a simulated s8f
+study (three annotators, one careless) through the reports machinery; the HTML is offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from semantic_sim import CARELESS, good, simulate, truth_for
+
+from microctx.semantic import events as ev
+from microctx.semantic.freeze import write_semantic
+from microctx.semantic.items import init_folder
+from microctx.semantic.labels import status
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_agreement_report_is_made_with_papermill(s8f, tmp_path):
+    folder = init_folder(ROOT / "studies" / "s8f-conflicts.toml", s8f.public, s8f.answers, tmp_path / "study")
+    truth = truth_for(folder, 81)
+    simulate(folder, truth, {"ann": good(0.9), "ben": good(0.85), "cat": CARELESS}, seed=82)
+    ev.append(
+        folder.events_path,
+        [
+            {
+                "annotator": "adjudicator",
+                "item": i,
+                "kind": "adjudicate",
+                "label": truth[i],
+                "reason": "simulated: the truth",
+                "guideline_version": "1",
+            }
+            for i in status(folder)["queue"]
+        ],
+    )
+    write_semantic(folder.path, tmp_path / "semantic.json", n_boot=500)
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "report",
+            "semantic",
+            folder.path,
+            "--semantic",
+            tmp_path / "semantic.json",
+            "--out",
+            out,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    manifest = json.loads((out / "report.json").read_text())
+    assert manifest["kind"] == "semantic" and manifest["charts"] == ["agreement_by_slice"]
+    html = (out / "semantic_report.html").read_text()
+    assert "Every SHA-256 binding holds" in html and "ann vs cat" in html and "ben vs cat" in html
+    assert "simulated: the truth" in html and "krippendorff_alpha" in html and "No judge was run" in html
+    assert (out / "lexical.csv").read_text().startswith("question,rule,measure,value,ci_low,ci_high")
