@@ -5,6 +5,7 @@ digests, the lexical rule against gold."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import shutil
 import sqlite3
 import subprocess
@@ -418,3 +419,23 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
         env={**os.environ, **env_ledger},
     )
     assert run.returncode == 2 and "is bound to answers" in run.stderr
+
+
+def test_recall_with_no_positive_in_the_no_cue_sample_is_bounded_not_certain(study):
+    import json
+
+    from microctx.semantic.figures import lexical_rows
+
+    answers = json.loads(Path(study.document["sources"]["answers"]).read_text())
+    by_id = {a["id"]: a for a in answers["answers"]}
+    gold = {}
+    for name, item in study.items.items():
+        cued = item["question"] == "duplicate" or bool(by_id[item["record_id"]]["scope_contradictions"])
+        gold[name] = "yes" if cued and hashlib.sha256(name.encode()).digest()[0] % 2 == 0 else "no"
+    rows = {(r["rule"], r["measure"]): r for r in lexical_rows(study, gold, answers, n_boot=300) if r["question"] == "conflict"}
+    recall = rows[("any", "recall")]
+    positives = sum(1 for n, i in study.items.items() if i["question"] == "conflict" and gold[n] == "yes")
+    no_cue = sum(1 for a in answers["answers"] if not a["scope_contradictions"])
+    assert recall["value"] == 1.0 and no_cue == 910
+    assert recall["ci_low"] == pytest.approx(positives / (positives + no_cue * (1 - 0.05 ** (1 / 30))))
+    assert "no positive among the 30 sampled no-cue records" in recall["note"]

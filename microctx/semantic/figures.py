@@ -20,7 +20,15 @@ import numpy as np
 
 from microctx.contract.patterns import scope_contradictions
 from microctx.contract.split import SPLITS
-from microctx.grading.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_totals, kish_n_eff, percentile_interval, ratio
+from microctx.grading.stats import (
+    DEFAULT_N_BOOT,
+    DEFAULT_SEED,
+    bootstrap_totals,
+    boundary_bound,
+    kish_n_eff,
+    percentile_interval,
+    ratio,
+)
 from microctx.semantic.agreement import agreement_rows
 from microctx.semantic.items import StudyFolder
 
@@ -123,8 +131,31 @@ def lexical_rows(
             for name, item in mine:
                 table[where[item["component"]]] += [1, float(gold[name] == q.positive), 1, 1]
             stats = {"pattern_d/precision": (1, 0)}
-        rows += _interval_rows(q.id, table, stats, n_boot, seed)
+        found = _interval_rows(q.id, table, stats, n_boot, seed)
+        if q.kind == "cue":
+            _bound_unseen_misses(found, mine, gold, q.positive, weights)
+        rows += found
     return rows
+
+
+def _bound_unseen_misses(
+    rows: list[dict], mine: list[tuple[str, dict]], gold: dict[str, str], positive: str, weights: dict[str, float]
+) -> None:
+    """No positive among the sampled no-cue records: the bootstrap cannot see misses it never drew,
+    so each recall's lower end becomes the one under the exact one-sided 95% bound on the no-cue
+    share, 1 - 0.05^(1/n) (n sampled no-cue records, independence assumed), times the no-cue pool."""
+    sampled = [name for name, _ in mine if weights[name] != 1.0]
+    if not sampled or any(gold[name] == positive for name in sampled):
+        return
+    pool = sum(weights[name] for name in sampled)
+    unseen = pool * float(1 - boundary_bound(len(sampled)))
+    for row in rows:
+        if row["measure"] == "recall":
+            found = row["value"] * sum(gold[name] == positive for name, _ in mine)  # the rule's positives (weight 1)
+            row["ci_low"] = found / (sum(gold[name] == positive for name, _ in mine) + unseen)
+            row["note"] = (
+                f"no positive among the {len(sampled)} sampled no-cue records: lower end from 1 - 0.05^(1/{len(sampled)})"
+            )
 
 
 def _sample_weights(mine: list[tuple[str, dict]], answers: dict) -> dict[str, float]:
