@@ -88,3 +88,12 @@ def jupyterlab(root: Path, scratch: Path) -> Iterator[tuple[str, str]]:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def run_all_cells(page, base: str, token: str, notebook: str) -> None:
+    """Open `notebook` in JupyterLab, wait for its kernel, and run every cell."""
+    page.goto(f"{base}/lab/tree/{notebook}?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel is up
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()

@@ -94,3 +94,23 @@ def expected_kappa(confusions: dict[str, list[list[float]]], shares: list[float]
         pa, pb = joint.sum(axis=1), joint.sum(axis=0)
         values.append((np.trace(joint) - pa @ pb) / (1 - pa @ pb))
     return float(np.mean(values))
+
+
+def adjudicate(folder: StudyFolder, truth: dict[str, str], reason: str = "simulated") -> None:
+    """Decide every disagreement in the queue by the truth (a perfect adjudicator)."""
+    from microctx.semantic.labels import status
+
+    ev.append(
+        folder.events_path,
+        [
+            {
+                "annotator": "adjudicator",
+                "item": i,
+                "kind": "adjudicate",
+                "label": truth[i],
+                "reason": reason,
+                "guideline_version": folder.guideline_version,
+            }
+            for i in status(folder)["queue"]
+        ],
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser import browser_page, jupyterlab, need_browser
+from browser import browser_page, jupyterlab, need_browser, run_all_cells
 
 SHOTS = os.environ.get("MICROCTX_SCREENSHOTS")  # a folder to keep the screenshots in (optional)
 
@@ -48,11 +48,7 @@ def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
     mismatch = [r for r in records if "mismatch" in (r["title"] + "\n" + r["body"]).lower()]
     assert 0 < len(mismatch) < len(records)
     with browser_page(1400, 1600) as page:
-        page.goto(f"{base}/lab/tree/explore.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
-        page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel is up
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        run_all_cells(page, base, token, "explore.ipynb")
         count = page.locator(".microctx-explorer .microctx-count")
         try:
             count.wait_for(timeout=90_000)

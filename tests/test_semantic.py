@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from semantic_sim import CARELESS, LABELS, adjudicate_to_truth, expected_kappa, good, simulate, truth_for
+from semantic_sim import CARELESS, LABELS, adjudicate, adjudicate_to_truth, expected_kappa, good, simulate, truth_for
 
 from microctx.errors import InputError
 from microctx.semantic import events as ev
@@ -328,20 +328,7 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
 
     truth = truth_for(study, 71)
     simulate(study, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=72)
-    ev.append(
-        study.events_path,
-        [
-            {
-                "annotator": "adjudicator",
-                "item": i,
-                "kind": "adjudicate",
-                "label": truth[i],
-                "reason": "simulated",
-                "guideline_version": "1",
-            }
-            for i in status(study)["queue"]
-        ],
-    )
+    adjudicate(study, truth, "simulated")
     semantic = tmp_path / "semantic.json"
     write_semantic(study.path, semantic, n_boot=200)
     answers = json.loads(Path(s8f.answers).read_text())
@@ -355,28 +342,30 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
     path = tmp_path / "submission.json"
     path.write_text(json.dumps(submission))
     out = tmp_path / "grade.json"
-    env_ledger = {"MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")}
     import os
 
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "microctx",
-            "grade",
-            "--answers",
-            s8f.answers,
-            "--submission",
-            path,
-            "--output",
-            out,
-            "--semantic",
-            semantic,
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env_ledger},
-    )
+    def grade(answers_path, output):
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "microctx",
+                "grade",
+                "--answers",
+                answers_path,
+                "--submission",
+                path,
+                "--output",
+                output,
+                "--semantic",
+                semantic,
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")},
+        )
+
+    run = grade(s8f.answers, out)
     assert run.returncode == 0, run.stderr
     rows = list(csv.DictReader((tmp_path / "grade.semantic.csv").read_text().splitlines()))
     test_items = [i for i, item in study.items.items() if item["split"] == "test"]
@@ -399,25 +388,7 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
     # bound to other answers: refused
     other = tmp_path / "answers.json"
     other.write_bytes(Path(s8f.answers).read_bytes() + b" ")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "microctx",
-            "grade",
-            "--answers",
-            other,
-            "--submission",
-            path,
-            "--output",
-            tmp_path / "g2.json",
-            "--semantic",
-            semantic,
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env_ledger},
-    )
+    run = grade(other, tmp_path / "g2.json")
     assert run.returncode == 2 and "is bound to answers" in run.stderr
 
 

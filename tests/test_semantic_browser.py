@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser import browser_page, jupyterlab, need_browser
+from browser import browser_page, jupyterlab, need_browser, run_all_cells
 
 from microctx.semantic import events as ev
 from microctx.semantic.items import StudyFolder, init_folder
@@ -40,11 +40,7 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
     nbformat.write(book, root / "annotate.ipynb")
     order = folder.assigned("ann")
     with jupyterlab(root, tmp_path) as (base, token), browser_page(1300, 1500) as page:
-        page.goto(f"{base}/lab/tree/annotate.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
-        page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        run_all_cells(page, base, token, "annotate.ipynb")
         progress = page.locator(".microctx-annotate .microctx-progress")
         try:
             progress.wait_for(timeout=90_000)

@@ -12,13 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_openai import FakeOpenAI
-from semantic_sim import good, simulate, truth_for
+from semantic_sim import adjudicate, good, simulate, truth_for
 
-from microctx.semantic import events as ev
 from microctx.semantic.freeze import semantic_document
 from microctx.semantic.items import StudyFolder, init_folder
 from microctx.semantic.judge import ppi_mean
-from microctx.semantic.labels import status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,20 +30,7 @@ def base_study(s8f, tmp_path_factory):
 
 def _complete(folder: StudyFolder, truth: dict) -> None:
     simulate(folder, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=3)
-    ev.append(
-        folder.events_path,
-        [
-            {
-                "annotator": "adjudicator",
-                "item": i,
-                "kind": "adjudicate",
-                "label": truth[i],
-                "reason": "simulated",
-                "guideline_version": "1",
-            }
-            for i in status(folder)["queue"]
-        ],
-    )
+    adjudicate(folder, truth, "simulated")
 
 
 def _judge_of(folder: StudyFolder, truth: dict, right: bool):

@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from semantic_sim import CARELESS, good, simulate, truth_for
+from semantic_sim import CARELESS, adjudicate, good, simulate, truth_for
 
-from microctx.semantic import events as ev
 from microctx.semantic.freeze import write_semantic
 from microctx.semantic.items import init_folder
-from microctx.semantic.labels import status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,20 +22,7 @@ def test_the_agreement_report_is_made_with_papermill(s8f, tmp_path):
     folder = init_folder(ROOT / "studies" / "s8f-conflicts.toml", s8f.public, s8f.answers, tmp_path / "study")
     truth = truth_for(folder, 81)
     simulate(folder, truth, {"ann": good(0.9), "ben": good(0.85), "cat": CARELESS}, seed=82)
-    ev.append(
-        folder.events_path,
-        [
-            {
-                "annotator": "adjudicator",
-                "item": i,
-                "kind": "adjudicate",
-                "label": truth[i],
-                "reason": "simulated: the truth",
-                "guideline_version": "1",
-            }
-            for i in status(folder)["queue"]
-        ],
-    )
+    adjudicate(folder, truth, "simulated: the truth")
     write_semantic(folder.path, tmp_path / "semantic.json", n_boot=500)
     out = tmp_path / "report"
     run = subprocess.run(

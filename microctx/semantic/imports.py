@@ -65,10 +65,15 @@ def _label_event(
     }
 
 
+def _json_array(data: bytes, path: str, what: str) -> list:
+    parsed = parse_json(data, path)
+    if not isinstance(parsed, list):
+        raise InputError(path, f"expected a JSON array of {what}")
+    return parsed
+
+
 def from_label_studio(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
-    tasks = parse_json(data, path)
-    if not isinstance(tasks, list):
-        raise InputError(path, "expected a JSON array of tasks (Label Studio's JSON export)")
+    tasks = _json_array(data, path, "tasks (Label Studio's JSON export)")
     found = []
     for t, task in enumerate(tasks):
         item = (task.get("data") or {}).get("item") if isinstance(task, dict) else None
@@ -103,9 +108,7 @@ def from_prodigy(folder: StudyFolder, data: bytes, path: str, users: dict) -> li
 
 
 def from_argilla(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
-    records = parse_json(data, path)
-    if not isinstance(records, list):
-        raise InputError(path, "expected a JSON array of records (Argilla's records.to_json)")
+    records = _json_array(data, path, "records (Argilla's records.to_json)")
     found = []
     for r, record in enumerate(records):
         item = folder.item(str(record.get("id")), path, r)
