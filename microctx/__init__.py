@@ -33,7 +33,7 @@ from microctx.api import (  # noqa: E402
 )
 
 __all__ = ["freeze", "grade", "verify", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen", "Grade",
-           "GradeResult", "Verification", "SliceFrame", "explore", "annotate", "notebook_setup", "charts", "slices", "__version__"]
+           "GradeResult", "Verification", "SliceFrame", "explore", "annotate", "adjudicate", "notebook_setup", "charts", "slices", "__version__"]
 
 _LAZY = {"charts": "microctx.reports.charts", "slices": "microctx.grading.slices"}
 
@@ -49,8 +49,8 @@ def __getattr__(name: str):
         return importlib.import_module("microctx.grading.slices").SliceFrame
     if name == "explore":
         return importlib.import_module("microctx.explorer").explore
-    if name == "annotate":  # the semantic layer's annotation widget (docs/semantic.md)
-        return importlib.import_module("microctx.semantic.widget").annotate
+    if name in ("annotate", "adjudicate"):  # the semantic layer's widgets (docs/semantic.md)
+        return getattr(importlib.import_module("microctx.semantic.widget"), name)
     if name == "notebook_setup":
         return importlib.import_module("microctx.notebook").notebook_setup
     raise AttributeError(f"module 'microctx' has no attribute {name!r}")

@@ -410,3 +410,28 @@ def test_recall_with_no_positive_in_the_no_cue_sample_is_bounded_not_certain(stu
     assert recall["value"] == 1.0 and no_cue == 910
     assert recall["ci_low"] == pytest.approx(positives / (positives + no_cue * (1 - 0.05 ** (1 / 30))))
     assert "no positive among the 30 sampled no-cue records" in recall["note"]
+
+
+def test_the_adjudication_widget_needs_a_reason_hides_names_and_undoes(study):
+    from microctx.semantic.widget import adjudicate
+
+    pair = [i for i in study.items if study.items[i]["annotators"] == ["ben", "cat"]][:2]
+    ev.append(
+        study.events_path,
+        [
+            {"annotator": a, "item": i, "kind": "label", "label": x, "note": f"{a} thinks {x}", "guideline_version": "1"}
+            for i in pair
+            for a, x in (("ben", "yes"), ("cat", "no"))
+        ],
+    )
+    widget = adjudicate(study.path)
+    assert widget.progress == {"done": 0, "total": 2, "unit": "decided"} and widget.item["item"] == pair[0]
+    assert sorted(widget.item["given"]) == ["no", "yes"] and "ben" not in str(widget.item["given"])
+    widget._on_message(widget, {"action": "label", "label": "yes", "item": pair[0], "note": "  "}, [])
+    assert "needs one of the labels and a reason" in widget.status and widget.progress["done"] == 0
+    widget._on_message(widget, {"action": "label", "label": "yes", "item": pair[0], "note": "the body says so"}, [])
+    assert widget.progress == {"done": 1, "total": 2, "unit": "decided"} and widget.item["item"] == pair[1]
+    assert status(study)["gold"][pair[0]] == ("yes", "adjudicated")
+    widget._on_message(widget, {"action": "undo"}, [])
+    assert widget.progress == {"done": 0, "total": 2, "unit": "decided"} and pair[0] not in status(study)["gold"]
+    assert [e["kind"] for e in ev.read(study.events_path)][-2:] == ["adjudicate", "undo"]

@@ -1,9 +1,12 @@
 """The annotation widget in a real JupyterLab, in headless Chromium: annotate three items (two by
 button, one by keyboard shortcut), see the progress change, find the three events in the log;
-another annotator's labels and notes never reach the page. Slow (a server and a kernel start)."""
+another annotator's labels and notes never reach the page, and a hostile title is text, not markup.
+Then the adjudication widget: the labels side by side without names, a decision with a reason.
+Slow (a server and a kernel start)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -32,12 +35,29 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
             for i in shared
         ],
     )
+    # a hostile title: shown as text, never run as markup
+    document = json.loads((folder.path / "items.json").read_text())
+    hostile = folder.items[folder.assigned("ann")[0]]["record_id"]
+    document["records"][hostile]["title"] = '<img src=x onerror="window.__pwned=1">'
+    (folder.path / "items.json").write_text(json.dumps(document))
+    folder = StudyFolder(folder.path)
+    # a disagreement for the adjudicator, between two others
+    disputed = next(i for i in folder.items if folder.items[i]["annotators"] == ["ben", "cat"])
+    ev.append(
+        folder.events_path,
+        [
+            {"annotator": a, "item": disputed, "kind": "label", "label": x, "note": "", "guideline_version": "1"}
+            for a, x in (("ben", "yes"), ("cat", "no"))
+        ],
+    )
     book = nbformat.v4.new_notebook()
     book.cells = [
         nbformat.v4.new_code_cell(f"import microctx\nwidget = microctx.annotate({str(folder.path)!r}, annotator='ann')\nwidget")
     ]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(book, root / "annotate.ipynb")
+    book.cells = [nbformat.v4.new_code_cell(f"import microctx\nmicroctx.adjudicate({str(folder.path)!r})")]
+    nbformat.write(book, root / "adjudicate.ipynb")
     order = folder.assigned("ann")
     with jupyterlab(root, tmp_path) as (base, token), browser_page(1300, 1500) as page:
         run_all_cells(page, base, token, "annotate.ipynb")
@@ -64,6 +84,19 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
         page.screenshot(path=str(tmp_path / "annotate.png"), full_page=True)
         content = page.content()
         assert SECRET not in content and "ben" not in page.locator(".microctx-annotate").inner_text()
+        assert page.evaluate("window.__pwned") is None
+        run_all_cells(page, base, token, "adjudicate.ipynb")
+        widget = page.locator(".microctx-annotate")
+        widget.locator(".microctx-given").wait_for(timeout=90_000)
+        total = page.locator(".microctx-progress").inner_text()
+        assert total.startswith("0 / ") and total.endswith(" decided")
+        given = widget.locator(".microctx-given").inner_text()
+        assert "ben" not in given and "cat" not in given and "ann" not in given and "=" not in given  # names hidden
+        widget.locator(".microctx-note").fill("the body names both versions")
+        shown = widget.locator(".microctx-title").inner_text()
+        widget.locator("button.microctx-label[data-label='no']").click()
+        page.wait_for_function("() => document.querySelector('.microctx-progress').innerText.startsWith('1 / ')", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "adjudicate.png"), full_page=True)
     events = [e for e in ev.read(folder.events_path) if e["annotator"] == "ann"]
     assert [(e["item"], e["kind"], e["label"]) for e in events] == [
         (order[0], "label", "yes"),
@@ -71,4 +104,7 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
         (order[2], "label", "unsure"),
     ]
     assert events[2]["note"] == "third by keyboard"
+    decisions = [e for e in ev.read(folder.events_path) if e["kind"] == "adjudicate"]
+    assert len(decisions) == 1 and decisions[0]["label"] == "no" and decisions[0]["reason"] == "the body names both versions"
+    assert f"#{folder.records[folder.items[decisions[0]['item']]['record_id']]['number']}" in shown
     assert StudyFolder(folder.path).items[order[0]]["annotators"]  # the folder is still whole

@@ -98,7 +98,7 @@ def current_labels(events: list[dict], kind: str = "label") -> dict[tuple[str, s
     return current
 
 
-def last_undoable(events: list[dict], annotator: str) -> dict | None:
-    """The annotator's most recent label or skip still in force (what `undo` takes back)."""
-    mine = [e for e in active(events) if e["annotator"] == annotator]
+def last_undoable(events: list[dict], annotator: str, kinds: tuple[str, ...] = ("label", "skip")) -> dict | None:
+    """The annotator's most recent event of `kinds` still in force (what `undo` takes back)."""
+    mine = [e for e in active(events, kinds) if e["annotator"] == annotator]
     return mine[-1] if mine else None

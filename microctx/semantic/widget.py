@@ -18,6 +18,7 @@ import traitlets
 
 from microctx.semantic import events as ev
 from microctx.semantic.items import StudyFolder
+from microctx.semantic.labels import adjudications
 
 _ESM = r"""
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls;
@@ -30,9 +31,9 @@ function render({ model, el: root }) {
   const draw = () => {
     const item = model.get("item"), progress = model.get("progress");
     root.replaceChildren();
-    const bar = el("div", "microctx-progress", `${progress.done} / ${progress.total} labelled`);
+    const bar = el("div", "microctx-progress", `${progress.done} / ${progress.total} ${progress.unit || "labelled"}`);
     root.append(bar);
-    if (!item.item) { root.append(el("div", "microctx-done", "All your items are labelled.")); }
+    if (!item.item) { root.append(el("div", "microctx-done", "Nothing left to do here.")); }
     else {
       root.append(el("div", "microctx-question", item.question_text));
       root.append(el("h3", "microctx-title", `#${item.number} ${item.title}`));
@@ -42,15 +43,26 @@ function render({ model, el: root }) {
         root.append(el("h4", "microctx-target-title", `linked issue #${item.target.number} ${item.target.title}`));
         const tb = el("pre", "microctx-body microctx-target-body"); tb.textContent = item.target.body; root.append(tb);
       }
-      const note = el("input", "microctx-note"); note.placeholder = "note (optional)"; root.append(note);
+      if (item.given) {
+        const given = el("div", "microctx-given", "labels given: ");
+        item.given.forEach(g => given.append(el("span", "microctx-given-label", g), " "));
+        if (item.notes) given.append(el("div", "microctx-given-notes", "notes: " + item.notes));
+        root.append(given);
+      }
+      const note = el("input", "microctx-note");
+      note.placeholder = item.given ? "reason (required)" : "note (optional)"; root.append(note);
       const buttons = el("div", "microctx-buttons");
       const send = (msg) => { model.send({ ...msg, item: item.item, note: note.value }); };
+      root._note = note;
       item.labels.forEach((label, i) => {
         const b = el("button", "microctx-label", `${label} [${item.shortcuts[i]}]`);
         b.dataset.label = label; b.onclick = () => send({ action: "label", label }); buttons.append(b);
       });
-      const skip = el("button", "microctx-skip", "skip [s]"); skip.onclick = () => send({ action: "skip" });
-      buttons.append(skip); root.append(buttons);
+      if (!item.given) {
+        const skip = el("button", "microctx-skip", "skip [s]"); skip.onclick = () => send({ action: "skip" });
+        buttons.append(skip);
+      }
+      root.append(buttons);
       root._send = send; root._item = item;
     }
     const undo = el("button", "microctx-undo", "undo [z]"); undo.onclick = () => model.send({ action: "undo" });
@@ -60,7 +72,7 @@ function render({ model, el: root }) {
     if (event.target.tagName === "INPUT") return;
     const item = root._item; let handled = true;
     if (item && item.item && item.shortcuts.includes(event.key)) root._send({ action: "label", label: item.labels[item.shortcuts.indexOf(event.key)] });
-    else if (event.key === "s" && item && item.item) root._send({ action: "skip" });
+    else if (event.key === "s" && item && item.item && !item.given) root._send({ action: "skip" });
     else if (event.key === "z") model.send({ action: "undo" });
     else handled = false;
     if (handled) { event.preventDefault(); event.stopPropagation(); }
@@ -92,11 +104,14 @@ class Annotator(anywidget.AnyWidget):
         super().__init__()
         self.folder = StudyFolder(folder)
         self.annotator = annotator
-        self.order = self.folder.assigned(annotator)
+        self.order = self._initial_order()
         study = self.folder.study()
         self.questions = {q.id: q for q in study.question}
         self.on_msg(self._on_message)
         self._refresh()
+
+    def _initial_order(self) -> list[str]:
+        return self.folder.assigned(self.annotator)
 
     def _mine(self) -> dict[str, dict]:
         """This annotator's labels and skips in force (nobody else's events are read into the page)."""
@@ -172,3 +187,58 @@ class Annotator(anywidget.AnyWidget):
 def annotate(folder: str | os.PathLike, annotator: str) -> Annotator:
     """The annotation widget for `annotator`'s items of the study folder."""
     return Annotator(folder, annotator)
+
+
+class Adjudicator(Annotator):
+    """The disagreement queue, one item at a time: the labels given side by side (in a seeded order,
+    names hidden unless `names`), the annotators' notes, one button per label and a required
+    reason; each decision is an `adjudicate` event, undo takes back this adjudicator's last one."""
+
+    def __init__(self, folder: str | os.PathLike, adjudicator: str = "adjudicator", names: bool = False):
+        self.names = names
+        self._decided = 0
+        super().__init__(folder, adjudicator)
+
+    def _initial_order(self) -> list[str]:
+        return []  # the queue, read at every refresh
+
+    def _queue(self) -> dict[str, dict]:
+        from microctx.semantic.labels import queue_rows
+
+        return {row["item"]: row for row in queue_rows(self.folder, names=self.names)}
+
+    def _refresh(self, status: str = "") -> None:
+        queue = self._queue()
+        self.order = sorted(queue)
+        decided = len(adjudications(self.folder))
+        following = self.order[0] if self.order else None
+        self.item = (
+            {**self._shown(following), "given": queue[following]["given"].split("|"), "notes": queue[following]["notes"]}
+            if following
+            else {}
+        )
+        self.progress = {"done": decided, "total": decided + len(self.order), "unit": "decided"}
+        self.status = status
+
+    def _on_message(self, _widget, content: dict, _buffers) -> None:
+        base = {"annotator": self.annotator, "guideline_version": self.folder.guideline_version}
+        if content.get("action") == "undo":
+            last = ev.last_undoable(ev.read(self.folder.events_path), self.annotator, ("adjudicate",))
+            if last is None:
+                return self._refresh("nothing to undo")
+            ev.append(self.folder.events_path, [{**base, "item": last["item"], "kind": "undo", "undoes": last["id"]}])
+            return self._refresh(f"undone: the decision on {last['item']}")
+        name, reason = content.get("item"), str(content.get("note") or "").strip()[:2000]
+        if content.get("action") != "label" or name != self.item.get("item"):
+            return self._refresh("that item is not the one shown; nothing recorded")
+        if content.get("label") not in self.item["labels"] or not reason:
+            return self._refresh("a decision needs one of the labels and a reason; nothing recorded")
+        ev.append(
+            self.folder.events_path, [{**base, "item": name, "kind": "adjudicate", "label": content["label"], "reason": reason}]
+        )
+        return self._refresh(f"{name}: decided {content['label']}")
+
+
+def adjudicate(folder: str | os.PathLike, adjudicator: str = "adjudicator", names: bool = False) -> Adjudicator:
+    """The adjudication widget: the study's disagreement queue."""
+    return Adjudicator(folder, adjudicator, names)
