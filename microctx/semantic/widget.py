@@ -97,7 +97,7 @@ class Annotator(anywidget.AnyWidget):
     _esm = traitlets.Unicode(_ESM).tag(sync=True)
     _css = traitlets.Unicode(_CSS).tag(sync=True)
     item = traitlets.Dict({}).tag(sync=True)
-    progress = traitlets.Dict({"done": 0, "total": 0}).tag(sync=True)
+    progress: traitlets.Dict = traitlets.Dict({"done": 0, "total": 0}).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, folder: str | os.PathLike, annotator: str):
