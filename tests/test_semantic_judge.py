@@ -4,6 +4,7 @@ tune items against adjudicated gold, used only above the study's bar; PPI checke
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -14,11 +15,13 @@ import pytest
 from fake_openai import FakeOpenAI
 from semantic_sim import adjudicate, good, simulate, truth_for
 
+from microctx.semantic import events as ev
 from microctx.semantic.freeze import semantic_document
 from microctx.semantic.items import StudyFolder, init_folder
 from microctx.semantic.judge import ppi_mean
 
 ROOT = Path(__file__).resolve().parents[1]
+SECRET_KEY = "sk-judge-secret-4e1d"
 
 
 @pytest.fixture(scope="module")
@@ -50,21 +53,19 @@ def _judge_of(folder: StudyFolder, truth: dict, right: bool):
 
 
 def _run(folder: StudyFolder, server: FakeOpenAI) -> subprocess.CompletedProcess:
+    argv = [
+        "study",
+        "judge",
+        str(folder.path),
+        "--base-url",
+        server.base_url,
+        "--model",
+        "fake-judge",
+        "--api-key-env",
+        "MCTX_KEY",
+    ]
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "microctx",
-            "study",
-            "judge",
-            str(folder.path),
-            "--base-url",
-            server.base_url,
-            "--model",
-            "fake-judge",
-        ],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "microctx", *argv], capture_output=True, text=True, env={**os.environ, "MCTX_KEY": SECRET_KEY}
     )
 
 
@@ -80,6 +81,9 @@ def test_a_judge_is_used_only_when_its_tune_interval_clears_the_bar(base_study, 
     asked = len(server.requests)
     assert asked == 132 + 1000 - 120  # every item, and every record outside the conflict question's items
     assert f"counted {asked} calls" in run.stdout  # the record-mode proxy's count, not the judge's
+    assert {r["authorization"] for r in server.requests} == {f"Bearer {SECRET_KEY}"}  # the key reached the endpoint only
+    written = (folder.path / "judge-fake-judge.json").read_text() + run.stdout + run.stderr + str(ev.read(folder.events_path))
+    assert SECRET_KEY not in written
     summary = __import__("json").loads((folder.path / "judge-fake-judge.json").read_text())
     assert summary["input_tokens"] == server.totals()["input_tokens"] > 0
     section = semantic_document(folder, n_boot=500)["judge"]
