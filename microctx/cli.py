@@ -107,12 +107,7 @@ def cmd_grade(args) -> int:
     write_grade(result, args.output)
     print(result.summary())
     print(look)
-    if layer:
-        from microctx.files import atomic_write
-        from microctx.semantic.grade import semantic_path
-
-        atomic_write(semantic_path(args.output), layer[0])
-        print(layer[1])
+    _write_semantic_layer(layer, args.output)
     return EXIT_OK if result.passed else EXIT_FAIL
 
 
@@ -123,6 +118,16 @@ def _semantic_layer(args, answers: dict, submission: dict) -> tuple[bytes, str] 
     from microctx.semantic.grade import grade_semantic
 
     return grade_semantic(args.semantic, args.answers, answers, submission)
+
+
+def _write_semantic_layer(layer: tuple[bytes, str] | None, output: str) -> None:
+    """Write `<output>.semantic.csv` beside a grade or slice table and print its summary line."""
+    if layer:
+        from microctx.files import atomic_write
+        from microctx.semantic.grade import semantic_path
+
+        atomic_write(semantic_path(output), layer[0])
+        print(layer[1])
 
 
 def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
@@ -408,14 +413,17 @@ def cmd_slices(args) -> int:
                  {"--output": args.output})  # an --output that is an input (the gold answers) is refused
     kw = _stats_kw(args)
     corpus = load_corpus(args.public)
-    result = grade(load_answers(args.answers), load_submission(args.submission))
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
     table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
+    layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
     slices.write_slices_csv(table, args.output)
     judged = int((table["estimable"] & ~table["too_small"] & (table["slice_kind"] != "overall")).sum())
     print(f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
           f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})")
     print(look)
+    _write_semantic_layer(layer, args.output)
     return EXIT_OK
 
 
@@ -429,6 +437,8 @@ def _slices_parsers(sub) -> None:
     p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
     p.add_argument("--submission", required=True, help="submission to grade and slice")
     p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
+    p.add_argument("--semantic", metavar="semantic.json",
+                   help="also score cue and duplicate answers against a study's adjudicated gold (<output>.semantic.csv)")
     _stats_options(p)
     p.set_defaults(func=cmd_slices)
 

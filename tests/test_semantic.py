@@ -390,6 +390,30 @@ def test_grade_with_the_semantic_layer_puts_lexical_and_semantic_verdicts_side_b
     other.write_bytes(Path(s8f.answers).read_bytes() + b" ")
     run = grade(other, tmp_path / "g2.json")
     assert run.returncode == 2 and "is bound to answers" in run.stderr
+    # the slice table takes the layer too: the same side-by-side rows beside slices.csv
+    argv = [
+        "slices",
+        "--public",
+        s8f.public,
+        "--answers",
+        s8f.answers,
+        "--submission",
+        path,
+        "--output",
+        tmp_path / "slices.csv",
+        "--semantic",
+        semantic,
+        "--n-boot",
+        "200",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "microctx", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")},
+    )
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "slices.semantic.csv").read_bytes() == (tmp_path / "grade.semantic.csv").read_bytes()
 
 
 def test_recall_with_no_positive_in_the_no_cue_sample_is_bounded_not_certain(study):

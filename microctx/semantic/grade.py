@@ -79,9 +79,10 @@ def summary(rows: list[dict]) -> str:
     return "semantic layer: " + "; ".join(parts)
 
 
-def semantic_path(grade_path: str | os.PathLike) -> str:
-    text = os.fspath(grade_path)
-    return (text[:-5] if text.endswith(".json") else text) + ".semantic.csv"
+def semantic_path(output: str | os.PathLike) -> str:
+    """Beside a grade (`G.json`) or a slice table (`S.csv`): `G.semantic.csv`, `S.semantic.csv`."""
+    text = os.fspath(output)
+    return (text.rsplit(".", 1)[0] if text.endswith((".json", ".csv")) else text) + ".semantic.csv"
 
 
 def grade_semantic(
