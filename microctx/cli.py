@@ -475,7 +475,7 @@ def cmd_report(args) -> int:
             manifest = reports.corpus_report(args.public, args.out)
         elif args.report_kind == "grade":
             manifest = reports.grade_report(args.public, args.answers, args.submission, args.out,
-                                            statistics=_stats_kw(args))
+                                            statistics=_stats_kw(args), semantic=args.semantic)
         else:
             manifest = reports.compare_report(args.public, args.answers, args.submission, args.out, names=args.name or (),
                                               statistics=_stats_kw(args))
@@ -519,6 +519,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--public", help="public corpus (default: s8f)")
     k.add_argument("--answers", help="answer bundle (default: s8f)")
     k.add_argument("--submission", required=True)
+    k.add_argument("--semantic", metavar="semantic.json", help="show lexical and semantic verdicts side by side")
     k.add_argument("--out", required=True, metavar="DIR")
     _stats_options(k)
     k.set_defaults(func=cmd_report)

@@ -199,13 +199,19 @@ def _stat_params(full: dict) -> dict:
 
 
 def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike,
-                 statistics: dict | None = None, **kw) -> dict:
+                 statistics: dict | None = None, semantic: str | None = None, **kw) -> dict:
     """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts).
     `statistics`: seed, n_boot, min_support, min_components (defaults from the package); all the
-    settings are recorded in report.json under "statistics"."""
+    settings are recorded in report.json under "statistics". `semantic`: a study's semantic.json,
+    whose lexical and semantic verdicts the report shows side by side (grade.semantic.csv)."""
     full = _statistics(statistics)
     _checked_inputs(public, answers, [submission])
     params = {"public": str(public), "answers": str(answers), "submission": str(submission), **_stat_params(full)}
+    if semantic:
+        from microctx.semantic.freeze import load_semantic
+
+        load_semantic(semantic)  # bad input fails here, before a kernel starts
+        params["semantic"] = str(Path(semantic).resolve())
     return make_report("grade", params, out, statistics=full, **kw)
 
 
