@@ -64,6 +64,7 @@ def quality_rows(folder: StudyFolder, labels: dict[str, dict[str, str]]) -> list
                 "annotator": a,
                 "accuracy": round(fit["accuracy"][a], 6),
                 "kappa": round(fit["kappa"][a], 6),
+                "labels": fit["labels"][a],
                 "flagged": a in fit["flagged"],
             }
             for a in fit["annotators"]

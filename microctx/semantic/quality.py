@@ -6,7 +6,9 @@ steps alternate until the item posteriors stop moving (the same steps as crowd-k
 against which tests check it). An annotator's `accuracy` is sum_c prior_c * P(c given | c), and
 `kappa` is Cohen's kappa of their labels against the consensus (the most probable class); one
 whose kappa is below `CARELESS_BELOW` is flagged: a careless annotator (random labels) lands near
-0, a careful one near their chance-corrected accuracy. The figures describe these items and this model (conditional
+0, a careful one near their chance-corrected accuracy. Only an annotator with at least
+`MIN_LABELS_TO_FLAG` labels on the question is judged (on s8f's 12 duplicate edges each annotator
+gives 8 labels: too few to call anyone careless, so nobody is flagged there). The figures describe these items and this model (conditional
 independence of annotators given the true class); they carry no interval.
 """
 
@@ -18,6 +20,7 @@ from microctx.semantic.agreement import kappa_from_confusion
 
 EPS = float(np.finfo(float).eps)
 CARELESS_BELOW = 0.4
+MIN_LABELS_TO_FLAG = 20
 
 
 def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, max_iter: int = 500, tol: float = 1e-10) -> dict:
@@ -47,6 +50,7 @@ def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, ma
     accuracy = (errors[:, np.arange(c), np.arange(c)] * priors[None, :]).sum(axis=1)
     best = np.argmax(post, axis=1)
     kappa = {}
+    given_by = {w: int((cols == i).sum()) for w, i in wi.items()}
     for w, i in wi.items():
         mine = cols == i
         confusion = np.zeros((c, c))
@@ -62,7 +66,8 @@ def dawid_skene(labels: list[tuple[str, str, str]], categories: list[str], *, ma
         "consensus": {t: categories[int(np.argmax(post[i]))] for t, i in ti.items()},
         "accuracy": {w: float(accuracy[i]) for w, i in wi.items()},
         "kappa": kappa,
-        "flagged": sorted(w for w in workers if not kappa[w] >= CARELESS_BELOW),
+        "labels": given_by,
+        "flagged": sorted(w for w in workers if given_by[w] >= MIN_LABELS_TO_FLAG and not kappa[w] >= CARELESS_BELOW),
     }
 
 
