@@ -207,7 +207,11 @@ def test_a_careless_annotator_is_flagged(study):
     quality = {q["annotator"]: q for q in quality_rows(study, annotator_labels(study)) if q["question"] == "conflict"}
     assert [a for a, q in quality.items() if q["flagged"]] == ["cat"]
     duplicates = [q for q in quality_rows(study, annotator_labels(study)) if q["question"] == "duplicate"]
-    assert [q["labels"] for q in duplicates] == [8, 8, 8] and not any(q["flagged"] for q in duplicates)  # too few to judge
+    assert (
+        sum(q["labels"] for q in duplicates) == 24
+        and max(q["labels"] for q in duplicates) < 20
+        and not any(q["flagged"] for q in duplicates)
+    )  # too few to judge
     assert quality["cat"]["kappa"] < 0.4 < 0.6 < min(quality["ann"]["kappa"], quality["ben"]["kappa"])
 
 
