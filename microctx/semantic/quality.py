@@ -8,8 +8,9 @@ against which tests check it). An annotator's `accuracy` is sum_c prior_c * P(c 
 whose kappa is below `CARELESS_BELOW` is flagged: a careless annotator (random labels) lands near
 0, a careful one near their chance-corrected accuracy. Only an annotator with at least
 `MIN_LABELS_TO_FLAG` labels on the question is judged (on s8f's 12 duplicate edges each annotator
-gives about 8 labels: too few to call anyone careless, so nobody is flagged there). The figures describe these items and this model (conditional
-independence of annotators given the true class); they carry no interval.
+gives about 8 labels: too few to call anyone careless, so nobody is flagged there). The figures
+describe these items and this model (conditional independence of annotators given the true
+class); they carry no interval.
 """
 
 from __future__ import annotations
