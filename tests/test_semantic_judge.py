@@ -4,6 +4,7 @@ tune items against adjudicated gold, used only above the study's bar; PPI checke
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -84,7 +85,7 @@ def test_a_judge_is_used_only_when_its_tune_interval_clears_the_bar(base_study, 
     assert {r["authorization"] for r in server.requests} == {f"Bearer {SECRET_KEY}"}  # the key reached the endpoint only
     written = (folder.path / "judge-fake-judge.json").read_text() + run.stdout + run.stderr + str(ev.read(folder.events_path))
     assert SECRET_KEY not in written
-    summary = __import__("json").loads((folder.path / "judge-fake-judge.json").read_text())
+    summary = json.loads((folder.path / "judge-fake-judge.json").read_text())
     assert summary["input_tokens"] == server.totals()["input_tokens"] > 0
     section = semantic_document(folder, n_boot=500)["judge"]
     assert len(section) == 1 and section[0]["annotator"] == "judge:fake-judge"
@@ -111,3 +112,56 @@ def test_ppi_mean_matches_ppi_python():
     assert mine["estimate"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(gold, judged, pool, lam=1))[0]), abs=1e-12)
     low, high = ppi_mean_ci(gold, judged, pool, alpha=0.05, lam=1)
     assert (mine["ci_low"], mine["ci_high"]) == pytest.approx((float(np.ravel(low)[0]), float(np.ravel(high)[0])), abs=1e-9)
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), made here: the judge's HTTPS test trusts only it."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_an_https_judge_goes_through_the_proxy_as_a_tunnel(base_study, tmp_path, monkeypatch):
+    import ssl
+
+    from microctx.semantic.judge import run_judge
+
+    shutil.copytree(base_study, tmp_path / "study")
+    cert, key = _self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with FakeOpenAI(judge=lambda item: "no") as server:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+        base = server.base_url.replace("http://", "https://")
+        summary = run_judge(tmp_path / "study", base, "tls-judge", limit=5)
+    assert summary["items"] == 5 and summary["calls"] == 5 and summary["unusable"] == 0 and len(server.requests) == 5
+    network = json.loads((tmp_path / "study" / "judge-tls-judge.json").read_text())["network"]
+    assert {r["method"] for r in network["requests"]} == {"CONNECT"}  # a tunnel: TLS end to end, bytes opaque
+    assert [e["label"] for e in ev.read(tmp_path / "study" / "events.sqlite")] == ["no"] * 5

@@ -26,6 +26,7 @@ import http.client
 import math
 import os
 import socket
+import ssl
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,17 +47,45 @@ JUDGE_PREFIX = "judge:"
 ITEM_MARK = "JUDGE ITEM (JSON):"
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP to a proxy listening on a Unix socket (the record mode proxy)."""
+class _ProxiedHTTP(http.client.HTTPConnection):
+    """Plain HTTP whose socket is the record-mode proxy's Unix socket (absolute-URI requests)."""
 
-    def __init__(self, socket_path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = socket_path
+    socket_path = ""
 
     def connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self.socket_path)
+
+
+class _ProxiedHTTPS(http.client.HTTPSConnection):
+    """HTTPS through a CONNECT tunnel opened on the record-mode proxy's Unix socket."""
+
+    socket_path = ""
+
+    def connect(self) -> None:
+        _ProxiedHTTP.connect(self)  # type: ignore[arg-type]
+        self._tunnel()  # type: ignore[attr-defined]
+        host = self._tunnel_host  # type: ignore[attr-defined]
+        self.sock = ssl.create_default_context().wrap_socket(self.sock, server_hostname=host)
+
+
+def _through_proxy(socket_path: str, url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection to `url` through the record-mode proxy, and the request target.
+
+    http: an absolute-URI request (the proxy reads the response and counts its tokens); https: a
+    CONNECT tunnel, TLS end to end with the host (the proxy counts the call, the bytes are opaque)."""
+    parts = urlsplit(url)
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = _ProxiedHTTPS("record-proxy", timeout=timeout)
+        connection.set_tunnel(parts.hostname or "", parts.port or 443)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+    else:
+        connection = _ProxiedHTTP("record-proxy", timeout=timeout)
+        target = url
+    connection.socket_path = socket_path
+    return connection, target
 
 
 def prompt(question, guideline: str, record: dict, target: dict | None) -> list[dict]:
@@ -75,9 +104,9 @@ def _ask(socket_path: str, url: str, model: str, messages: list[dict], key: str 
     headers = {"Content-Type": "application/json", "Host": urlsplit(url).netloc}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    connection = _UnixHTTPConnection(socket_path, timeout)
+    connection, target = _through_proxy(socket_path, url, timeout)
     try:
-        connection.request("POST", url, body=body, headers=headers)
+        connection.request("POST", target, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
     finally:
@@ -122,15 +151,17 @@ def run_judge(
     folder = StudyFolder(folder_path)
     _, public = folder.sources()
     parts = urlsplit(base_url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise InputError("--base-url", f"expected http://HOST[:PORT]/..., got {scrub_url(base_url)!r}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError("--base-url", f"expected http(s)://HOST[:PORT]/..., got {scrub_url(base_url)!r}")
     key = os.environ.get(api_key_env) if api_key_env else None
     guideline = (folder.path / "guideline.md").read_text()
     url = base_url.rstrip("/") + "/chat/completions"
     annotator = JUDGE_PREFIX + model
     work = _work(folder, public)[:limit]
     with tempfile.TemporaryDirectory(prefix="mctx-judge-") as scratch:
-        with RecordingProxy(Path(scratch) / "proxy.sock", [f"{parts.hostname}:{parts.port or 80}"]) as proxy:
+        with RecordingProxy(
+            Path(scratch) / "proxy.sock", [f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"]
+        ) as proxy:
 
             def one(task):
                 name, q, record, target = task
