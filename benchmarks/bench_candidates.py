@@ -26,8 +26,8 @@ from microctx.candidates.devkit import make_devkit  # noqa: E402
 from microctx.candidates.runner import run_candidate  # noqa: E402
 from microctx.contract.canonical import dumps  # noqa: E402
 from microctx.contract.schemas import load_answers, load_submission  # noqa: E402
+from microctx.contract.score import grade  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
-from microctx.grading.score import grade  # noqa: E402
 
 BUILTINS = ("exact-sql", "text-only")
 
@@ -42,17 +42,28 @@ def bench_corpus(label: str, public: Path, answers: Path, folder: Path) -> list[
         submission = folder / f"{name}-{label}.json"
         manifest = run_candidate(name, public, submission, devkit=devkit if name == "text-only" else None)
         verdict = grade(gold, load_submission(submission)).summary() if manifest["ok"] else f"FAILED RUN: {manifest['error']}"
-        rows.append({"corpus": label, "records": len(gold["answers"]), "candidate": name,
-                     "wall_s": manifest["wall_seconds"], "cpu_s": manifest["cpu_seconds"],
-                     "peak_mib": manifest["peak_memory_bytes"] / 2**20, "grade": verdict})
+        rows.append(
+            {
+                "corpus": label,
+                "records": len(gold["answers"]),
+                "candidate": name,
+                "wall_s": manifest["wall_seconds"],
+                "cpu_s": manifest["cpu_seconds"],
+                "peak_mib": manifest["peak_memory_bytes"] / 2**20,
+                "grade": verdict,
+            }
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[100_000], help="scale corpus sizes (records)")
-    parser.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "microctx-bench"),
-                        help="where scale corpora and submissions go (default: %(default)s)")
+    parser.add_argument(
+        "--folder",
+        default=str(Path(tempfile.gettempdir()) / "microctx-bench"),
+        help="where scale corpora and submissions go (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -63,13 +74,17 @@ def main(argv: list[str] | None = None) -> int:
 
         started = time.monotonic()
         public, answers = freeze_scale_corpus(folder, n)
-        print(f"scale corpus of {n} records ready in {time.monotonic() - started:.1f} s ({public.stat().st_size / 2**20:.0f} MiB)",
-              file=sys.stderr)
+        print(
+            f"scale corpus of {n} records ready in {time.monotonic() - started:.1f} s ({public.stat().st_size / 2**20:.0f} MiB)",
+            file=sys.stderr,
+        )
         rows += bench_corpus(f"scale-{n}", public, answers, folder)
     print(f"{'corpus':<14} {'records':>8} {'candidate':<10} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}  grade")
     for r in rows:
-        print(f"{r['corpus']:<14} {r['records']:>8} {r['candidate']:<10} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
-              f"{r['peak_mib']:>9.0f}  {r['grade']}")
+        print(
+            f"{r['corpus']:<14} {r['records']:>8} {r['candidate']:<10} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
+            f"{r['peak_mib']:>9.0f}  {r['grade']}"
+        )
     return 0
 
 

@@ -44,8 +44,18 @@ def bench(label: str, raw: Path, work: Path, source: str, repeat: int) -> None:
     public, answers, report = work / f"{label}-public.json", work / f"{label}-answers.json", work / f"{label}-report.json"
     grade_out = work / f"{label}-grade.json"
     steps = {
-        "freeze": ["freeze", str(raw), "--public", str(public), "--answers", str(answers), "--report", str(report),
-                   "--source", source],
+        "freeze": [
+            "freeze",
+            str(raw),
+            "--public",
+            str(public),
+            "--answers",
+            str(answers),
+            "--report",
+            str(report),
+            "--source",
+            source,
+        ],
         "verify": ["verify", "--public", str(public), "--answers", str(answers), "--report", str(report)],
         "grade": ["grade", "--answers", str(answers), "--submission", str(answers), "--output", str(grade_out)],
     }

@@ -22,7 +22,7 @@ import scale  # noqa: E402
 
 from microctx import load_corpus  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
-from microctx.explorer import Explorer, ExplorerData, Filters  # noqa: E402
+from microctx.lab.explorer import Explorer, ExplorerData, Filters  # noqa: E402
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -49,8 +49,10 @@ def bench(name: str, corpus, repeat: int) -> None:
         "text 'zzzz-nothing'": Filters(text="zzzz-nothing"),
         "split+state+label+text": Filters(split="test", state=explorer.states[0], label=label, text="the"),
     }
-    print(f"{name}: {len(explorer):,} records; build {build:.2f} s; peak RSS so far "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(
+        f"{name}: {len(explorer):,} records; build {build:.2f} s; peak RSS so far "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
     for case, filters in cases.items():
         seconds, rows = timed(lambda f=filters: explorer.filter(f), repeat)
         print(f"  filter {case:<32} {seconds * 1000:8.1f} ms  {len(rows):>8,} match")

@@ -24,8 +24,19 @@ from fake_github import HostileServer  # noqa: E402
 
 def run(mode: str, deadline: float, bomb_mib: int) -> None:
     with tempfile.TemporaryDirectory() as folder, HostileServer(mode, bomb_bytes=bomb_mib << 20, drip_bytes=600) as server:
-        argv = [sys.executable, "-m", "microctx", "fetch", "o/r", "--output", os.path.join(folder, "raw.json"),
-                "--api-url", server.url, "--deadline", str(deadline)]
+        argv = [
+            sys.executable,
+            "-m",
+            "microctx",
+            "fetch",
+            "o/r",
+            "--output",
+            os.path.join(folder, "raw.json"),
+            "--api-url",
+            server.url,
+            "--deadline",
+            str(deadline),
+        ]
         env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -35,8 +46,10 @@ def run(mode: str, deadline: float, bomb_mib: int) -> None:
         with proc.stderr:
             err = proc.stderr.read().decode().strip().splitlines()[-1]
         extra = f", bomb {len(server.bomb) / 2**10:.0f} KiB on the wire -> {bomb_mib} MiB" if mode == "bomb" else ""
-        print(f"{mode:6s} exit {os.waitstatus_to_exitcode(status)}  {wall:6.2f} s  peak {usage.ru_maxrss / 1024:6.0f} MiB"
-              f"  requests {server.requests}{extra}\n       {err[:160]}")
+        print(
+            f"{mode:6s} exit {os.waitstatus_to_exitcode(status)}  {wall:6.2f} s  peak {usage.ru_maxrss / 1024:6.0f} MiB"
+            f"  requests {server.requests}{extra}\n       {err[:160]}"
+        )
 
 
 def main() -> None:

@@ -26,8 +26,8 @@ from fake_openai import FakeOpenAI  # noqa: E402
 
 from microctx.candidates.runner import run_candidate  # noqa: E402
 from microctx.contract.schemas import load_answers, load_submission  # noqa: E402
+from microctx.contract.score import grade  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
-from microctx.grading.score import grade  # noqa: E402
 
 CONFIGURATIONS = [
     ("hybrid", {"mode": "hybrid"}),
@@ -49,24 +49,37 @@ def main() -> None:
     paths = data.s8f()
     gold = load_answers(paths.answers)
     oracle = {a["id"]: a for a in gold["answers"]}
-    print(f"s8f, 1,000 records; price per million tokens: in ${args.price_in}, cached ${args.price_cached}, "
-          f"out ${args.price_out}")
-    print(f"{'configuration':36} {'calls':>6} {'input tok':>10} {'cached':>9} {'output':>8} {'dollars':>8} "
-          f"{'wall s':>7}  grade")
+    print(
+        f"s8f, 1,000 records; price per million tokens: in ${args.price_in}, cached ${args.price_cached}, out ${args.price_out}"
+    )
+    print(f"{'configuration':36} {'calls':>6} {'input tok':>10} {'cached':>9} {'output':>8} {'dollars':>8} {'wall s':>7}  grade")
     with tempfile.TemporaryDirectory() as folder:
         for label, params in CONFIGURATIONS:
             with FakeOpenAI(oracle=oracle) as fake:
                 out = Path(folder) / "llm.json"
-                manifest = run_candidate("llm", paths.public, out, params={
-                    "base_url": fake.base_url, "model": "fake-model", "concurrency": 8, "price_in": args.price_in,
-                    "price_out": args.price_out, "price_cached": args.price_cached, **params})
+                manifest = run_candidate(
+                    "llm",
+                    paths.public,
+                    out,
+                    params={
+                        "base_url": fake.base_url,
+                        "model": "fake-model",
+                        "concurrency": 8,
+                        "price_in": args.price_in,
+                        "price_out": args.price_out,
+                        "price_cached": args.price_cached,
+                        **params,
+                    },
+                )
             if not manifest["ok"]:
                 print(f"{label:36} FAILED: {manifest['error']}")
                 continue
             c = manifest["counters"]
             verdict = grade(gold, load_submission(out)).summary().split(",")[0]
-            print(f"{label:36} {c['model_calls']:>6,} {c['input_tokens']:>10,} {c['cached_tokens']:>9,} "
-                  f"{c['output_tokens']:>8,} {c['cost_microdollars'] / 1e6:>8.4f} {manifest['wall_seconds']:>7.2f}  {verdict}")
+            print(
+                f"{label:36} {c['model_calls']:>6,} {c['input_tokens']:>10,} {c['cached_tokens']:>9,} "
+                f"{c['output_tokens']:>8,} {c['cost_microdollars'] / 1e6:>8.4f} {manifest['wall_seconds']:>7.2f}  {verdict}"
+            )
 
 
 if __name__ == "__main__":

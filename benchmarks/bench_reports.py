@@ -56,8 +56,9 @@ def main() -> int:
         runs = {
             "corpus": lambda: reports.corpus_report(public, tmp / "corpus", progress=False),
             "grade": lambda: reports.grade_report(public, gold, str(subs["planted"]), tmp / "grade", progress=False),
-            "compare": lambda: reports.compare_report(public, gold, [str(subs["oracle"]), str(subs["planted"])],
-                                                      tmp / "compare", progress=False),
+            "compare": lambda: reports.compare_report(
+                public, gold, [str(subs["oracle"]), str(subs["planted"])], tmp / "compare", progress=False
+            ),
         }
         figures = {kind: best_of(args.repeat, run) for kind, run in runs.items()}
         for kind, seconds in figures.items():

@@ -43,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     public = data.s8f().public
     with tempfile.TemporaryDirectory(prefix="microctx-bench-sandbox-") as folder:
         trivial = Path(folder) / "trivial.py"
-        trivial.write_text("import hashlib, json\n"
-                           "def run(public_path, output_path, *, devkit_path=None, params=None):\n"
-                           "    digest = hashlib.sha256(open(public_path, 'rb').read()).hexdigest()\n"
-                           "    open(output_path, 'w').write(json.dumps({'corpus_sha256': digest, 'answers': []}))\n")
+        trivial.write_text(
+            "import hashlib, json\n"
+            "def run(public_path, output_path, *, devkit_path=None, params=None):\n"
+            "    digest = hashlib.sha256(open(public_path, 'rb').read()).hexdigest()\n"
+            "    open(output_path, 'w').write(json.dumps({'corpus_sha256': digest, 'answers': []}))\n"
+        )
         run_candidate("exact-sql", public, Path(folder) / "warm.json")  # warm the page cache and the probe
         for candidate, label in (("exact-sql", "exact-sql"), (f"{trivial}:run", "trivial candidate")):
             figures: dict[str, dict[str, list[float]]] = {mode: {"manifest": [], "call": [], "cpu": []} for mode in MODES}
@@ -71,12 +73,16 @@ def _print(label: str, runs: int, figures: dict[str, dict[str, list[float]]]) ->
     print(f"{'mode':<16} {'manifest wall':>22} {'run_candidate call':>22} {'CPU':>7} {'added: median':>14} {'min':>7}")
     for mode, values in figures.items():
         med = {key: statistics.median(v) for key, v in values.items()}
-        print(f"{mode:<16} {med['manifest']:>8.3f} ({min(values['manifest']):.3f}-{max(values['manifest']):.3f}) "
-              f"{med['call']:>8.3f} ({min(values['call']):.3f}-{max(values['call']):.3f}) {med['cpu']:>7.3f} "
-              f"{med['call'] - base['call'][0]:>+14.3f} {min(values['call']) - base['call'][1]:>+7.3f}")
+        print(
+            f"{mode:<16} {med['manifest']:>8.3f} ({min(values['manifest']):.3f}-{max(values['manifest']):.3f}) "
+            f"{med['call']:>8.3f} ({min(values['call']):.3f}-{max(values['call']):.3f}) {med['cpu']:>7.3f} "
+            f"{med['call'] - base['call'][0]:>+14.3f} {min(values['call']) - base['call'][1]:>+7.3f}"
+        )
     added = min(figures["sandbox"]["call"]) - base["call"][1]
-    print(f"sandbox overhead per run (fastest sandboxed call - fastest process call): {added:+.3f} s "
-          f"({'within' if added < 0.3 else 'OVER'} the 0.3 s goal)")
+    print(
+        f"sandbox overhead per run (fastest sandboxed call - fastest process call): {added:+.3f} s "
+        f"({'within' if added < 0.3 else 'OVER'} the 0.3 s goal)"
+    )
 
 
 if __name__ == "__main__":

@@ -31,10 +31,10 @@ from timing import best_of  # noqa: E402
 
 from microctx.contract.canonical import dumps  # noqa: E402
 from microctx.contract.schemas import load_answers  # noqa: E402
+from microctx.contract.score import grade  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
 from microctx.corpus.public import load_corpus  # noqa: E402
 from microctx.grading import slices  # noqa: E402
-from microctx.grading.score import grade  # noqa: E402
 from microctx.reports.examples import demo_submissions  # noqa: E402
 
 SLICE_TARGET, REPORT_TARGET = 10.0, 20.0
@@ -65,14 +65,26 @@ def main() -> int:
 
     seconds = best_of(args.repeat, lambda: slices.slice_table(planted, corpus, records=records))
     print(f"s8f slice_table, 10,000 resamples: {seconds:.2f} s", flush=True)
-    columns = ["ci_low", "ci_high", "precision_ci_low", "precision_ci_high", "recall_ci_low", "recall_ci_high",
-               "exact_ci_low", "exact_ci_high"]
-    ends = np.array([slices.slice_table(planted, corpus, records=records, seed=s)[columns].to_numpy(dtype=float)
-                     for s in range(8)])
+    columns = [
+        "ci_low",
+        "ci_high",
+        "precision_ci_low",
+        "precision_ci_high",
+        "recall_ci_low",
+        "recall_ci_high",
+        "exact_ci_low",
+        "exact_ci_high",
+    ]
+    ends = np.array(
+        [slices.slice_table(planted, corpus, records=records, seed=s)[columns].to_numpy(dtype=float) for s in range(8)]
+    )
     defined = ~np.isnan(ends).any(axis=0)
     spread = ends.std(axis=0, ddof=1)[defined]
-    print(f"s8f interval ends across 8 seeds ({defined.sum()} ends): Monte-Carlo standard deviation "
-          f"largest {spread.max():.4f}, median {np.median(spread):.4f}", flush=True)
+    print(
+        f"s8f interval ends across 8 seeds ({defined.sum()} ends): Monte-Carlo standard deviation "
+        f"largest {spread.max():.4f}, median {np.median(spread):.4f}",
+        flush=True,
+    )
     seconds = best_of(args.repeat, lambda: slices.paired_comparison(oracle, planted, corpus, records=records))
     print(f"s8f paired_comparison, 10,000 resamples and flips: {seconds:.2f} s", flush=True)
 
@@ -84,8 +96,11 @@ def main() -> int:
             big = load_corpus(public)
             big_answers = load_answers(gold)
             big_records = slices.record_table(big)
-            print(f"({args.records} records frozen and loaded in {time.perf_counter() - start:.1f} s; "
-                  f"record_table made once, as the reports do)", flush=True)
+            print(
+                f"({args.records} records frozen and loaded in {time.perf_counter() - start:.1f} s; "
+                f"record_table made once, as the reports do)",
+                flush=True,
+            )
             big_subs = demo_submissions(big_answers)
             big_planted = slices.facts_frame(grade(big_answers, big_subs["planted"]).facts)
             big_random = random_misses(slices.facts_frame(grade(big_answers, big_subs["oracle"]).facts), 0.10, 1)
@@ -93,8 +108,11 @@ def main() -> int:
                 seconds = best_of(args.repeat, lambda facts=facts: slices.slice_table(facts, big, records=big_records))
                 verdict = "meets" if seconds < SLICE_TARGET else "MISSES"
                 ok &= seconds < SLICE_TARGET
-                print(f"{args.records} records slice_table ({name}, {len(facts)} fact rows): {seconds:.2f} s "
-                      f"({verdict} the {SLICE_TARGET:.0f} s target)", flush=True)
+                print(
+                    f"{args.records} records slice_table ({name}, {len(facts)} fact rows): {seconds:.2f} s "
+                    f"({verdict} the {SLICE_TARGET:.0f} s target)",
+                    flush=True,
+                )
             seconds = best_of(args.repeat, lambda: slices.record_table(big))
             print(f"{args.records} records record_table: {seconds:.2f} s", flush=True)
 
@@ -103,8 +121,10 @@ def main() -> int:
 
             sub = tmp_path / "planted.json"
             sub.write_bytes(dumps(subs["planted"]))
-            seconds = best_of(args.repeat, lambda: reports.grade_report(str(paths.public), str(paths.answers), str(sub),
-                                                                        tmp_path / "grade", progress=False))
+            seconds = best_of(
+                args.repeat,
+                lambda: reports.grade_report(str(paths.public), str(paths.answers), str(sub), tmp_path / "grade", progress=False),
+            )
             verdict = "meets" if seconds < REPORT_TARGET else "MISSES"
             ok &= seconds < REPORT_TARGET
             print(f"s8f grade report end to end: {seconds:.1f} s ({verdict} the {REPORT_TARGET:.0f} s target)", flush=True)

@@ -24,15 +24,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from microctx.candidates.devkit import make_devkit  # noqa: E402
-from microctx.candidates.tuning.sweep import run_sweep  # noqa: E402
 from microctx.contract.canonical import dumps  # noqa: E402
 from microctx.contract.schemas import load_answers  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
 from microctx.corpus.public import load_corpus  # noqa: E402
+from microctx.tuning.sweep import run_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TRIVIAL = ('import hashlib, json, sys; d = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(); '
-           'json.dump({"corpus_sha256": d, "answers": []}, open(sys.argv[2], "w"))')
+TRIVIAL = (
+    'import hashlib, json, sys; d = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(); '
+    'json.dump({"corpus_sha256": d, "answers": []}, open(sys.argv[2], "w"))'
+)
 
 
 def timed_sweep(spec, public, devkit, out, **kw):
@@ -58,9 +60,11 @@ def main() -> int:
             cpu = sum(r["cpu_seconds"] or 0 for r in result.rows)
             walls[workers] = wall
             chosen = result.selected["row"] if result.selected else None
-            print(f"text-only sweep, {len(result.rows)} configurations, {workers} worker{'s' if workers > 1 else ''}: "
-                  f"{wall:.1f} s wall ({cpu:.1f} s candidate CPU, {result.failed} failed); chosen "
-                  + (", ".join(f"{k[6:]}={v}" for k, v in chosen.items() if k.startswith("param.")) if chosen else "none"))
+            print(
+                f"text-only sweep, {len(result.rows)} configurations, {workers} worker{'s' if workers > 1 else ''}: "
+                f"{wall:.1f} s wall ({cpu:.1f} s candidate CPU, {result.failed} failed); chosen "
+                + (", ".join(f"{k[6:]}={v}" for k, v in chosen.items() if k.startswith("param.")) if chosen else "none")
+            )
         print(f"speed-up with 2 local workers: {walls[1] / walls[2]:.2f}x")
 
         if args.skip_dask:
@@ -71,17 +75,23 @@ def main() -> int:
         trivial = folder / "trivial.toml"
         script = folder / "trivial.py"
         script.write_text(TRIVIAL.replace("; ", "\n"))
-        trivial.write_text(f'[candidate]\nname = "trivial"\ncmd = "{{python}} {script} {{public}} {{submission}}"\n'
-                           f'[grid]\ni = [{grid}]\n[select]\nmetric = "f1"\n')
+        trivial.write_text(
+            f'[candidate]\nname = "trivial"\ncmd = "{{python}} {script} {{public}} {{submission}}"\n'
+            f'[grid]\ni = [{grid}]\n[select]\nmetric = "f1"\n'
+        )
         local_wall, local = timed_sweep(trivial, paths.public, devkit, folder / "trivial-local", workers=2)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-                Client(cluster, set_as_default=False) as client:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+            Client(cluster, set_as_default=False) as client,
+        ):
             dask_wall, remote = timed_sweep(trivial, paths.public, devkit, folder / "trivial-dask", scheduler=client)
         task = sum(r["wall_seconds"] or 0 for r in local.rows) / len(local.rows)
-        print(f"trivial candidate, {args.tasks} configurations, 2 workers: local pool {local_wall:.2f} s, "
-              f"Dask LocalCluster {dask_wall:.2f} s (one run itself: {task:.2f} s wall); "
-              f"Dask overhead {(dask_wall - local_wall) / args.tasks * 1000:+.0f} ms per task "
-              f"({remote.failed + local.failed} failed)")
+        print(
+            f"trivial candidate, {args.tasks} configurations, 2 workers: local pool {local_wall:.2f} s, "
+            f"Dask LocalCluster {dask_wall:.2f} s (one run itself: {task:.2f} s wall); "
+            f"Dask overhead {(dask_wall - local_wall) / args.tasks * 1000:+.0f} ms per task "
+            f"({remote.failed + local.failed} failed)"
+        )
     return 0
 
 

@@ -40,7 +40,7 @@ def make_scale_export(corpus, n: int) -> list[dict]:
             start, end = match.span(1)
             whole = match.group(0)
             offset = match.start(0)
-            return whole[: start - offset] + str(number + shift) + whole[end - offset:]
+            return whole[: start - offset] + str(number + shift) + whole[end - offset :]
 
         for row in rows:
             if len(out) == n:

@@ -4,66 +4,75 @@ Freeze a raw issue export into a public corpus, a separately hashed answer bundl
 run candidates on the public corpus alone; grade their submissions on held-out records; slice
 the grades so weak classes stay visible.
 
-The stages are plain functions, importable without pandas or notebook machinery:
+The stages are plain functions; nothing is imported until it is first used (PEP 562), and
+importing the package changes no global state:
 
     >>> import microctx
     >>> corpus = microctx.load_corpus("public.json")
-    >>> result = microctx.grade(microctx.load_answers("answers.json"), microctx.load_submission("sub.json"))
+    >>> result = microctx.grade("answers.json", "submission.json")
 
 In a notebook every result shows a short summary and an HTML view; `microctx.explore(corpus)`
 opens the corpus explorer; `microctx.charts` and `microctx.slices` are the chart and slice
-modules. Inside a running kernel, `import microctx` enables the offline chart renderer
-(`microctx.notebook_setup()`): altair charts show as images rendered in the kernel, no network.
+modules. `microctx.notebook_setup()` (or `%load_ext microctx`) enables the offline chart
+renderer: altair charts show as images rendered in the kernel, no network.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from microctx.api import (  # noqa: E402
-    Corpus,
-    Frozen,
-    Grade,
-    GradeResult,
-    Verification,
-    freeze,
-    grade,
-    load_answers,
-    load_corpus,
-    load_submission,
-    verify,
-)
+import importlib
+from typing import Any
 
-__all__ = ["freeze", "grade", "verify", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen", "Grade",
-           "GradeResult", "Verification", "SliceFrame", "explore", "annotate", "adjudicate", "notebook_setup", "charts", "slices", "__version__"]
+# name -> (module, attribute); attribute None: the module itself
+_EXPORTS: dict[str, tuple[str, str | None]] = {
+    **{
+        name: ("microctx.api", name)
+        for name in (
+            "freeze",
+            "grade",
+            "verify",
+            "load_corpus",
+            "load_answers",
+            "load_submission",
+            "Corpus",
+            "Frozen",
+            "Grade",
+            "GradeResult",
+            "Verification",
+        )
+    },
+    "SliceFrame": ("microctx.grading.slices", "SliceFrame"),
+    "explore": ("microctx.lab.explorer", "explore"),
+    "annotate": ("microctx.semantic.widget", "annotate"),  # the semantic layer's widgets (docs/semantic.md)
+    "adjudicate": ("microctx.semantic.widget", "adjudicate"),
+    "notebook_setup": ("microctx.lab.renderer", "notebook_setup"),
+    "charts": ("microctx.reports.charts", None),
+    "slices": ("microctx.grading.slices", None),
+}
 
-_LAZY = {"charts": "microctx.reports.charts", "slices": "microctx.grading.slices"}
-
-
-def __getattr__(name: str):
-    """Heavier parts load on first use: `microctx.charts`, `microctx.slices`, `SliceFrame`,
-    `explore`, `notebook_setup` (pandas, altair and ipywidgets are not imported by `import microctx`)."""
-    import importlib
-
-    if name in _LAZY:
-        return importlib.import_module(_LAZY[name])
-    if name == "SliceFrame":
-        return importlib.import_module("microctx.grading.slices").SliceFrame
-    if name == "explore":
-        return importlib.import_module("microctx.explorer").explore
-    if name in ("annotate", "adjudicate"):  # the semantic layer's widgets (docs/semantic.md)
-        return getattr(importlib.import_module("microctx.semantic.widget"), name)
-    if name == "notebook_setup":
-        return importlib.import_module("microctx.notebook").notebook_setup
-    raise AttributeError(f"module 'microctx' has no attribute {name!r}")
+__all__ = [*_EXPORTS, "load_ipython_extension", "__version__"]
 
 
-def _setup_when_in_a_kernel() -> None:
-    from microctx.notebook import in_kernel, notebook_setup
+def __getattr__(name: str) -> Any:
+    """Load an export on first use (pandas, altair and ipywidgets stay unimported until then)."""
+    if name == "__version__":
+        from microctx._version import __version__
 
-    if in_kernel():
-        try:
-            notebook_setup()
-        except ImportError:  # pragma: no cover - altair is a dependency; a broken install keeps the default
-            pass
+        return __version__
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'microctx' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value
+    return value
 
 
-_setup_when_in_a_kernel()
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext microctx`: enable the offline chart renderer in this kernel."""
+    from microctx.lab.renderer import notebook_setup
+
+    notebook_setup()

@@ -1,9 +1,9 @@
 """The stages as functions a notebook can call with paths or with data already loaded.
 
-    microctx.freeze("raw.json", source="github.com/o/r/issues")      -> Frozen
-    microctx.verify("public.json", "answers.json", "report.json")    -> Verification
-    microctx.grade("answers.json", "submission.json")                 -> GradeResult
-    microctx.load_corpus("public.json")                               -> Corpus
+microctx.freeze("raw.json", source="github.com/o/r/issues")      -> Frozen
+microctx.verify("public.json", "answers.json", "report.json")    -> Verification
+microctx.grade("answers.json", "submission.json")                 -> GradeResult
+microctx.load_corpus("public.json")                               -> Corpus
 """
 
 from __future__ import annotations
@@ -12,19 +12,30 @@ import os
 from collections.abc import Sequence
 
 from microctx.contract.schemas import load_answers, load_submission
+from microctx.contract.score import GradeResult
+from microctx.contract.score import grade as _grade
 from microctx.corpus.export import RawIssue, parse_export, read_export
 from microctx.corpus.freeze import Frozen
 from microctx.corpus.freeze import freeze as _freeze
 from microctx.corpus.public import Corpus, load_corpus
 from microctx.corpus.redact import Rule, load_rules
 from microctx.corpus.verify import Verification
-from microctx.grading.score import GradeResult
-from microctx.grading.score import grade as _grade
 
 PathLike = str | os.PathLike
 
-__all__ = ["freeze", "verify", "grade", "load_corpus", "load_answers", "load_submission", "Corpus", "Frozen",
-           "Grade", "GradeResult", "Verification"]
+__all__ = [
+    "freeze",
+    "verify",
+    "grade",
+    "load_corpus",
+    "load_answers",
+    "load_submission",
+    "Corpus",
+    "Frozen",
+    "Grade",
+    "GradeResult",
+    "Verification",
+]
 
 
 class Grade(GradeResult):
@@ -39,8 +50,9 @@ class Grade(GradeResult):
         return slice_frame(self.facts_frame(), corpus, **kw)
 
 
-def freeze(raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str,
-           redactions: PathLike | Sequence[Rule] | None = None) -> Frozen:
+def freeze(
+    raw: PathLike | Sequence[RawIssue] | list[dict], *, source: str, redactions: PathLike | Sequence[Rule] | None = None
+) -> Frozen:
     """Freeze a raw export (a path, parsed export rows, or RawIssues) into the three documents.
 
     Nothing is written; `frozen.write(public, answers, report)` writes the three files.

@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from microctx._io.atomic import atomic_write
 from microctx.contract.canonical import dumps
-from microctx.files import atomic_write
 from microctx.reports.examples import demo_submissions
 
 DEMO_MANIFEST = "demo.json"
@@ -94,17 +94,18 @@ def run_reports(jobs: dict, folders: dict, workers: int) -> None:
             future.result()
 
 
-def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = True, timeout: float | None = None,
-             workers: int | None = None) -> dict:
+def run_demo(
+    out: str | os.PathLike, *, mode: str = "auto", progress: bool = True, timeout: float | None = None, workers: int | None = None
+) -> dict:
     """The whole demo into `out`; returns the demo manifest (also written as demo.json).
 
     `workers`: reports made at once (default: 2 when there are at least 2 CPUs, else 1).
     """
+    from microctx.contract.facts import write_grade
     from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.score import grade
     from microctx.corpus.snapshot import s8f
     from microctx.errors import ContractError
-    from microctx.grading.facts import write_grade
-    from microctx.grading.score import grade
     from microctx.reports import build as reports
 
     if mode == "auto":
@@ -129,11 +130,13 @@ def run_demo(out: str | os.PathLike, *, mode: str = "auto", progress: bool = Tru
         public, gold = str(paths.public), str(paths.answers)
         jobs = {"corpus": lambda out: reports.corpus_report(public, out, progress=progress)}
         for name, path in submissions.items():
-            jobs[f"grade-{name}"] = (lambda p: lambda out: reports.grade_report(public, gold, str(p), out,
-                                                                                progress=progress))(path)
+            jobs[f"grade-{name}"] = (lambda p: lambda out: reports.grade_report(public, gold, str(p), out, progress=progress))(
+                path
+            )
         if len(submissions) >= 2:
-            jobs["compare"] = lambda out: reports.compare_report(public, gold, [str(p) for p in submissions.values()],
-                                                                 out, names=list(submissions), progress=progress)
+            jobs["compare"] = lambda out: reports.compare_report(
+                public, gold, [str(p) for p in submissions.values()], out, names=list(submissions), progress=progress
+            )
         report_dirs = {key: staging / "reports" / key for key in jobs}
         run_reports(jobs, report_dirs, workers)
         manifest = {

@@ -49,14 +49,19 @@ def table_html(header: Sequence[str], rows: Iterable[Sequence[object]], *, total
     caption = ""
     if total is not None:
         shown = body.count("<tr>")
-        caption = f"<caption style='caption-side:bottom;text-align:left'>first {shown} of {total:,}</caption>" if shown < total else ""
+        caption = (
+            f"<caption style='caption-side:bottom;text-align:left'>first {shown} of {total:,}</caption>" if shown < total else ""
+        )
     return f'<table class="microctx-rows">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def fields_html(items: Iterable[tuple[str, object]]) -> str:
     """A two-column key/value table; values are escaped unless already marked as HTML (`Markup`)."""
-    cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
-                    f"{v if isinstance(v, Markup) else html.escape(str(v))}</td></tr>" for k, v in items)
+    cells = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+        f"{v if isinstance(v, Markup) else html.escape(str(v))}</td></tr>"
+        for k, v in items
+    )
     return f'<table class="microctx-fields">{cells}</table>'
 
 
@@ -68,8 +73,11 @@ class Markup(str):
 
 def card_html(title: str, *parts: str) -> str:
     """A titled block: the title, then each HTML part."""
-    return (f'<div class="microctx-view"><div style="font-weight:bold;margin-bottom:4px">{html.escape(title)}</div>'
-            + "".join(parts) + "</div>")
+    return (
+        f'<div class="microctx-view"><div style="font-weight:bold;margin-bottom:4px">{html.escape(title)}</div>'
+        + "".join(parts)
+        + "</div>"
+    )
 
 
 def counts_text(counts: dict[str, int]) -> str:

@@ -30,8 +30,15 @@ class InputError(Exception):
 
 def json_type_name(value: object) -> str:
     """The JSON name of a parsed value's type, for messages ("expected a string, got null")."""
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 class ContractError(Exception):
@@ -59,8 +66,9 @@ def scrub_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        query = "&".join(f"{k}=[hidden]" if _SECRET_PARAM.search(k) else (f"{k}={v}" if v or "=" in query else k)
-                         for k, v in pairs)
+        query = "&".join(
+            f"{k}=[hidden]" if _SECRET_PARAM.search(k) else (f"{k}={v}" if v or "=" in query else k) for k, v in pairs
+        )
     fragment = "[hidden]" if parts.fragment and _SECRET_PARAM.search(parts.fragment) else parts.fragment
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 

@@ -34,8 +34,10 @@ def rest_issue(record: dict, owner_repo: str, *, null_body: bool = False) -> dic
         "number": number,
         "title": record["title"],
         "user": {"login": "someone", "id": 1, "type": "User"},
-        "labels": [{"id": 7000 + i, "name": name, "color": "ededed", "default": False, "description": None}
-                   for i, name in enumerate(record["labels"] or [])],
+        "labels": [
+            {"id": 7000 + i, "name": name, "color": "ededed", "default": False, "description": None}
+            for i, name in enumerate(record["labels"] or [])
+        ],
         "state": record["state"].lower(),
         "locked": False,
         "assignees": [],
@@ -54,11 +56,18 @@ def rest_pull_request(number: int, owner_repo: str) -> dict:
     return {
         "url": f"https://api.github.com/repos/{owner_repo}/issues/{number}",
         "html_url": f"https://github.com/{owner_repo}/pull/{number}",
-        "number": number, "title": f"A pull request #{number}", "body": "Fixes things.",
-        "state": "open", "labels": [], "created_at": "2026-08-09T00:00:00Z",
-        "updated_at": "2026-08-09T00:00:00Z", "closed_at": None,
-        "pull_request": {"url": f"https://api.github.com/repos/{owner_repo}/pulls/{number}",
-                         "html_url": f"https://github.com/{owner_repo}/pull/{number}"},
+        "number": number,
+        "title": f"A pull request #{number}",
+        "body": "Fixes things.",
+        "state": "open",
+        "labels": [],
+        "created_at": "2026-08-09T00:00:00Z",
+        "updated_at": "2026-08-09T00:00:00Z",
+        "closed_at": None,
+        "pull_request": {
+            "url": f"https://api.github.com/repos/{owner_repo}/pulls/{number}",
+            "html_url": f"https://github.com/{owner_repo}/pull/{number}",
+        },
     }
 
 
@@ -76,8 +85,11 @@ class Reply:
 def rate_limited(seconds_ahead: int = 1, status: int = 403) -> Reply:
     """GitHub's primary rate-limit refusal: remaining 0, reset `seconds_ahead` from now."""
     reset = int(time.time()) + seconds_ahead
-    return Reply.json(status, {"message": "API rate limit exceeded for 127.0.0.1."},
-                      {"x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
+    return Reply.json(
+        status,
+        {"message": "API rate limit exceeded for 127.0.0.1."},
+        {"x-ratelimit-limit": "60", "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+    )
 
 
 def bad_gateway() -> Reply:
@@ -129,8 +141,15 @@ class FakeGitHub(_Server):
     page is served normally. `token`, when set, is the only one accepted (others get 401).
     """
 
-    def __init__(self, owner_repo: str, items: list[dict], *, page_size: int = 100,
-                 faults: dict[int, list[Reply]] | None = None, token: str | None = None) -> None:
+    def __init__(
+        self,
+        owner_repo: str,
+        items: list[dict],
+        *,
+        page_size: int = 100,
+        faults: dict[int, list[Reply]] | None = None,
+        token: str | None = None,
+    ) -> None:
         super().__init__()
         self.owner_repo = owner_repo
         self.items = items
@@ -157,7 +176,7 @@ class FakeGitHub(_Server):
         state = query.get("state", "open")
         items = [i for i in self.items if state == "all" or i["state"] == state]
         size = min(int(query.get("per_page", "30")), self.page_size)
-        chunk = items[(page - 1) * size: page * size]
+        chunk = items[(page - 1) * size : page * size]
         links = []
         if page * size < len(items):
             base = f"{self.url}/repositories/{REPO_ID}/issues?state={state}&per_page={size}"
@@ -197,8 +216,16 @@ class HostileServer:
     Every loop is bounded in count and time; `requests` counts what was asked.
     """
 
-    def __init__(self, mode: str, *, drip_seconds: float = 1.0, drip_bytes: int = 60, bomb_bytes: int = 100 << 20,
-                 max_requests: int = 200, secret: str = "SECRETtoken123") -> None:
+    def __init__(
+        self,
+        mode: str,
+        *,
+        drip_seconds: float = 1.0,
+        drip_bytes: int = 60,
+        bomb_bytes: int = 100 << 20,
+        max_requests: int = 200,
+        secret: str = "SECRETtoken123",
+    ) -> None:
         import zlib
 
         self.mode, self.drip_seconds, self.drip_bytes, self.max_requests = mode, drip_seconds, drip_bytes, max_requests

@@ -47,15 +47,25 @@ def prompt_records(content: str) -> tuple[list[str], list[dict]]:
     lines = content.split("\n")
     for i, line in enumerate(lines):
         if line.startswith("FIELDS: "):
-            fields = [f.strip() for f in line[len("FIELDS: "):].split(",")]
+            fields = [f.strip() for f in line[len("FIELDS: ") :].split(",")]
         if line == "RECORDS (JSON):":
-            records = json.loads("\n".join(lines[i + 1:]))
+            records = json.loads("\n".join(lines[i + 1 :]))
     return fields, records
 
 
 class FakeOpenAI:
-    def __init__(self, *, oracle: dict | None = None, wrong: dict | None = None, faults: dict | None = None,
-                 retry_after: str = "0", slow_seconds: float = 2.0, chunk_chars: int = 40, delay: float = 0.0, judge=None):
+    def __init__(
+        self,
+        *,
+        oracle: dict | None = None,
+        wrong: dict | None = None,
+        faults: dict | None = None,
+        retry_after: str = "0",
+        slow_seconds: float = 2.0,
+        chunk_chars: int = 40,
+        delay: float = 0.0,
+        judge=None,
+    ):
         self.oracle = oracle or {}
         self.judge = judge
         self.wrong = wrong or {}
@@ -142,8 +152,14 @@ class FakeOpenAI:
 
             def _post(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                entry = {"path": self.path, "authorization": self.headers.get("Authorization"),
-                         "stream": bool(body.get("stream")), "status": 200, "usage": None, "body": body}
+                entry = {
+                    "path": self.path,
+                    "authorization": self.headers.get("Authorization"),
+                    "stream": bool(body.get("stream")),
+                    "status": 200,
+                    "usage": None,
+                    "body": body,
+                }
                 fake._log(entry)  # logged on arrival, so the count is right even for a client that gave up
                 self._entry = entry
                 if self.path != "/v1/chat/completions":
@@ -178,16 +194,26 @@ class FakeOpenAI:
                 with fake.lock:
                     cached = tokens(system) if system in fake._seen_systems else 0
                     fake._seen_systems.add(system)
-                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens(content),
-                         "total_tokens": prompt_tokens + tokens(content),
-                         "prompt_tokens_details": {"cached_tokens": cached}}
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": tokens(content),
+                    "total_tokens": prompt_tokens + tokens(content),
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
                 entry["usage"] = usage
                 if body.get("stream"):
-                    return self._stream(content, usage if (body.get("stream_options") or {}).get("include_usage") else None,
-                                        cut=behaviour == "cutstream")
-                envelope = {"id": "chatcmpl-fake", "object": "chat.completion", "model": body["model"],
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                         "finish_reason": "stop"}], "usage": usage}
+                    return self._stream(
+                        content,
+                        usage if (body.get("stream_options") or {}).get("include_usage") else None,
+                        cut=behaviour == "cutstream",
+                    )
+                envelope = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "usage": usage,
+                }
                 return self._send(200, json.dumps(envelope).encode())
 
             def _send(self, status: int, data: bytes, headers: dict | None = None):
@@ -219,7 +245,7 @@ class FakeOpenAI:
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk"}
                 event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
                 for start in range(0, len(content), fake.chunk_chars):
-                    event({**base, "choices": [{"index": 0, "delta": {"content": content[start:start + fake.chunk_chars]}}]})
+                    event({**base, "choices": [{"index": 0, "delta": {"content": content[start : start + fake.chunk_chars]}}]})
                 if cut:
                     self._leave()
                     return
@@ -240,7 +266,9 @@ class FakeOpenAI:
     def totals(self) -> dict:
         with self.lock:
             answered = [r["usage"] for r in self.requests if r["usage"]]
-            return {"requests": len(self.requests),
-                    "input_tokens": sum(u["prompt_tokens"] for u in answered),
-                    "output_tokens": sum(u["completion_tokens"] for u in answered),
-                    "cached_tokens": sum(u["prompt_tokens_details"]["cached_tokens"] for u in answered)}
+            return {
+                "requests": len(self.requests),
+                "input_tokens": sum(u["prompt_tokens"] for u in answered),
+                "output_tokens": sum(u["completion_tokens"] for u in answered),
+                "cached_tokens": sum(u["prompt_tokens_details"]["cached_tokens"] for u in answered),
+            }

@@ -22,8 +22,19 @@ def runs(s8f, s8f_corpus, tmp_path_factory):
     """Both built-ins run once through the CLI, graded through the CLI; exit codes kept."""
     folder = tmp_path_factory.mktemp("runs")
     codes = {}
-    codes["devkit"] = main(["devkit", "--answers", str(s8f.answers), "--splits", "train,tune",
-                            "--output", str(folder / "devkit.json"), "--public", str(s8f.public)])
+    codes["devkit"] = main(
+        [
+            "devkit",
+            "--answers",
+            str(s8f.answers),
+            "--splits",
+            "train,tune",
+            "--output",
+            str(folder / "devkit.json"),
+            "--public",
+            str(s8f.public),
+        ]
+    )
     for name, extra in (("exact-sql", []), ("text-only", ["--devkit", str(folder / "devkit.json")])):
         sub, grade = folder / f"{name}.json", folder / f"{name}.grade.json"
         codes[f"run {name}"] = main(["run", name, "--public", str(s8f.public), "--submission", str(sub), *extra])
@@ -52,7 +63,10 @@ def test_exact_sql_matches_the_gold_answers_of_every_split(runs, s8f_answers, s8
     for record, answer in zip(s8f_corpus.records, submission["answers"], strict=True):
         text = facts.issue_text(record["title"], record["body"])
         assert (answer["references"], answer["duplicate_targets"], answer["scope_contradictions"]) == (
-            facts.references(text), facts.duplicate_targets(text), facts.scope_contradictions(record["body"])), record["id"]
+            facts.references(text),
+            facts.duplicate_targets(text),
+            facts.scope_contradictions(record["body"]),
+        ), record["id"]
     assert submission["answers"] == s8f_answers["answers"]
     assert submission["aggregates"] == s8f_answers["aggregates"]
 
@@ -69,10 +83,24 @@ TRICKY = [
 def test_exact_sql_regexes_and_lower_agree_with_the_contract_on_planted_text(tmp_path):
     from microctx.candidates.builtins.exact_sql import answer_corpus
 
-    records = [{"id": f"issue-{i}", "split": "test", "number": i, "title": title, "body": body,
-                "created_at": f"2026-01-0{i}T00:00:00Z", "updated_at": f"2026-02-0{i}T00:00:00+02:00",
-                "url": "u", "state": "OPEN", "labels": None, "closed_at": None, "title_sha256": "", "body_sha256": ""}
-               for i, (title, body) in enumerate(TRICKY, start=1)]
+    records = [
+        {
+            "id": f"issue-{i}",
+            "split": "test",
+            "number": i,
+            "title": title,
+            "body": body,
+            "created_at": f"2026-01-0{i}T00:00:00Z",
+            "updated_at": f"2026-02-0{i}T00:00:00+02:00",
+            "url": "u",
+            "state": "OPEN",
+            "labels": None,
+            "closed_at": None,
+            "title_sha256": "",
+            "body_sha256": "",
+        }
+        for i, (title, body) in enumerate(TRICKY, start=1)
+    ]
     path = tmp_path / "tricky.json"
     path.write_bytes(dumps({"schema": "fak-microcontext-corpus/1", "source": "t", "frozen_at": "", "records": records}))
     submission, _ = answer_corpus(str(path))

@@ -25,8 +25,8 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
     assert data[:8] == PNG_SIGNATURE, "not a PNG"
     pos, idat, header = 8, b"", None
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", chunk)
         elif kind == b"IDAT":
@@ -40,7 +40,7 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
     rows, prev = [], bytearray(stride)
     for y in range(height):
         kind = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b = prev[i]
@@ -57,7 +57,7 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
                 line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
         prev = line
         if bpp == 3:  # RGB (Chromium's screenshots): add an opaque alpha
-            rows.append(b"".join(bytes(line[i:i + 3]) + b"\xff" for i in range(0, stride, 3)))
+            rows.append(b"".join(bytes(line[i : i + 3]) + b"\xff" for i in range(0, stride, 3)))
         else:
             rows.append(bytes(line))
     return width, height, rows
@@ -69,7 +69,7 @@ def colour_census(data: bytes, step: int = 3) -> Counter:
     seen = Counter()
     for row in rows[::step]:
         for x in range(0, width, step):
-            r, g, b, a = row[4 * x:4 * x + 4]
+            r, g, b, a = row[4 * x : 4 * x + 4]
             if a > 200:
                 seen[(r, g, b)] += 1
     return seen
@@ -174,9 +174,10 @@ def test_png_size_refuses_other_bytes():
 
 # ---------------------------------------------------------------- slice charts (issue 9)
 
+
 @pytest.fixture(scope="module")
 def planted_table(s8f_corpus, s8f_answers, records):
-    from microctx.grading.score import grade
+    from microctx.contract.score import grade
     from microctx.reports.examples import planted_submission
 
     facts = slices.facts_frame(grade(s8f_answers, planted_submission(s8f_answers)).facts)
@@ -201,8 +202,12 @@ def test_slice_f1_draws_non_estimable_slices_hollow_without_interval(planted_tab
     assert moe["estimable"] is False and moe["status"] == "not estimable"
     assert moe["row"] == "label: moe  (n=22, 1 comp.)"  # support and components in the static image
     scale = spec["layer"][0]["encoding"]["color"]["scale"]
-    assert dict(zip(scale["domain"], scale["range"])) == {"judged": charts.BLUE, "weak": charts.RED,
-                                                          "too small": charts.GREY, "not estimable": charts.GREY}
+    assert dict(zip(scale["domain"], scale["range"])) == {
+        "judged": charts.BLUE,
+        "weak": charts.RED,
+        "too small": charts.GREY,
+        "not estimable": charts.GREY,
+    }
 
 
 def test_never_predicted_labels_stay_in_the_precision_panel(planted_table):

@@ -50,11 +50,14 @@ def test_pins_agree_with_the_s8f_readme(s8f):
     if not readme.is_file():
         pytest.skip("MICROCTX_DATA_DIR has no README.md")
     rows = re.findall(r"^\| (s8f-\S+\.json) \| ([0-9a-f]{64}) \| commit ([0-9a-f]{40}) \|$", readme.read_text(), re.M)
-    assert {name: (sha, commit) for name, sha, commit in rows} == \
-        {item.name: (item.sha256, item.commit) for item in data.S8F.values()}
-    assert data.S8F["public"].url == ("https://raw.githubusercontent.com/anthony-chaudhary/fak/"
-                                      "b0bb41b76bbf0b0ec90a298095ea7d77fbcbd40b/experiments/microcontext/"
-                                      "s8f-github-issues-public-2026-08-09.json")
+    assert {name: (sha, commit) for name, sha, commit in rows} == {
+        item.name: (item.sha256, item.commit) for item in data.S8F.values()
+    }
+    assert data.S8F["public"].url == (
+        "https://raw.githubusercontent.com/anthony-chaudhary/fak/"
+        "b0bb41b76bbf0b0ec90a298095ea7d77fbcbd40b/experiments/microcontext/"
+        "s8f-github-issues-public-2026-08-09.json"
+    )
 
 
 def test_complete_data_dir_is_used_offline(s8f, tmp_path, monkeypatch):
@@ -150,8 +153,10 @@ def test_corrupted_file_in_data_dir_is_refused(tmp_path, monkeypatch, s8f, publi
 def test_offline_without_files_says_how_to_get_them(cache, capsys):
     assert main(["data", "s8f", "--offline"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"microctx data: {NAMES['public']}: not found in the cache {cache}; "
-                   "run `microctx data s8f` without --offline to download it\n")
+    assert err == (
+        f"microctx data: {NAMES['public']}: not found in the cache {cache}; "
+        "run `microctx data s8f` without --offline to download it\n"
+    )
 
 
 def test_unreachable_or_missing_download_is_one_clear_line(cache, monkeypatch, capsys):

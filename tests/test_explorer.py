@@ -9,7 +9,7 @@ import re
 import pytest
 
 import microctx
-from microctx.explorer import ANY, Explorer, ExplorerData, Filters, highlight
+from microctx.lab.explorer import ANY, Explorer, ExplorerData, Filters, highlight
 from microctx.reports.examples import planted_submission
 
 
@@ -58,8 +58,9 @@ def test_filters_match_plain_python(data, synthetic_corpus):
     assert list(data.filter(text="MisMatch")) == expect(lambda r: "mismatch" in _text(r))
     assert list(data.filter(text="duplicate of")) == expect(lambda r: "duplicate of" in _text(r))
     assert list(data.filter(text="naïve café")) == expect(lambda r: "naïve café" in _text(r)) != []
-    assert list(data.filter(split="test", label="bug", text="the")) == \
-        expect(lambda r: r["split"] == "test" and "bug" in (r["labels"] or []) and "the" in _text(r))
+    assert list(data.filter(split="test", label="bug", text="the")) == expect(
+        lambda r: r["split"] == "test" and "bug" in (r["labels"] or []) and "the" in _text(r)
+    )
     assert list(data.filter(label="no-such-label")) == [] and list(data.filter(split="nope")) == []
     assert list(data.filter(text="zzzz")) == [] and list(data.filter(text="\0")) == []
     # the few-candidates path and the whole-buffer path agree
@@ -91,15 +92,20 @@ def test_record_view_highlights_references_duplicates_and_cues(data, synthetic_c
     dup = next(i for i, r in enumerate(records) if "Duplicate of #" in r["body"])
     view = data.record_html(dup)
     target = int(re.search(r"Duplicate of #(\d+)", records[dup]["body"]).group(1))
-    assert f'<mark class="microctx-dup" style="background:#ffcdd2">Duplicate of <mark class="microctx-ref" ' \
-           f'style="background:#bbdefb">#{target}</mark></mark>' in view
+    assert (
+        f'<mark class="microctx-dup" style="background:#ffcdd2">Duplicate of <mark class="microctx-ref" '
+        f'style="background:#bbdefb">#{target}</mark></mark>' in view
+    )
     assert f"duplicate of: #{target}" in view
     upper = data.row_of(115)  # k=14: "A MISMATCH in upper case"
     assert '<mark class="microctx-cue" style="background:#fff59d">MISMATCH</mark>' in data.record_html(upper)
     assert "cue words: disagree, mismatch" in data.record_html(upper)  # k=14 also has "disagree"
     labelled = data.filter(label="bug")[0]
     assert '<span class="microctx-label"' in data.record_html(labelled) and ">bug</span>" in data.record_html(labelled)
-    assert highlight("<b>#12 & x#3</b>") == '&lt;b&gt;<mark class="microctx-ref" style="background:#bbdefb">#12</mark> &amp; x#3&lt;/b&gt;'
+    assert (
+        highlight("<b>#12 & x#3</b>")
+        == '&lt;b&gt;<mark class="microctx-ref" style="background:#bbdefb">#12</mark> &amp; x#3&lt;/b&gt;'
+    )
     # the option line marks duplicates
     assert data.option(dup).startswith(f"#{records[dup]['number']} [") and "[dup] " in data.option(dup)
 
@@ -112,8 +118,9 @@ def test_grade_outcomes_per_record(synthetic_corpus, synthetic_answers):
         if row.outcome in ("fp", "fn") and row.record_id:
             wrong.setdefault(row.record_id, set()).add((row.outcome, row.kind, row.value))
     assert {k: set(v) for k, v in data.fact_outcomes.items()} == wrong
-    assert [synthetic_corpus.records[i]["id"] for i in data.filter(errors_only=True)] == \
-        [r["id"] for r in synthetic_corpus.records if r["id"] in wrong]
+    assert [synthetic_corpus.records[i]["id"] for i in data.filter(errors_only=True)] == [
+        r["id"] for r in synthetic_corpus.records if r["id"] in wrong
+    ]
     rid = next(iter(wrong))
     view = data.record_html(data.row_of(rid))
     for _outcome, kind, value in wrong[rid]:

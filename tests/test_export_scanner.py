@@ -9,15 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from microctx.files import IrregularJSON, _scan_array, read_object_streaming
+from microctx._io.jsonscan import IrregularJSON, _scan_array, read_object_streaming
 
 # Strings full of the characters an object end is looked for by, to plant false candidates.
 tricky = st.lists(st.sampled_from(list('}],{[" \\\n:ab') + ["é", '"body"', "},{", "}]"]), max_size=12).map("".join)
-record = st.fixed_dictionaries({
-    "body": tricky,
-    "labels": st.lists(st.fixed_dictionaries({"name": tricky}), max_size=3),
-    "number": st.integers(1, 10**6),
-}, optional={"title": tricky, "nested": st.dictionaries(tricky, tricky, max_size=2)})
+record = st.fixed_dictionaries(
+    {
+        "body": tricky,
+        "labels": st.lists(st.fixed_dictionaries({"name": tricky}), max_size=3),
+        "number": st.integers(1, 10**6),
+    },
+    optional={"title": tricky, "nested": st.dictionaries(tricky, tricky, max_size=2)},
+)
 
 
 def scan(data: bytes, block: int, batch: int) -> list:
@@ -43,11 +46,14 @@ def test_object_with_a_large_array_last(tmp_path, s8f):
     assert read_object_streaming(path, "records") == orjson.loads(path.read_bytes())
 
 
-@pytest.mark.parametrize("document", [
-    {"schema": "x", "records": [{"a": 1}], "after": 1},   # a key after the array
-    {"records": {"a": 1}},                                  # not an array
-    {"schema": "x"},                                        # no such key
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"schema": "x", "records": [{"a": 1}], "after": 1},  # a key after the array
+        {"records": {"a": 1}},  # not an array
+        {"schema": "x"},  # no such key
+    ],
+)
 def test_object_layouts_left_to_the_whole_parse(tmp_path, document):
     path = tmp_path / "doc.json"
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))

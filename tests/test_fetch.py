@@ -83,6 +83,7 @@ def _files_under(folder: Path) -> list[Path]:
 
 # --- end to end through the CLI ---------------------------------------------------------------
 
+
 def test_fetch_freeze_verify_end_to_end(tmp_path, monkeypatch, capsys, rest_items, expected_rows):
     """10 pages (100 per page, as asked), a 403 rate limit on page 2 (reset 1 s ahead, really
     waited), a 502 on page 3 retried, two pull requests skipped, a null body; the token is
@@ -98,8 +99,9 @@ def test_fetch_freeze_verify_end_to_end(tmp_path, monkeypatch, capsys, rest_item
     assert len(rows) == 1000
     assert rows == expected_rows  # every field, every record, in API order
     assert [r for r in rows if r["body"] == ""] == [r for r in expected_rows if r["body"] == ""]  # the null body
-    assert all(set(r) == {"number", "title", "body", "state", "labels", "createdAt", "updatedAt", "closedAt", "url"}
-               for r in rows)
+    assert all(
+        set(r) == {"number", "title", "body", "state", "labels", "createdAt", "updatedAt", "closedAt", "url"} for r in rows
+    )
     assert "fetched 1000 issues from 11 pages (2 pull requests skipped)" in fetch_out.out  # 1002 items / 100
     assert "rate limited (403); waiting" in fetch_out.err
     assert "server error 502 Bad Gateway; retrying in 1 s (retry 1 of 5)" in fetch_out.err
@@ -108,8 +110,20 @@ def test_fetch_freeze_verify_end_to_end(tmp_path, monkeypatch, capsys, rest_item
     assert all(h.get("Authorization") == f"Bearer {TOKEN}" for _, h in server.requests)
     assert server.requests[1][0].startswith("/repositories/")  # followed the Link header, not a guessed URL
 
-    code = main(["freeze", str(raw), "--public", str(public), "--answers", str(answers), "--report", str(report),
-                 "--source", data.S8F_SOURCE])
+    code = main(
+        [
+            "freeze",
+            str(raw),
+            "--public",
+            str(public),
+            "--answers",
+            str(answers),
+            "--report",
+            str(report),
+            "--source",
+            data.S8F_SOURCE,
+        ]
+    )
     freeze_out = capsys.readouterr()
     assert code == 0, freeze_out.err
     # fetched through the API, frozen again: byte for byte the published corpus and answers
@@ -129,16 +143,18 @@ def test_fetch_freeze_verify_end_to_end(tmp_path, monkeypatch, capsys, rest_item
         assert TOKEN.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("status,body,needle", [
-    (404, {"message": "Not Found"}, f"404 Not Found: no repository {REPO} visible with the token from GITHUB_TOKEN"),
-    (401, {"message": "Bad credentials"}, "401 Unauthorized: the API refused the token from GITHUB_TOKEN"),
-    (403, {"message": "Resource not accessible by integration"}, "403 Forbidden: Resource not accessible"),
-])
-def test_refusals_are_one_line_exit_2_and_leave_the_output(tmp_path, monkeypatch, capsys, rest_items,
-                                                           status, body, needle):
+@pytest.mark.parametrize(
+    "status,body,needle",
+    [
+        (404, {"message": "Not Found"}, f"404 Not Found: no repository {REPO} visible with the token from GITHUB_TOKEN"),
+        (401, {"message": "Bad credentials"}, "401 Unauthorized: the API refused the token from GITHUB_TOKEN"),
+        (403, {"message": "Resource not accessible by integration"}, "403 Forbidden: Resource not accessible"),
+    ],
+)
+def test_refusals_are_one_line_exit_2_and_leave_the_output(tmp_path, monkeypatch, capsys, rest_items, status, body, needle):
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     raw = tmp_path / "raw.json"
-    raw.write_bytes(b"[\"an earlier good export\"]")
+    raw.write_bytes(b'["an earlier good export"]')
     with FakeGitHub(REPO, rest_items[:60], faults={1: [Reply.json(status, {"message": f"{body['message']} {TOKEN}"})]}) as server:
         code = main(["fetch", REPO, "--output", str(raw), "--api-url", server.url])
     out = capsys.readouterr()
@@ -146,7 +162,7 @@ def test_refusals_are_one_line_exit_2_and_leave_the_output(tmp_path, monkeypatch
     assert out.out == ""
     assert out.err.count("\n") == 1 and needle in out.err, out.err
     assert TOKEN not in out.err
-    assert raw.read_bytes() == b"[\"an earlier good export\"]"
+    assert raw.read_bytes() == b'["an earlier good export"]'
     assert [p.name for p in _files_under(tmp_path)] == ["raw.json"]  # no temporary file left
 
 
@@ -187,6 +203,7 @@ def test_missing_output_folder_is_refused_before_any_request(tmp_path, capsys, r
 
 # --- the client's rules, with injected sleep (no real waiting) --------------------------------
 
+
 def test_limit_counts_issues_not_pull_requests_and_stops_paging(rest_items):
     items = rest_items[:30]  # holds the pull request at index 3
     rec = Recorder()
@@ -212,16 +229,15 @@ def test_state_filter_is_sent_and_rows_are_gh_shaped(rest_items):
 def test_rate_limit_waits_until_the_reset_and_says_so():
     clock = 1_800_000_000.0
     rec = Recorder()
-    reply = Reply.json(403, {"message": "API rate limit exceeded"},
-                       {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(clock) + 30)})
+    reply = Reply.json(
+        403, {"message": "API rate limit exceeded"}, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(clock) + 30)}
+    )
     items = [rest_issue(_record(n), REPO) for n in range(1, 6)]
     with FakeGitHub(REPO, items, faults={1: [reply, reply]}) as server:
-        result = fetch_issues(REPO, api_url=server.url, sleep=rec.sleep, clock=lambda: clock, say=rec.say,
-                              progress=False)
+        result = fetch_issues(REPO, api_url=server.url, sleep=rec.sleep, clock=lambda: clock, say=rec.say, progress=False)
     assert len(result.rows) == 5
     assert rec.slept == [31.0, 31.0]  # until the reset, plus a second for its rounding
-    assert rec.said[0] == ("microctx fetch: rate limited (403); waiting 31 s until 2027-01-15T08:00:31Z "
-                           "(wait 1 of 3)")
+    assert rec.said[0] == ("microctx fetch: rate limited (403); waiting 31 s until 2027-01-15T08:00:31Z (wait 1 of 3)")
 
 
 def test_retry_after_and_429_are_honoured():
@@ -265,8 +281,9 @@ def test_5xx_is_retried_with_backoff_then_given_up():
 
 def test_next_link_to_another_host_is_refused(monkeypatch):
     """The token would follow the link; a next page on another host is refused."""
-    elsewhere = Reply.json(200, [rest_issue(_record(1), REPO)],
-                           {"Link": '<http://evil.example:9/repos/x/y/issues?page=2>; rel="next"'})
+    elsewhere = Reply.json(
+        200, [rest_issue(_record(1), REPO)], {"Link": '<http://evil.example:9/repos/x/y/issues?page=2>; rel="next"'}
+    )
     with FakeGitHub(REPO, [], faults={1: [elsewhere]}) as server:
         with pytest.raises(InputError, match=r"next-page link leaves the API host \(evil.example:9\)"):
             fetch_issues(REPO, api_url=server.url, token=Token(TOKEN, "GITHUB_TOKEN"), progress=False)
@@ -300,6 +317,14 @@ def test_source_string():
 
 
 def _record(number: int) -> dict:
-    return {"number": number, "title": f"issue {number}", "body": "text", "state": "OPEN", "labels": None,
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-02T00:00:00Z", "closed_at": None,
-            "url": f"https://github.com/{REPO}/issues/{number}"}
+    return {
+        "number": number,
+        "title": f"issue {number}",
+        "body": "text",
+        "state": "OPEN",
+        "labels": None,
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-02T00:00:00Z",
+        "closed_at": None,
+        "url": f"https://github.com/{REPO}/issues/{number}",
+    }

@@ -29,10 +29,15 @@ def to_rest(row: dict) -> dict:
     """A gh export row as the GitHub REST API writes the issue."""
     return {
         "url": f"https://api.github.com/repos/o/r/issues/{row['number']}",
-        "html_url": row["url"], "number": row["number"], "title": row["title"],
-        "body": row["body"] or None, "state": row["state"].lower(),
+        "html_url": row["url"],
+        "number": row["number"],
+        "title": row["title"],
+        "body": row["body"] or None,
+        "state": row["state"].lower(),
         "labels": [{"id": 1, "name": label["name"], "color": "fff"} for label in row["labels"]],
-        "created_at": row["createdAt"], "updated_at": row["updatedAt"], "closed_at": row["closedAt"],
+        "created_at": row["createdAt"],
+        "updated_at": row["updatedAt"],
+        "closed_at": row["closedAt"],
         "user": {"login": "someone"},
     }
 
@@ -48,8 +53,20 @@ def frozen_files(tmp_path_factory, raw_rows, s8f_corpus):
     raw = folder / "raw.json"
     raw.write_bytes(orjson.dumps(raw_rows, option=orjson.OPT_INDENT_2))
     out = {k: folder / f"{k}.json" for k in ("public", "answers", "report")}
-    code = main(["freeze", str(raw), "--public", str(out["public"]), "--answers", str(out["answers"]),
-                 "--report", str(out["report"]), "--source", s8f_corpus.source])
+    code = main(
+        [
+            "freeze",
+            str(raw),
+            "--public",
+            str(out["public"]),
+            "--answers",
+            str(out["answers"]),
+            "--report",
+            str(out["report"]),
+            "--source",
+            s8f_corpus.source,
+        ]
+    )
     assert code == 0
     return out
 
@@ -90,8 +107,10 @@ def test_redaction_map_counts_and_replaces(tmp_path, raw_rows):
     plain = freeze(parse_export(raw_rows), "s")
     redacted = freeze(parse_export(raw_rows), "s", load_rules(rules))
     expected_matches = sum(len(re.findall("duckdb|sqlite", r["title"] + "\0" + r["body"], re.I)) for r in raw_rows)
-    touched = sum(bool(re.search("duckdb|sqlite", r["body"], re.I)) or "[redacted:public-corpus]" in r["title"] + r["body"]
-                  for r in raw_rows)
+    touched = sum(
+        bool(re.search("duckdb|sqlite", r["body"], re.I)) or "[redacted:public-corpus]" in r["title"] + r["body"]
+        for r in raw_rows
+    )
     assert redacted.report["scrubbed_matches"] == expected_matches > 0
     assert redacted.report["scrubbed_records"] == touched > plain.report["scrubbed_records"]
     text = orjson.dumps(redacted.public).decode().lower()
@@ -103,8 +122,22 @@ def test_bad_redaction_map_is_refused(tmp_path, raw_rows, capsys):
     raw.write_bytes(orjson.dumps(raw_rows))
     bad = tmp_path / "map.toml"
     bad.write_text('[[rule]]\npattern = "(unclosed"\nreplacement = "x"\n')
-    code = main(["freeze", str(raw), "--public", str(tmp_path / "p.json"), "--answers", str(tmp_path / "a.json"),
-                 "--report", str(tmp_path / "r.json"), "--source", "s", "--redactions", str(bad)])
+    code = main(
+        [
+            "freeze",
+            str(raw),
+            "--public",
+            str(tmp_path / "p.json"),
+            "--answers",
+            str(tmp_path / "a.json"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--source",
+            "s",
+            "--redactions",
+            str(bad),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "map.toml" in err and "rule 0" in err and "'pattern'" in err
     assert not list(tmp_path.glob("[par].json"))

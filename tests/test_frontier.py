@@ -34,16 +34,19 @@ def test_pareto_front():
     assert stats.pareto_front([], []) == []
 
 
-@pytest.mark.parametrize("gain, extra, expected", [
-    (0, 1.0, "dominated by exact-sql"),
-    (-5, 0.0, "dominated by exact-sql"),
-    (0, 0.0, "equal"),
-    (3, -1.0, "dominates exact-sql"),
-    (0, -1.0, "dominates exact-sql"),
-    (4, 2.0, "pays off when a net-true fact is worth more than $0.5"),
-    (-4, -2.0, "cheaper and worse: pays off only when a net-true fact is worth less than $0.5"),
-    (1, math.nan, "cost unknown (no run manifest or no counters)"),
-])
+@pytest.mark.parametrize(
+    "gain, extra, expected",
+    [
+        (0, 1.0, "dominated by exact-sql"),
+        (-5, 0.0, "dominated by exact-sql"),
+        (0, 0.0, "equal"),
+        (3, -1.0, "dominates exact-sql"),
+        (0, -1.0, "dominates exact-sql"),
+        (4, 2.0, "pays off when a net-true fact is worth more than $0.5"),
+        (-4, -2.0, "cheaper and worse: pays off only when a net-true fact is worth less than $0.5"),
+        (1, math.nan, "cost unknown (no run manifest or no counters)"),
+    ],
+)
 def test_verdicts(gain, extra, expected):
     assert frontier.verdict(gain, extra, extra / gain if gain else math.nan, "exact-sql", "dollars", (gain, gain)) == expected
 
@@ -68,10 +71,18 @@ def test_planted_payoff_and_intervals(s8f, s8f_corpus, s8f_answers, tmp_path):
         if answer["id"] in test_ids[:30]:
             answer["references"] = sorted(set(answer["references"]) | {9999999})
     base = {"candidate": "exact-sql", "wall_seconds": 1.0, "cpu_seconds": 3600.0, "counters": {"model_calls": 0}}
-    costly = {"candidate": "llm", "wall_seconds": 9.0, "cpu_seconds": 3600.0,
-              "counters": {"model_calls": 1000, "input_tokens": 10, "output_tokens": 5, "cost_microdollars": 2_000_000}}
-    paths = [_write(tmp_path / "weak.json", weaker, base), _write(tmp_path / "model.json", exact, costly),
-             _write(tmp_path / "noisy.json", noisy, costly), str(tmp_path / "nomanifest.json")]
+    costly = {
+        "candidate": "llm",
+        "wall_seconds": 9.0,
+        "cpu_seconds": 3600.0,
+        "counters": {"model_calls": 1000, "input_tokens": 10, "output_tokens": 5, "cost_microdollars": 2_000_000},
+    }
+    paths = [
+        _write(tmp_path / "weak.json", weaker, base),
+        _write(tmp_path / "model.json", exact, costly),
+        _write(tmp_path / "noisy.json", noisy, costly),
+        str(tmp_path / "nomanifest.json"),
+    ]
     (tmp_path / "nomanifest.json").write_bytes(dumps(exact))
     names = ["weak", "model", "noisy", "nomanifest"]
     inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), paths, names)
@@ -118,18 +129,60 @@ def sql_and_micro(s8f, tmp_path_factory):
     assert main(["run", "exact-sql", "--public", str(s8f.public), "--submission", str(folder / "exact-sql.json")]) == 0
     with FakeOpenAI() as fake:
         host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
-        assert main(["run", "llm", "--public", str(s8f.public), "--submission", str(folder / "micro.json"),
-                     "--network", "record", "--allow-host", host, "--param", f"base_url={fake.base_url}", "--param", "model=fake-model", "--param", "mode=micro",
-                     "--param", "concurrency=8", "--param", "price_in=0.15", "--param", "price_out=0.6"]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "llm",
+                    "--public",
+                    str(s8f.public),
+                    "--submission",
+                    str(folder / "micro.json"),
+                    "--network",
+                    "record",
+                    "--allow-host",
+                    host,
+                    "--param",
+                    f"base_url={fake.base_url}",
+                    "--param",
+                    "model=fake-model",
+                    "--param",
+                    "mode=micro",
+                    "--param",
+                    "concurrency=8",
+                    "--param",
+                    "price_in=0.15",
+                    "--param",
+                    "price_out=0.6",
+                ]
+            )
+            == 0
+        )
     return folder
 
 
 @pytest.mark.slow
 def test_exact_sql_dominates_a_micro_run_on_s8f(s8f, sql_and_micro, tmp_path):
     out = tmp_path / "report"
-    assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers),
-                 "--submission", str(sql_and_micro / "micro.json"), "--submission", str(sql_and_micro / "exact-sql.json"),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "frontier",
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--submission",
+                str(sql_and_micro / "micro.json"),
+                "--submission",
+                str(sql_and_micro / "exact-sql.json"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     with open(out / "frontier.csv", newline="") as handle:
         rows = {r["candidate"]: r for r in csv.DictReader(handle)}
     assert rows["exact-sql"]["verdict"] == "baseline" and rows["exact-sql"]["on_front"] == "True"
@@ -180,8 +233,25 @@ def test_frontier_names_must_be_safe(s8f, sql_and_micro, tmp_path, name):
     sub = str(sql_and_micro / "exact-sql.json")
     with pytest.raises(InputError, match="is not a safe name"):
         build.frontier_report(str(s8f.public), str(s8f.answers), [sub], tmp_path / "r", names=[name])
-    assert main(["report", "frontier", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", sub,
-                 "--name", name, "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(
+            [
+                "report",
+                "frontier",
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--submission",
+                sub,
+                "--name",
+                name,
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -189,9 +259,16 @@ def _synthetic_oracle(synthetic, folder: Path, name: str, manifest: dict) -> str
     from microctx.contract.schemas import load_answers
 
     answers = load_answers(synthetic.answers)
-    return _write(folder / f"{name}.json", {"schema": "fak-microcontext-submission/1",
-                                           "corpus_sha256": answers["corpus_sha256"], "answers": answers["answers"],
-                                           "aggregates": answers["aggregates"]}, manifest)
+    return _write(
+        folder / f"{name}.json",
+        {
+            "schema": "fak-microcontext-submission/1",
+            "corpus_sha256": answers["corpus_sha256"],
+            "answers": answers["answers"],
+            "aggregates": answers["aggregates"],
+        },
+        manifest,
+    )
 
 
 USAGE = {"model_calls": 1000, "input_tokens": 100, "output_tokens": 50, "cached_tokens": 0}
@@ -200,15 +277,27 @@ USAGE = {"model_calls": 1000, "input_tokens": 100, "output_tokens": 50, "cached_
 def test_costs_prefer_the_runners_count_and_flag_a_disagreement(synthetic, tmp_path):
     """A candidate that under-reports: the runner's proxy saw 2,000 calls and more tokens; the
     frontier and the compare report's cost table use the runner's count and say they disagree."""
-    liar = {"candidate": "llm", "cpu_seconds": 1.0, "wall_seconds": 1.0, "counters": USAGE,
-            "model_usage_check": {"runner": {"model_calls": 2000, "input_tokens": 300, "output_tokens": 70,
-                                             "cached_tokens": 10},
-                                  "candidate": USAGE, "tokens_seen": True, "agree": False,
-                                  "differences": ["model_calls: runner 2000, candidate 1000"]}}
-    calls_only = {**liar, "model_usage_check": {**liar["model_usage_check"], "tokens_seen": False,
-                                                "runner": {"model_calls": 2000}}}
-    honest = {**liar, "model_usage_check": {"runner": dict(USAGE), "candidate": USAGE, "tokens_seen": True,
-                                            "agree": True, "differences": []}}
+    liar = {
+        "candidate": "llm",
+        "cpu_seconds": 1.0,
+        "wall_seconds": 1.0,
+        "counters": USAGE,
+        "model_usage_check": {
+            "runner": {"model_calls": 2000, "input_tokens": 300, "output_tokens": 70, "cached_tokens": 10},
+            "candidate": USAGE,
+            "tokens_seen": True,
+            "agree": False,
+            "differences": ["model_calls: runner 2000, candidate 1000"],
+        },
+    }
+    calls_only = {
+        **liar,
+        "model_usage_check": {**liar["model_usage_check"], "tokens_seen": False, "runner": {"model_calls": 2000}},
+    }
+    honest = {
+        **liar,
+        "model_usage_check": {"runner": dict(USAGE), "candidate": USAGE, "tokens_seen": True, "agree": True, "differences": []},
+    }
     opaque = {**liar, "model_usage_check": {"agree": None, "opaque": True, "tunnels": 3}}
     unchecked = {k: v for k, v in liar.items() if k != "model_usage_check"}
     cases = {"liar": liar, "calls_only": calls_only, "honest": honest, "opaque": opaque, "unchecked": unchecked}
@@ -227,7 +316,11 @@ def test_costs_prefer_the_runners_count_and_flag_a_disagreement(synthetic, tmp_p
     for name, (calls, tokens_in, tokens_out, cached, source, agree) in expected.items():
         row = t.loc[name]
         assert (row["model_calls"], row["input_tokens"], row["output_tokens"], row["cached_tokens"]) == (
-            calls, tokens_in, tokens_out, cached), name
+            calls,
+            tokens_in,
+            tokens_out,
+            cached,
+        ), name
         assert row["counts_source"] == source and row["counts_agree"] is agree, name
         assert row["cost"] == pytest.approx(calls / n), name
     costs = tables.cost_table(paths, names).set_index("candidate")

@@ -10,7 +10,7 @@ import pytest
 
 from microctx.cli import main
 from microctx.contract.canonical import dumps
-from microctx.grading.score import grade
+from microctx.contract.score import grade
 
 
 @pytest.fixture()
@@ -18,11 +18,17 @@ def oracle(s8f_answers):
     return copy.deepcopy(s8f_answers)
 
 
-
 def counts(result):
     g = result.grade
-    return (g["test_records"], g["exact_records"], g["false_positive_facts"], g["false_negative_facts"],
-            g["aggregate_errors"], g["citation_errors"], g["quality_pass"])
+    return (
+        g["test_records"],
+        g["exact_records"],
+        g["false_positive_facts"],
+        g["false_negative_facts"],
+        g["aggregate_errors"],
+        g["citation_errors"],
+        g["quality_pass"],
+    )
 
 
 def first(answers, split="test", where=lambda a: True):
@@ -35,8 +41,16 @@ def test_published_answers_pass(s8f_answers, oracle):
     assert sum(r.outcome == "tp" for r in result.facts) == len(result.facts)
 
 
-@pytest.mark.parametrize("field,kind", [("state", "state"), ("labels", "label"), ("references", "ref"),
-                                        ("duplicate_targets", "dup"), ("scope_contradictions", "contradiction")])
+@pytest.mark.parametrize(
+    "field,kind",
+    [
+        ("state", "state"),
+        ("labels", "label"),
+        ("references", "ref"),
+        ("duplicate_targets", "dup"),
+        ("scope_contradictions", "contradiction"),
+    ],
+)
 def test_planted_miss_of_each_fact_kind(s8f_answers, oracle, field, kind):
     answer = first(oracle, where=lambda a: a[field])
     if field == "state":
@@ -112,7 +126,9 @@ def test_aggregates_missing_or_empty(s8f_answers, oracle):
 def test_missing_test_record(s8f_answers, oracle):
     gone = first(oracle, where=lambda a: len(a["references"]) > 2)
     oracle["answers"].remove(gone)
-    gold_facts = 1 + len(gone["labels"]) + len(gone["references"]) + len(gone["duplicate_targets"]) + len(gone["scope_contradictions"])
+    gold_facts = (
+        1 + len(gone["labels"]) + len(gone["references"]) + len(gone["duplicate_targets"]) + len(gone["scope_contradictions"])
+    )
     result = grade(s8f_answers, oracle)
     assert counts(result) == (680, 679, 0, gold_facts, 0, 0, False)
     assert {r.detail for r in result.facts if r.outcome == "fn"} == {"record not submitted"}
@@ -139,8 +155,17 @@ def test_cli_writes_grade_and_fact_table(tmp_path, s8f, s8f_answers, oracle, cap
     summary = capsys.readouterr().out
     assert code == 1 and summary.startswith("FAIL: ")
     grade_doc = orjson.loads(out.read_bytes())
-    assert list(grade_doc) == ["schema", "corpus_sha256", "test_records", "exact_records", "false_positive_facts",
-                               "false_negative_facts", "aggregate_errors", "citation_errors", "quality_pass"]
+    assert list(grade_doc) == [
+        "schema",
+        "corpus_sha256",
+        "test_records",
+        "exact_records",
+        "false_positive_facts",
+        "false_negative_facts",
+        "aggregate_errors",
+        "citation_errors",
+        "quality_pass",
+    ]
     assert out.read_bytes().endswith(b"}\n") and b'  "quality_pass": false' in out.read_bytes()
     rows = list(csv.DictReader((tmp_path / "grade.facts.csv").open()))
     assert list(rows[0]) == ["record_id", "split", "kind", "value", "outcome", "detail"]
@@ -157,12 +182,15 @@ def test_blind_oracle_grade_is_byte_identical_to_published(tmp_path, s8f):
     assert out.read_bytes() == dumps(published)
 
 
-@pytest.mark.parametrize("patch,field", [
-    (lambda d: d["answers"][0].update(references=["12"]), "references"),
-    (lambda d: d["answers"][0].update(id=5), "id"),
-    (lambda d: d.update(corpus_sha256=None), "corpus_sha256"),
-    (lambda d: d["aggregates"].update(state_counts={"OPEN": "1"}), "state_counts"),
-])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        (lambda d: d["answers"][0].update(references=["12"]), "references"),
+        (lambda d: d["answers"][0].update(id=5), "id"),
+        (lambda d: d.update(corpus_sha256=None), "corpus_sha256"),
+        (lambda d: d["aggregates"].update(state_counts={"OPEN": "1"}), "state_counts"),
+    ],
+)
 def test_mistyped_submission_is_unusable(tmp_path, s8f, oracle, capsys, patch, field):
     patch(oracle)
     sub = tmp_path / "sub.json"

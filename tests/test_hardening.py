@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from microctx import files
+from microctx._io import atomic, paths
 from microctx.cli import main
 from microctx.contract.schemas import STATES
 from microctx.contract.split import SPLITS
@@ -82,8 +82,9 @@ def small(rows, tmp_path_factory):
     raw = folder / "raw.json"
     raw.write_bytes(orjson.dumps(rows))
     paths = {k: folder / f"{k}.json" for k in ("public", "answers", "report")}
-    code, _, err = run_cli("freeze", raw, "--public", paths["public"], "--answers", paths["answers"],
-                           "--report", paths["report"], "--source", "test")
+    code, _, err = run_cli(
+        "freeze", raw, "--public", paths["public"], "--answers", paths["answers"], "--report", paths["report"], "--source", "test"
+    )
     assert code == 0, err
     submission = folder / "submission.json"
     submission.write_bytes(paths["answers"].read_bytes())
@@ -100,6 +101,7 @@ def work(small, tmp_path):
 
 # ================================================================ 1. outputs that destroy inputs
 
+
 def _symlink(work: Path, name: str, target: str) -> str:
     (work / name).symlink_to(work / target)
     return str(work / name)
@@ -111,35 +113,118 @@ def _hardlink(work: Path, name: str, target: str) -> str:
 
 
 SAME_FILE = {
-    "grade --output is the answers": lambda w: ["grade", "--answers", w / "answers.json", "--submission",
-                                                w / "submission.json", "--output", w / "answers.json"],
+    "grade --output is the answers": lambda w: [
+        "grade",
+        "--answers",
+        w / "answers.json",
+        "--submission",
+        w / "submission.json",
+        "--output",
+        w / "answers.json",
+    ],
     "grade --output reaches the answers through ..": lambda w: [
-        "grade", "--answers", w / "answers.json", "--submission", w / "submission.json",
-        "--output", f"{w}/sub/../answers.json"],
+        "grade",
+        "--answers",
+        w / "answers.json",
+        "--submission",
+        w / "submission.json",
+        "--output",
+        f"{w}/sub/../answers.json",
+    ],
     "grade --output is a symlink to the submission": lambda w: [
-        "grade", "--answers", w / "answers.json", "--submission", w / "submission.json",
-        "--output", _symlink(w, "link.json", "submission.json")],
+        "grade",
+        "--answers",
+        w / "answers.json",
+        "--submission",
+        w / "submission.json",
+        "--output",
+        _symlink(w, "link.json", "submission.json"),
+    ],
     "grade's fact table is the submission": lambda w: [
-        "grade", "--answers", w / "answers.json", "--submission", _hardlink(w, "g.facts.csv", "submission.json"),
-        "--output", w / "g.json"],
+        "grade",
+        "--answers",
+        w / "answers.json",
+        "--submission",
+        _hardlink(w, "g.facts.csv", "submission.json"),
+        "--output",
+        w / "g.json",
+    ],
     "devkit --output is the answers": lambda w: ["devkit", "--answers", w / "answers.json", "--output", w / "answers.json"],
     "devkit --output is a hard link to the answers": lambda w: [
-        "devkit", "--answers", w / "answers.json", "--output", _hardlink(w, "dk.json", "answers.json")],
-    "freeze --public is RAW": lambda w: ["freeze", w / "raw.json", "--public", w / "raw.json", "--answers",
-                                         w / "a2.json", "--report", w / "r2.json", "--source", "s"],
+        "devkit",
+        "--answers",
+        w / "answers.json",
+        "--output",
+        _hardlink(w, "dk.json", "answers.json"),
+    ],
+    "freeze --public is RAW": lambda w: [
+        "freeze",
+        w / "raw.json",
+        "--public",
+        w / "raw.json",
+        "--answers",
+        w / "a2.json",
+        "--report",
+        w / "r2.json",
+        "--source",
+        "s",
+    ],
     "freeze --public and --answers are one file": lambda w: [
-        "freeze", w / "raw.json", "--public", w / "x.json", "--answers", w / "x.json", "--report", w / "r2.json",
-        "--source", "s"],
+        "freeze",
+        w / "raw.json",
+        "--public",
+        w / "x.json",
+        "--answers",
+        w / "x.json",
+        "--report",
+        w / "r2.json",
+        "--source",
+        "s",
+    ],
     "freeze --report is the redaction map": lambda w: [
-        "freeze", w / "raw.json", "--public", w / "p2.json", "--answers", w / "a2.json", "--report", w / "red.toml",
-        "--source", "s", "--redactions", w / "red.toml"],
+        "freeze",
+        w / "raw.json",
+        "--public",
+        w / "p2.json",
+        "--answers",
+        w / "a2.json",
+        "--report",
+        w / "red.toml",
+        "--source",
+        "s",
+        "--redactions",
+        w / "red.toml",
+    ],
     "run --submission is the public corpus": lambda w: [
-        "run", "exact-sql", "--public", w / "public.json", "--submission", w / "public.json"],
+        "run",
+        "exact-sql",
+        "--public",
+        w / "public.json",
+        "--submission",
+        w / "public.json",
+    ],
     "run's manifest is the devkit": lambda w: [
-        "run", "text-only", "--public", w / "public.json", "--devkit", w / "dk.run.json", "--submission", w / "dk.json"],
+        "run",
+        "text-only",
+        "--public",
+        w / "public.json",
+        "--devkit",
+        w / "dk.run.json",
+        "--submission",
+        w / "dk.json",
+    ],
     "report --out holds the submission": lambda w: [
-        "report", "grade", "--public", w / "public.json", "--answers", w / "answers.json", "--submission",
-        w / "rep" / "grade.json", "--out", w / "rep"],
+        "report",
+        "grade",
+        "--public",
+        w / "public.json",
+        "--answers",
+        w / "answers.json",
+        "--submission",
+        w / "rep" / "grade.json",
+        "--out",
+        w / "rep",
+    ],
 }
 
 
@@ -176,8 +261,12 @@ def test_a_failed_run_removes_an_earlier_submission_of_the_same_candidate(work):
     target = work / "out.json"
     target.write_bytes((work / "answers.json").read_bytes())  # an oracle-style submission
     candidate = f"{FAULTY}:crash"
-    earlier = {"schema": "microctx-run/1", "candidate": candidate, "ok": True,
-               "submission_sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+    earlier = {
+        "schema": "microctx-run/1",
+        "candidate": candidate,
+        "ok": True,
+        "submission_sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+    }
     (work / "out.run.json").write_text(json.dumps(earlier))
     code, _, _ = run_cli("run", candidate, "--public", work / "public.json", "--submission", target)
     assert code == 1 and not target.exists()
@@ -187,8 +276,12 @@ def test_a_failed_run_removes_an_earlier_submission_of_the_same_candidate(work):
 def test_a_manifest_for_another_candidate_proves_nothing(work):
     target = work / "out.json"
     target.write_bytes((work / "answers.json").read_bytes())
-    earlier = {"schema": "microctx-run/1", "candidate": "someone-else", "ok": True,
-               "submission_sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+    earlier = {
+        "schema": "microctx-run/1",
+        "candidate": "someone-else",
+        "ok": True,
+        "submission_sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+    }
     (work / "out.run.json").write_text(json.dumps(earlier))
     code, _, _ = run_cli("run", f"{FAULTY}:crash", "--public", work / "public.json", "--submission", target)
     assert code == 1 and target.read_bytes() == (work / "answers.json").read_bytes()
@@ -196,10 +289,21 @@ def test_a_manifest_for_another_candidate_proves_nothing(work):
 
 # ================================================================ 2. outputs as a set
 
+
 def freeze_argv(work: Path, source: str = "again", **paths) -> list:
     p = {k: paths.get(k, work / f"{k}.json") for k in ("public", "answers", "report")}
-    return ["freeze", work / "raw.json", "--public", p["public"], "--answers", p["answers"], "--report", p["report"],
-            "--source", source]
+    return [
+        "freeze",
+        work / "raw.json",
+        "--public",
+        p["public"],
+        "--answers",
+        p["answers"],
+        "--report",
+        p["report"],
+        "--source",
+        source,
+    ]
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -225,8 +329,9 @@ def test_a_name_too_long_replaces_nothing(work):
 def test_grade_with_its_fact_table_blocked_keeps_the_old_grade(work):
     (work / "g.json").write_bytes(b"old grade")
     (work / "g.facts.csv").mkdir()
-    code, _, err = run_cli("grade", "--answers", work / "answers.json", "--submission", work / "submission.json",
-                           "--output", work / "g.json")
+    code, _, err = run_cli(
+        "grade", "--answers", work / "answers.json", "--submission", work / "submission.json", "--output", work / "g.json"
+    )
     assert code == 2 and "g.facts.csv: is a folder" in one_line(err)
     assert (work / "g.json").read_bytes() == b"old grade" and leftovers(work) == []
 
@@ -239,7 +344,7 @@ def test_a_full_disk_mid_write_replaces_nothing(tmp_path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with pytest.raises(InputError, match="cannot write: No space left on device; nothing was replaced"):
-        with files.AtomicOutputs() as out:
+        with atomic.AtomicOutputs() as out:
             out.write(tmp_path / "b", b"new b")
             out.write(tmp_path / "a", chunks())
     assert snapshot(tmp_path) == {"a": b"old a"}
@@ -248,16 +353,16 @@ def test_a_full_disk_mid_write_replaces_nothing(tmp_path):
 def test_a_read_only_folder_replaces_nothing(work, monkeypatch):
     """A planted fault (the tests run as root, whom no folder refuses): the third file's folder
     refuses a new file, as a read-only folder would; the first two are not published either."""
-    real_mkstemp = files.tempfile.mkstemp
+    real_open = os.open
 
-    def refusing(*args, **kw):
-        if Path(kw["dir"]).name == "ro":
+    def refusing(path, flags, *args, **kw):
+        if flags & os.O_CREAT and Path(path).parent.name == "ro":
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-        return real_mkstemp(*args, **kw)
+        return real_open(path, flags, *args, **kw)
 
     (work / "ro").mkdir()
     (work / "ro" / "report.json").write_bytes(b"old report")
-    monkeypatch.setattr(files.tempfile, "mkstemp", refusing)
+    monkeypatch.setattr(os, "open", refusing)
     before = snapshot(work)
     code, _, err = run_cli(*freeze_argv(work, report=work / "ro" / "report.json"))
     assert code == 2 and "ro/report.json: cannot write: Permission denied; nothing was replaced" in one_line(err)
@@ -279,7 +384,7 @@ def test_a_rename_failing_half_way_puts_the_set_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(InputError, match="b: cannot write: Input/output error"):
-        with files.AtomicOutputs() as out:
+        with atomic.AtomicOutputs() as out:
             for name in ("a", "b", "c"):
                 out.write(tmp_path / name, f"new {name}".encode())
     assert calls[:2] == ["a", "b"]
@@ -305,11 +410,15 @@ def _consistent(public: Path, answers: Path, report: Path) -> str:
 @pytest.mark.slow
 def test_two_concurrent_freezes_leave_one_consistent_set(work):
     """Two commands write the same three outputs at once, three times over: one complete set."""
-    script = ("import sys; from microctx.cli import main\n"
-              "for _ in range(3):\n"
-              "    assert main(sys.argv[1:]) == 0\n")
-    procs = [subprocess.Popen([sys.executable, "-c", script, *map(str, freeze_argv(work, source=f"writer-{i}"))],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in (1, 2)]
+    script = "import sys; from microctx.cli import main\nfor _ in range(3):\n    assert main(sys.argv[1:]) == 0\n"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, *map(str, freeze_argv(work, source=f"writer-{i}"))],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for i in (1, 2)
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -324,7 +433,7 @@ def test_many_threads_publishing_the_same_set_leave_one_set(tmp_path):
     def writer(tag: int) -> None:
         try:
             for round_ in range(15):
-                with files.AtomicOutputs() as out:
+                with atomic.AtomicOutputs() as out:
                     for name in names:
                         out.write(tmp_path / name, f"{tag}:{round_}".encode())
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -348,7 +457,7 @@ def test_concurrent_report_folders_leave_one_complete_folder(tmp_path):
     def build(tag: int) -> None:
         try:
             for _ in range(10):
-                with files.staged_folder(out, "report.json") as staging:
+                with atomic.staged_folder(out, "report.json") as staging:
                     for part in ("a", "b", "report.json"):
                         (staging / part).write_text(str(tag))
         except BaseException as exc:  # a refusal or an OSError in any thread fails the test
@@ -366,6 +475,7 @@ def test_concurrent_report_folders_leave_one_complete_folder(tmp_path):
 
 # ================================================================ 3. one line, never a traceback
 
+
 def _mutated(path: Path, change) -> bytes:
     document = json.loads(path.read_bytes())
     change(document)
@@ -378,26 +488,36 @@ def _set(path: list, value):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return change
 
 
 ONE_LINE = {
-    "timestamp past year 9999 in UTC": (["freeze", "{bad}", "--public", "{o}/p.json", "--answers", "{o}/a.json",
-                                         "--report", "{o}/r.json", "--source", "s"],
-                                        ("raw", _set([3, "createdAt"], "9999-12-31T23:59:59-23:59")),
-                                        "field 'createdAt': instant out of range"),
-    "a third state": (["freeze", "{bad}", "--public", "{o}/p.json", "--answers", "{o}/a.json", "--report",
-                       "{o}/r.json", "--source", "s"], ("raw", _set([4, "state"], "merged")),
-                      "field 'state': expected OPEN or CLOSED (any case), got 'MERGED'"),
-    "empty public corpus in verify": (["verify", "--public", "{bad}", "--answers", "{w}/answers.json", "--report",
-                                       "{w}/report.json"], ("public", _set(["records"], [])),
-                                      "field 'records': no records"),
-    "a public record in a third state": (["verify", "--public", "{bad}", "--answers", "{w}/answers.json", "--report",
-                                          "{w}/report.json"], ("public", _set(["records", 0, "state"], "DRAFT")),
-                                         "field 'state': expected OPEN or CLOSED"),
-    "gold answer in a third state": (["grade", "--answers", "{bad}", "--submission", "{w}/submission.json", "--output",
-                                      "{o}/g.json"], ("answers", _set(["answers", 0, "state"], "open")),
-                                     "field 'state': expected OPEN or CLOSED, got 'open'"),
+    "timestamp past year 9999 in UTC": (
+        ["freeze", "{bad}", "--public", "{o}/p.json", "--answers", "{o}/a.json", "--report", "{o}/r.json", "--source", "s"],
+        ("raw", _set([3, "createdAt"], "9999-12-31T23:59:59-23:59")),
+        "field 'createdAt': instant out of range",
+    ),
+    "a third state": (
+        ["freeze", "{bad}", "--public", "{o}/p.json", "--answers", "{o}/a.json", "--report", "{o}/r.json", "--source", "s"],
+        ("raw", _set([4, "state"], "merged")),
+        "field 'state': expected OPEN or CLOSED (any case), got 'MERGED'",
+    ),
+    "empty public corpus in verify": (
+        ["verify", "--public", "{bad}", "--answers", "{w}/answers.json", "--report", "{w}/report.json"],
+        ("public", _set(["records"], [])),
+        "field 'records': no records",
+    ),
+    "a public record in a third state": (
+        ["verify", "--public", "{bad}", "--answers", "{w}/answers.json", "--report", "{w}/report.json"],
+        ("public", _set(["records", 0, "state"], "DRAFT")),
+        "field 'state': expected OPEN or CLOSED",
+    ),
+    "gold answer in a third state": (
+        ["grade", "--answers", "{bad}", "--submission", "{w}/submission.json", "--output", "{o}/g.json"],
+        ("answers", _set(["answers", 0, "state"], "open")),
+        "field 'state': expected OPEN or CLOSED, got 'open'",
+    ),
 }
 
 
@@ -412,26 +532,33 @@ def test_listed_cases_are_one_line(work, tmp_path_factory, case):
     assert list(out.iterdir()) == []
 
 
-@pytest.mark.parametrize("toml, said", [
-    ("rule = 5\n", "field 'rule': expected [[rule]] tables, got an integer"),
-    ("rule = [1]\n", "rule 0: expected a table with pattern and replacement, got an integer"),
-    ('rule = "x"\n', "expected [[rule]] tables, got a string"),
-    ("[rule]\npattern = 'a'\n", "expected [[rule]] tables, got a table"),
-    ("[[rule]]\npattern = 1\nreplacement = 'x'\n", "rule 0: field 'pattern': expected a string"),
-    ("[[rule]]\npattern = 'a'\nreplacement = 'b'\nflags = 'i'\n", "rule 0: unknown keys ['flags']"),
-    ("[[rule]]\npattern = '('\nreplacement = 'b'\n", "field 'pattern': invalid regular expression"),
-])
+@pytest.mark.parametrize(
+    "toml, said",
+    [
+        ("rule = 5\n", "field 'rule': expected [[rule]] tables, got an integer"),
+        ("rule = [1]\n", "rule 0: expected a table with pattern and replacement, got an integer"),
+        ('rule = "x"\n', "expected [[rule]] tables, got a string"),
+        ("[rule]\npattern = 'a'\n", "expected [[rule]] tables, got a table"),
+        ("[[rule]]\npattern = 1\nreplacement = 'x'\n", "rule 0: field 'pattern': expected a string"),
+        ("[[rule]]\npattern = 'a'\nreplacement = 'b'\nflags = 'i'\n", "rule 0: unknown keys ['flags']"),
+        ("[[rule]]\npattern = '('\nreplacement = 'b'\n", "field 'pattern': invalid regular expression"),
+    ],
+)
 def test_redaction_maps_of_the_wrong_shape(work, toml, said):
     (work / "red.toml").write_text(toml)
-    code, _, err = run_cli(*freeze_argv(work, public=work / "p2.json", answers=work / "a2.json",
-                                        report=work / "r2.json"), "--redactions", work / "red.toml")
+    code, _, err = run_cli(
+        *freeze_argv(work, public=work / "p2.json", answers=work / "a2.json", report=work / "r2.json"),
+        "--redactions",
+        work / "red.toml",
+    )
     assert code == 2 and said in one_line(err)
     assert not (work / "p2.json").exists()
 
 
 def test_null_labels_in_gold_reach_the_devkit_as_none(work):
-    (work / "answers.json").write_bytes(_mutated(work / "answers.json", lambda d: [a.update(labels=None, references=None)
-                                                                                   for a in d["answers"]]))
+    (work / "answers.json").write_bytes(
+        _mutated(work / "answers.json", lambda d: [a.update(labels=None, references=None) for a in d["answers"]])
+    )
     code, _, err = run_cli("devkit", "--answers", work / "answers.json", "--output", work / "dk.json")
     assert code == 0, err
     devkit = json.loads((work / "dk.json").read_bytes())
@@ -441,21 +568,27 @@ def test_null_labels_in_gold_reach_the_devkit_as_none(work):
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "soon", "1e400"])
 def test_timeouts_must_be_positive_and_finite(work, value):
-    code, _, err = run_cli("run", "exact-sql", "--public", work / "public.json", "--submission", work / "s.json",
-                           "--timeout", value)
+    code, _, err = run_cli(
+        "run", "exact-sql", "--public", work / "public.json", "--submission", work / "s.json", "--timeout", value
+    )
     assert code == 2 and "argument --timeout: expected a" in one_line(err) and repr(value) in err
     assert not (work / "s.json").exists()
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["run", "mine", "--cmd", "python 'oops {public}"], "--cmd: cannot split the command into words: No closing quotation"),
-    (["grade"], "the following arguments are required: --submission, --output"),
-    (["nonsense"], "invalid choice: 'nonsense'"),
-    (["fetch", "o/r", "--output", "x.json", "--state", "merged"], "argument --state: invalid choice"),
-    (["fetch", "o/r", "--output", "x.json", "--deadline", "inf"], "argument --deadline"),
-    (["report", "compare", "--submission", "a", "--submission", "b", "--name", "../../x", "--name", "y",
-      "--out", "o"], "'../../x' is not a safe name"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["run", "mine", "--cmd", "python 'oops {public}"], "--cmd: cannot split the command into words: No closing quotation"),
+        (["grade"], "the following arguments are required: --submission, --output"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+        (["fetch", "o/r", "--output", "x.json", "--state", "merged"], "argument --state: invalid choice"),
+        (["fetch", "o/r", "--output", "x.json", "--deadline", "inf"], "argument --deadline"),
+        (
+            ["report", "compare", "--submission", "a", "--submission", "b", "--name", "../../x", "--name", "y", "--out", "o"],
+            "'../../x' is not a safe name",
+        ),
+    ],
+)
 def test_command_line_mistakes_are_one_line(work, argv, said, monkeypatch):
     monkeypatch.chdir(work)
     if argv[0] == "run":
@@ -464,12 +597,11 @@ def test_command_line_mistakes_are_one_line(work, argv, said, monkeypatch):
         argv = [str(work / "submission.json") if a in ("a", "b") else a for a in argv]
     code, _, err = run_cli(*argv)
     assert code == 2 and said in one_line(err), err
-    assert sorted(p.name for p in work.iterdir()) == ["answers.json", "public.json", "raw.json", "report.json",
-                                                      "submission.json"]
+    assert sorted(p.name for p in work.iterdir()) == ["answers.json", "public.json", "raw.json", "report.json", "submission.json"]
 
 
 def test_a_bug_is_one_line_and_its_traceback_on_request(work, monkeypatch):
-    import microctx.grading.score as score
+    import microctx.contract.score as score
 
     def planted(*_args, **_kw):
         raise TypeError("planted bug")
@@ -484,11 +616,29 @@ def test_a_bug_is_one_line_and_its_traceback_on_request(work, monkeypatch):
 
 # --- the property: every command, generated bad input, exit 2, one line, no output changed --------
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(max_size=6), lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=4)
-ODD = st.sampled_from(["", "MERGED", "9999-12-31T23:59:59-23:59", "2026-02-30T00:00:00Z", "0001-01-01T00:00:00+00:01",
-                       -1, 0, 1.5, True, [], {}, [1], {"name": 3}, None])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=4,
+)
+ODD = st.sampled_from(
+    [
+        "",
+        "MERGED",
+        "9999-12-31T23:59:59-23:59",
+        "2026-02-30T00:00:00Z",
+        "0001-01-01T00:00:00+00:01",
+        -1,
+        0,
+        1.5,
+        True,
+        [],
+        {},
+        [1],
+        {"name": 3},
+        None,
+    ]
+)
 VALUES = ODD | JSON
 
 
@@ -508,19 +658,33 @@ RAW_OK = {  # what freeze accepts in a gh export row
     "title": lambda v: isinstance(v, str) and v != "",
     "body": lambda v: v is None or isinstance(v, str),
     "state": lambda v: isinstance(v, str) and v.upper() in STATES,
-    "labels": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("name"), str)) for x in v)),
-    "createdAt": _stamp_ok, "updatedAt": _stamp_ok,
+    "labels": lambda v: (
+        v is None
+        or (
+            isinstance(v, list) and all(isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("name"), str)) for x in v)
+        )
+    ),
+    "createdAt": _stamp_ok,
+    "updatedAt": _stamp_ok,
     "url": lambda v: isinstance(v, str) and v != "",
 }
 PUBLIC_OK = {  # the shape a public record must have
-    "id": lambda v: isinstance(v, str), "title": lambda v: isinstance(v, str), "body": lambda v: isinstance(v, str),
-    "number": _pos_int, "split": lambda v: v in SPLITS, "state": lambda v: v in STATES,
+    "id": lambda v: isinstance(v, str),
+    "title": lambda v: isinstance(v, str),
+    "body": lambda v: isinstance(v, str),
+    "number": _pos_int,
+    "split": lambda v: v in SPLITS,
+    "state": lambda v: v in STATES,
     "labels": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-    "created_at": _stamp_ok, "updated_at": _stamp_ok, "closed_at": lambda v: v is None or _stamp_ok(v),
+    "created_at": _stamp_ok,
+    "updated_at": _stamp_ok,
+    "closed_at": lambda v: v is None or _stamp_ok(v),
     "url": lambda v: isinstance(v, str),
 }
 ANSWER_OK = {  # an answer of a gold bundle
-    "id": lambda v: isinstance(v, str), "split": lambda v: isinstance(v, str), "state": lambda v: v in STATES,
+    "id": lambda v: isinstance(v, str),
+    "split": lambda v: isinstance(v, str),
+    "state": lambda v: v in STATES,
     "labels": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "references": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)),
     "scope_contradictions": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
@@ -533,8 +697,11 @@ DELETE = object()
 def bad_record(draw, ok: dict, deletable: bool = True):
     """(field, value) for one record: a value the field must not have, or DELETE (a missing key)."""
     field = draw(st.sampled_from(sorted(ok)))
-    if deletable and draw(st.booleans()) and field not in ("labels", "body", "split", "state", "references", "closed_at",
-                                                            "scope_contradictions"):
+    if (
+        deletable
+        and draw(st.booleans())
+        and field not in ("labels", "body", "split", "state", "references", "closed_at", "scope_contradictions")
+    ):
         return field, DELETE
     return field, draw(VALUES.filter(lambda v: not ok[field](v)))
 
@@ -549,20 +716,53 @@ def _apply(records: list, index: int, field: str, value) -> None:
 @st.composite
 def scenario(draw, small):
     """A command and a bad input for it: (argv template, file name, bad bytes or None, env)."""
-    kind = draw(st.sampled_from(["freeze", "freeze-file", "verify", "grade-submission", "grade-answers", "devkit",
-                                 "run", "report", "fetch", "data"]))
+    kind = draw(
+        st.sampled_from(
+            ["freeze", "freeze-file", "verify", "grade-submission", "grade-answers", "devkit", "run", "report", "fetch", "data"]
+        )
+    )
     index = draw(st.integers(0, 59))
     if kind == "freeze":
         rows = json.loads(small.raw.read_bytes())
         field, value = draw(bad_record(RAW_OK))
         _apply(rows, index, field, value)
-        return (["freeze", "{bad}", "--public", "{o}/public.json", "--answers", "{o}/answers.json",
-                 "--report", "{o}/report.json", "--source", "s"], json.dumps(rows).encode(), {})
+        return (
+            [
+                "freeze",
+                "{bad}",
+                "--public",
+                "{o}/public.json",
+                "--answers",
+                "{o}/answers.json",
+                "--report",
+                "{o}/report.json",
+                "--source",
+                "s",
+            ],
+            json.dumps(rows).encode(),
+            {},
+        )
     if kind == "freeze-file":
-        payload = draw(st.binary(max_size=40) | JSON.filter(lambda v: not isinstance(v, list) or len(v) < 50)
-                       .map(lambda v: json.dumps(v).encode()))
-        return (["freeze", "{bad}", "--public", "{o}/public.json", "--answers", "{o}/answers.json",
-                 "--report", "{o}/report.json", "--source", "s"], payload, {})
+        payload = draw(
+            st.binary(max_size=40)
+            | JSON.filter(lambda v: not isinstance(v, list) or len(v) < 50).map(lambda v: json.dumps(v).encode())
+        )
+        return (
+            [
+                "freeze",
+                "{bad}",
+                "--public",
+                "{o}/public.json",
+                "--answers",
+                "{o}/answers.json",
+                "--report",
+                "{o}/report.json",
+                "--source",
+                "s",
+            ],
+            payload,
+            {},
+        )
     if kind in ("verify", "run", "report"):
         public = json.loads(small.public.read_bytes())
         field, value = draw(bad_record(PUBLIC_OK))
@@ -575,10 +775,23 @@ def scenario(draw, small):
             timeout = draw(st.sampled_from(["5", "inf", "nan", "0", "-3"]))
             if timeout == "5" and bad != b"{}" and not bad.startswith(b"b'"):
                 bad = b"[]"  # a valid public corpus head would run the candidate: keep this input bad
-            return (["run", "exact-sql", "--public", "{bad}", "--submission", "{o}/public.json", "--timeout", timeout],
-                    bad, {})
-        return (["report", "grade", "--public", "{bad}", "--answers", str(small.answers), "--submission",
-                 str(small.submission), "--out", "{o}/report"], bad, {})
+            return (["run", "exact-sql", "--public", "{bad}", "--submission", "{o}/public.json", "--timeout", timeout], bad, {})
+        return (
+            [
+                "report",
+                "grade",
+                "--public",
+                "{bad}",
+                "--answers",
+                str(small.answers),
+                "--submission",
+                str(small.submission),
+                "--out",
+                "{o}/report",
+            ],
+            bad,
+            {},
+        )
     if kind in ("grade-submission", "grade-answers", "devkit"):
         gold = kind != "grade-submission"
         document = json.loads((small.answers if gold else small.submission).read_bytes())
@@ -588,19 +801,34 @@ def scenario(draw, small):
             _apply(document["answers"], index, field, value)
         elif where == "top":
             key = draw(st.sampled_from(["corpus_sha256", "answers"]))
-            document[key] = draw(VALUES.filter(lambda v: not isinstance(v, str if key == "corpus_sha256" else list)
-                                               and not (key == "answers" and v is None and not gold)))
+            document[key] = draw(
+                VALUES.filter(
+                    lambda v: (
+                        not isinstance(v, str if key == "corpus_sha256" else list)
+                        and not (key == "answers" and v is None and not gold)
+                    )
+                )
+            )
         else:
             key = draw(st.sampled_from(["state_counts", "newest_issue_ids"]))
-            document["aggregates"][key] = draw(VALUES.filter(
-                lambda v: not (isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values()))
-                and not (isinstance(v, list) and all(isinstance(x, str) for x in v)) and not (v is None and not gold)))
+            document["aggregates"][key] = draw(
+                VALUES.filter(
+                    lambda v: (
+                        not (isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool) for x in v.values()))
+                        and not (isinstance(v, list) and all(isinstance(x, str) for x in v))
+                        and not (v is None and not gold)
+                    )
+                )
+            )
         bad = json.dumps(document).encode()
         if kind == "devkit":
             return (["devkit", "--answers", "{bad}", "--output", "{o}/public.json"], bad, {})
         if gold:
-            return (["grade", "--answers", "{bad}", "--submission", str(small.submission), "--output", "{o}/public.json"],
-                    bad, {})
+            return (
+                ["grade", "--answers", "{bad}", "--submission", str(small.submission), "--output", "{o}/public.json"],
+                bad,
+                {},
+            )
         return (["grade", "--answers", str(small.answers), "--submission", "{bad}", "--output", "{o}/public.json"], bad, {})
     if kind == "fetch":
         api = draw(st.sampled_from(["ftp://h", "http://", "http://[x", "https://h:0x1", "file:///etc", "h.example"]))
@@ -610,8 +838,12 @@ def scenario(draw, small):
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_every_command_on_bad_input_is_one_line_and_changes_nothing(small, data):
     argv, bad, env = data.draw(scenario(small))
@@ -626,8 +858,7 @@ def test_every_command_on_bad_input_is_one_line_and_changes_nothing(small, data)
         if bad is not None:
             badfile.write_bytes(bad)
         before = snapshot(out)
-        code, _, err = run_cli(*[a.format(bad=badfile, o=out) for a in argv],
-                               env={k: v.format(o=out) for k, v in env.items()})
+        code, _, err = run_cli(*[a.format(bad=badfile, o=out) for a in argv], env={k: v.format(o=out) for k, v in env.items()})
         assert code == 2, (argv, err)
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert snapshot(out) == before
@@ -636,12 +867,28 @@ def test_every_command_on_bad_input_is_one_line_and_changes_nothing(small, data)
 
 # ================================================================ 5. names that climb out
 
+
 def test_a_name_that_climbs_out_is_refused_and_nothing_is_written(work, tmp_path_factory):
     parent = tmp_path_factory.mktemp("parent")
     out = parent / "deep" / "rep"
-    code, _, err = run_cli("report", "compare", "--public", work / "public.json", "--answers", work / "answers.json",
-                           "--submission", work / "submission.json", "--submission", work / "submission.json",
-                           "--name", "../../x", "--name", "y", "--out", out)
+    code, _, err = run_cli(
+        "report",
+        "compare",
+        "--public",
+        work / "public.json",
+        "--answers",
+        work / "answers.json",
+        "--submission",
+        work / "submission.json",
+        "--submission",
+        work / "submission.json",
+        "--name",
+        "../../x",
+        "--name",
+        "y",
+        "--out",
+        out,
+    )
     assert code == 2 and "'../../x' is not a safe name" in one_line(err)
     assert list(parent.rglob("*")) == []
 
@@ -649,7 +896,7 @@ def test_a_name_that_climbs_out_is_refused_and_nothing_is_written(work, tmp_path
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", ".hidden", "a/b", "a b", "<script>", "", "x" * 101, "..", "é"])
 def test_unsafe_names_are_refused(name):
     with pytest.raises(InputError, match="is not a safe name"):
-        files.safe_name(name)
+        paths.safe_name(name)
 
 
 def test_default_names_from_file_names_are_made_safe():
@@ -661,28 +908,49 @@ def test_default_names_from_file_names_are_made_safe():
 def test_inside_refuses_paths_that_leave_the_folder(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "link").symlink_to(tmp_path)
-    assert files.inside(tmp_path / "out", "grades", "a.json") == tmp_path / "out" / "grades" / "a.json"
+    assert paths.inside(tmp_path / "out", "grades", "a.json") == tmp_path / "out" / "grades" / "a.json"
     for parts in (("..", "x.json"), ("grades", "..", "..", "x"), ("link", "x.json")):
         with pytest.raises(InputError, match="outside"):
-            files.inside(tmp_path / "out", *parts)
+            paths.inside(tmp_path / "out", *parts)
 
 
 # ================================================================ 8. silent wrong answers
 
+
 def test_grading_a_submission_of_another_corpus_says_the_digests_differ(work):
     (work / "other.json").write_bytes(_mutated(work / "submission.json", _set(["corpus_sha256"], "0" * 64)))
-    code, out, _ = run_cli("grade", "--answers", work / "answers.json", "--submission", work / "other.json",
-                           "--output", work / "g.json")
+    code, out, _ = run_cli(
+        "grade", "--answers", work / "answers.json", "--submission", work / "other.json", "--output", work / "g.json"
+    )
     assert code == 1 and out.startswith("FAIL: the corpus digests differ: submission is bound to corpus 0000")
 
 
 def test_a_report_of_mismatched_inputs_is_refused(work, s8f):
     (work / "other.json").write_bytes(_mutated(work / "submission.json", _set(["corpus_sha256"], "0" * 64)))
-    code, _, err = run_cli("report", "grade", "--public", work / "public.json", "--answers", work / "answers.json",
-                           "--submission", work / "other.json", "--out", work / "rep")
+    code, _, err = run_cli(
+        "report",
+        "grade",
+        "--public",
+        work / "public.json",
+        "--answers",
+        work / "answers.json",
+        "--submission",
+        work / "other.json",
+        "--out",
+        work / "rep",
+    )
     assert code == 2 and "the submission is bound to corpus 0000" in one_line(err) and "the digests differ" in err
-    code, _, err = run_cli("report", "grade", "--public", work / "public.json", "--answers", s8f.answers,
-                           "--submission", work / "submission.json", "--out", work / "rep")
+    code, _, err = run_cli(
+        "report",
+        "grade",
+        "--public",
+        work / "public.json",
+        "--answers",
+        s8f.answers,
+        "--submission",
+        work / "submission.json",
+        "--out",
+        work / "rep",
+    )
     assert code == 2 and "the answers belong to corpus" in one_line(err)
     assert not (work / "rep").exists()
-

@@ -34,11 +34,14 @@ def fetch_cli(server_url: str, tmp_path, capsys, *extra: str):
     return code, lines
 
 
-@pytest.mark.parametrize("mode, said", [
-    ("loop", "a Link loop"),
-    ("cycle", "a Link loop"),  # page 2 links back to page 1
-    ("empty", "3 pages in a row brought no new issue"),
-])
+@pytest.mark.parametrize(
+    "mode, said",
+    [
+        ("loop", "a Link loop"),
+        ("cycle", "a Link loop"),  # page 2 links back to page 1
+        ("empty", "3 pages in a row brought no new issue"),
+    ],
+)
 def test_pages_that_never_end_are_refused(tmp_path, capsys, mode, said):
     with HostileServer(mode) as server:
         code, lines = fetch_cli(server.url, tmp_path, capsys, "--limit", "5")
@@ -68,14 +71,17 @@ def test_the_cap_counts_inflated_bytes_not_wire_bytes():
         fetch_issues(REPO, api_url=server.url, policy=policy, progress=False)
 
 
-@pytest.mark.parametrize("api_url, said", [
-    ("ftp://example.org", "expected an http:// or https:// URL"),
-    ("http://[::1", "not a valid URL"),
-    ("https://", "no host in"),
-    ("http://127.0.0.1:99999", "not a valid URL"),
-    ("https://user:hunter2@example.org", "a user or password in the URL is refused"),
-    ("https://example.org/api?x=1", "without a query"),
-])
+@pytest.mark.parametrize(
+    "api_url, said",
+    [
+        ("ftp://example.org", "expected an http:// or https:// URL"),
+        ("http://[::1", "not a valid URL"),
+        ("https://", "no host in"),
+        ("http://127.0.0.1:99999", "not a valid URL"),
+        ("https://user:hunter2@example.org", "a user or password in the URL is refused"),
+        ("https://example.org/api?x=1", "without a query"),
+    ],
+)
 def test_config_errors_fail_at_once(tmp_path, capsys, api_url, said):
     code, lines = fetch_cli(api_url, tmp_path, capsys)
     assert code == 2 and len(lines) == 1 and said in lines[0], lines
@@ -102,14 +108,17 @@ def one_item(s8f_corpus):
     return rest_issue(s8f_corpus.records[0], REPO)
 
 
-@pytest.mark.parametrize("field, value, said", [
-    ("number", [1], "field 'number': expected a positive integer, got [1]"),
-    ("number", True, "field 'number': expected a positive integer, got true"),
-    ("labels", 5, "field 'labels': expected an array of label objects"),
-    ("labels", [{"name": 3}], "field 'labels': expected an array of label objects"),
-    ("title", None, "field 'title': expected a string, got null"),
-    ("body", {"a": 1}, "field 'body': expected a string or null"),
-])
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("number", [1], "field 'number': expected a positive integer, got [1]"),
+        ("number", True, "field 'number': expected a positive integer, got true"),
+        ("labels", 5, "field 'labels': expected an array of label objects"),
+        ("labels", [{"name": 3}], "field 'labels': expected an array of label objects"),
+        ("title", None, "field 'title': expected a string, got null"),
+        ("body", {"a": 1}, "field 'body': expected a string or null"),
+    ],
+)
 def test_odd_values_in_a_page_are_one_line(tmp_path, capsys, one_item, field, value, said):
     with FakeGitHub(REPO, [{**one_item, field: value}]) as server:
         code, lines = fetch_cli(server.url, tmp_path, capsys)
@@ -130,8 +139,14 @@ def test_a_rate_limit_past_the_deadline_gives_up_at_once(one_item):
     waits = []
     faults = {1: [Reply.json(429, {"message": "slow down"}, {"retry-after": "120"})]}
     with FakeGitHub(REPO, [one_item], faults=faults) as server, pytest.raises(InputError, match="past the fetch's deadline"):
-        fetch_issues(REPO, api_url=server.url, sleep=waits.append, progress=False, say=lambda _: None,
-                     policy=RetryPolicy(deadline_seconds=60))
+        fetch_issues(
+            REPO,
+            api_url=server.url,
+            sleep=waits.append,
+            progress=False,
+            say=lambda _: None,
+            policy=RetryPolicy(deadline_seconds=60),
+        )
     assert waits == []
 
 
@@ -143,6 +158,7 @@ def test_limit_is_respected_on_every_page(one_item, s8f_corpus):
 
 
 # --- the published data -------------------------------------------------------------------------
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):

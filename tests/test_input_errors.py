@@ -22,8 +22,21 @@ def freeze_rows(tmp_path, payload: bytes, capsys, *extra):
     raw = tmp_path / "raw.json"
     raw.write_bytes(payload)
     outs = [tmp_path / f"{k}.json" for k in ("public", "answers", "report")]
-    code = main(["freeze", str(raw), "--public", str(outs[0]), "--answers", str(outs[1]), "--report", str(outs[2]),
-                 "--source", "test", *extra])
+    code = main(
+        [
+            "freeze",
+            str(raw),
+            "--public",
+            str(outs[0]),
+            "--answers",
+            str(outs[1]),
+            "--report",
+            str(outs[2]),
+            "--source",
+            "test",
+            *extra,
+        ]
+    )
     return code, capsys.readouterr(), outs
 
 
@@ -37,18 +50,21 @@ def mutate(rows, index, **changes):
     return orjson.dumps(rows)
 
 
-@pytest.mark.parametrize("changes,expected", [
-    ({"title": ""}, "record #5 (number {n}): field 'title': empty title"),
-    ({"url": ""}, "record #5 (number {n}): field 'url': empty URL"),
-    ({"number": 0}, "record #5 (number 0): field 'number': issue number must be positive, got 0"),
-    ({"number": -3}, "field 'number': issue number must be positive"),
-    ({"number": "12"}, "record #5: field 'number': expected number, got string"),
-    ({"title": KeyError}, "record #5 (number {n}): field 'title': missing"),
-    ({"createdAt": "2026-13-01T00:00:00Z"}, "field 'createdAt': month must be in 1..12"),
-    ({"updatedAt": "yesterday"}, "field 'updatedAt': not an RFC 3339 timestamp"),
-    ({"labels": [{"name": 3}]}, "field 'labels': label 0: expected an object with a string \"name\""),
-    ({"state": None}, "field 'state': expected string, got null"),
-])
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ({"title": ""}, "record #5 (number {n}): field 'title': empty title"),
+        ({"url": ""}, "record #5 (number {n}): field 'url': empty URL"),
+        ({"number": 0}, "record #5 (number 0): field 'number': issue number must be positive, got 0"),
+        ({"number": -3}, "field 'number': issue number must be positive"),
+        ({"number": "12"}, "record #5: field 'number': expected number, got string"),
+        ({"title": KeyError}, "record #5 (number {n}): field 'title': missing"),
+        ({"createdAt": "2026-13-01T00:00:00Z"}, "field 'createdAt': month must be in 1..12"),
+        ({"updatedAt": "yesterday"}, "field 'updatedAt': not an RFC 3339 timestamp"),
+        ({"labels": [{"name": 3}]}, "field 'labels': label 0: expected an object with a string \"name\""),
+        ({"state": None}, "field 'state': expected string, got null"),
+    ],
+)
 def test_bad_records(tmp_path, rows, capsys, changes, expected):
     code, captured, outs = freeze_rows(tmp_path, mutate(rows, 5, **changes), capsys)
     message = expected.format(n=rows[5]["number"])
@@ -59,7 +75,11 @@ def test_bad_records(tmp_path, rows, capsys, changes, expected):
 
 def test_repeated_number(tmp_path, rows, capsys):
     code, captured, _ = freeze_rows(tmp_path, mutate(rows, 9, number=rows[2]["number"]), capsys)
-    assert code == 2 and f"record #9 (number {rows[2]['number']}): field 'number': number {rows[2]['number']} repeats record #2" in captured.err
+    assert (
+        code == 2
+        and f"record #9 (number {rows[2]['number']}): field 'number': number {rows[2]['number']} repeats record #2"
+        in captured.err
+    )
 
 
 def test_too_few_records(tmp_path, rows, capsys):
@@ -67,13 +87,16 @@ def test_too_few_records(tmp_path, rows, capsys):
     assert code == 2 and "49 issues, at least 50 are needed" in captured.err
 
 
-@pytest.mark.parametrize("payload,expected", [
-    (b'{"not": "an array"}', "expected a JSON array of issues, got object"),
-    (b"[1, 2]", "record #0: expected an object, got number"),
-    (b"[{\"number\": 1,", "not valid JSON"),
-    (b"", "empty file, expected JSON"),
-    (b'[{"title": "caf\xe9"}]', "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    "payload,expected",
+    [
+        (b'{"not": "an array"}', "expected a JSON array of issues, got object"),
+        (b"[1, 2]", "record #0: expected an object, got number"),
+        (b'[{"number": 1,', "not valid JSON"),
+        (b"", "empty file, expected JSON"),
+        (b'[{"title": "caf\xe9"}]', "not valid UTF-8"),
+    ],
+)
 def test_unusable_files(tmp_path, capsys, payload, expected):
     code, captured, _ = freeze_rows(tmp_path, payload, capsys)
     assert code == 2 and expected in captured.err and "Traceback" not in captured.err
@@ -115,10 +138,26 @@ def test_failure_leaves_good_outputs_untouched(tmp_path, rows, capsys):
 
 
 def test_cli_runs_as_a_program_without_pandas(tmp_path, s8f):
-    probe = ("import sys, microctx.cli as c; code = c.main(sys.argv[1:]); "
-             "assert 'pandas' not in sys.modules and 'duckdb' not in sys.modules and 'papermill' not in sys.modules, "
-             "sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'duckdb', 'papermill')); sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", probe, "grade", "--answers", str(s8f.answers), "--submission",
-                           str(s8f.answers), "--output", str(tmp_path / "g.json")], capture_output=True, text=True)
+    probe = (
+        "import sys, microctx.cli as c; code = c.main(sys.argv[1:]); "
+        "assert 'pandas' not in sys.modules and 'duckdb' not in sys.modules and 'papermill' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'duckdb', 'papermill')); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            probe,
+            "grade",
+            "--answers",
+            str(s8f.answers),
+            "--submission",
+            str(s8f.answers),
+            "--output",
+            str(tmp_path / "g.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("PASS: 680/680 test records exact")

@@ -25,7 +25,9 @@ def lab(tmp_path, synthetic):
     root.mkdir()
     book = nbformat.v4.new_notebook()
     book.cells = [
-        nbformat.v4.new_code_cell(f"import microctx\nresult = None\ncorpus = microctx.load_corpus({str(synthetic.public)!r})\ncorpus"),
+        nbformat.v4.new_code_cell(
+            f"import microctx\nresult = None\ncorpus = microctx.load_corpus({str(synthetic.public)!r})\ncorpus"
+        ),
         nbformat.v4.new_code_cell("microctx.explore(corpus)"),
     ]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -61,10 +63,14 @@ def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
         box = page.locator(".microctx-explorer input[placeholder='words in title or body']")
         box.fill("mismatch")
         box.press("Enter")
-        page.wait_for_function("n => document.querySelector('.microctx-count').innerText.startsWith(n + ' of 60')",
-                               arg=str(len(mismatch)), timeout=30_000)
-        page.wait_for_function("n => document.querySelectorAll('.microctx-results select option').length === n",
-                               arg=len(mismatch), timeout=30_000)  # the list follows the count
+        page.wait_for_function(
+            "n => document.querySelector('.microctx-count').innerText.startsWith(n + ' of 60')",
+            arg=str(len(mismatch)),
+            timeout=30_000,
+        )
+        page.wait_for_function(
+            "n => document.querySelectorAll('.microctx-results select option').length === n", arg=len(mismatch), timeout=30_000
+        )  # the list follows the count
         texts = page.locator(".microctx-results select option").all_inner_texts()
         assert [t.replace("\xa0", " ").split(" ")[0] for t in texts] == [f"#{r['number']}" for r in mismatch]
         first = mismatch[0]
@@ -80,21 +86,28 @@ def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
         comp = page.locator(".microctx-explorer input[placeholder='#N or issue-N']")
         comp.fill("#146")
         comp.press("Enter")
-        from microctx.explorer import ExplorerData
+        from microctx.lab.explorer import ExplorerData
 
         data = ExplorerData(synthetic_corpus)
         component = sorted(int(data.table["number"].iat[i]) for i in data.component_rows(data.row_of("#146")))
         assert set(range(140, 147)) <= set(component)
-        page.wait_for_function("n => document.querySelectorAll('.microctx-results select option').length === n",
-                               arg=len(component), timeout=30_000)
-        numbers = [int(t.replace("\xa0", " ").split(" ")[0][1:]) for t in page.locator(".microctx-results select option").all_inner_texts()]
+        page.wait_for_function(
+            "n => document.querySelectorAll('.microctx-results select option').length === n", arg=len(component), timeout=30_000
+        )
+        numbers = [
+            int(t.replace("\xa0", " ").split(" ")[0][1:])
+            for t in page.locator(".microctx-results select option").all_inner_texts()
+        ]
         assert numbers == component and f"{len(component)} of 60" in count.inner_text()
         page.locator(".microctx-results select").select_option(index=numbers.index(146))
         view.get_by_text("#146 ", exact=False).first.wait_for(timeout=30_000)
         # what it references comes first
-        page.wait_for_function("() => { const b = document.querySelector('.microctx-neighbour');"
-                               " return b && b.innerText.trim() === '#145'; }", timeout=30_000)
+        page.wait_for_function(
+            "() => { const b = document.querySelector('.microctx-neighbour'); return b && b.innerText.trim() === '#145'; }",
+            timeout=30_000,
+        )
         page.locator(".microctx-neighbour").first.click()
-        page.wait_for_function("() => document.querySelector('.microctx-explorer .microctx-view').innerText.includes('#145 ')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('.microctx-explorer .microctx-view').innerText.includes('#145 ')", timeout=30_000
+        )
         _shot(page, tmp_path, "explorer-neighbour.png")

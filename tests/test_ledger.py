@@ -41,8 +41,9 @@ def test_concurrent_writers_lose_no_entry(tmp_path, monkeypatch):
 
 def test_the_ledger_is_append_only(tmp_path):
     path = tmp_path / "ledger.sqlite"
-    entry = ledger.record_look(answers_sha256="b" * 64, submission_sha256=None, candidate="x", config_digest=None,
-                               via="test", grade={}, path=path)
+    entry = ledger.record_look(
+        answers_sha256="b" * 64, submission_sha256=None, candidate="x", config_digest=None, via="test", grade={}, path=path
+    )
     assert entry["id"] == 1 and entry["answers_looks"] == entry["candidate_looks"] == 1
     connection = sqlite3.connect(path)
     for statement in ("UPDATE looks SET candidate = 'y'", "DELETE FROM looks"):
@@ -68,25 +69,56 @@ def test_grade_appends_one_look_and_tune_grades_none(tmp_path, s8f, capsys):
 
     answers = load_answers(s8f.answers)
     submission = tmp_path / "oracle.json"
-    submission.write_bytes(dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
-                                  "answers": answers["answers"], "aggregates": answers["aggregates"]}))
+    submission.write_bytes(
+        dumps(
+            {
+                "schema": "fak-microcontext-submission/1",
+                "corpus_sha256": answers["corpus_sha256"],
+                "answers": answers["answers"],
+                "aggregates": answers["aggregates"],
+            }
+        )
+    )
     (tmp_path / "oracle.run.json").write_bytes(dumps({"candidate": "oracle-cand", "version": "1", "parameters": {"k": 1}}))
     for n in (1, 2):
-        assert main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]) == 0
+        assert (
+            main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")])
+            == 0
+        )
         assert f"looked at {n} time" in capsys.readouterr().out
     devkit = tmp_path / "devkit.json"
     devkit.write_bytes(dumps(make_devkit(answers)))
-    assert main(["grade", "--split", "tune", "--devkit", str(devkit), "--submission", str(submission),
-                 "--output", str(tmp_path / "t.json")]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                "--split",
+                "tune",
+                "--devkit",
+                str(devkit),
+                "--submission",
+                str(submission),
+                "--output",
+                str(tmp_path / "t.json"),
+            ]
+        )
+        == 0
+    )
     assert "108/108 tune records exact" in capsys.readouterr().out
     rows = ledger.entries()
     assert len(rows) == 2  # the tune grade is not a look at the held-out answers
     assert {r["answers_sha256"] for r in rows} == {file_sha256(s8f.answers)}
     assert {r["submission_sha256"] for r in rows} == {file_sha256(submission)}
     assert {r["candidate"] for r in rows} == {"oracle-cand"} and rows[0]["config_digest"] and rows[0]["via"] == "grade"
-    assert orjson.loads(rows[0]["summary"]) == {"test_records": 680, "exact_records": 680, "false_positive_facts": 0,
-                                                "false_negative_facts": 0, "aggregate_errors": 0, "citation_errors": 0,
-                                                "quality_pass": True}
+    assert orjson.loads(rows[0]["summary"]) == {
+        "test_records": 680,
+        "exact_records": 680,
+        "false_positive_facts": 0,
+        "false_negative_facts": 0,
+        "aggregate_errors": 0,
+        "citation_errors": 0,
+        "quality_pass": True,
+    }
     assert main(["ledger", "--answers", str(s8f.answers)]) == 0
     listed = capsys.readouterr()
     lines = listed.out.strip().splitlines()
@@ -105,7 +137,9 @@ def test_an_unwritable_ledger_stops_the_grade(tmp_path, s8f, monkeypatch, capsys
 
     submission = tmp_path / "planted.json"
     submission.write_bytes(dumps(demo_submissions(load_answers(s8f.answers))["planted"]))
-    assert main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]) == 2
+    assert (
+        main(["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "held-out ledger" in err[0] and not (tmp_path / "g.json").exists()
 
@@ -132,8 +166,16 @@ def _oracle(tmp_path, s8f, manifest: dict | None = None):
 
     answers = load_answers(s8f.answers)
     submission = tmp_path / "oracle.json"
-    submission.write_bytes(dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"],
-                                  "answers": answers["answers"], "aggregates": answers["aggregates"]}))
+    submission.write_bytes(
+        dumps(
+            {
+                "schema": "fak-microcontext-submission/1",
+                "corpus_sha256": answers["corpus_sha256"],
+                "answers": answers["answers"],
+                "aggregates": answers["aggregates"],
+            }
+        )
+    )
     if manifest is not None:
         (tmp_path / "oracle.run.json").write_bytes(dumps(manifest))
     return submission
@@ -163,8 +205,11 @@ def test_slices_is_a_look_and_cannot_overwrite_the_answers(tmp_path, s8f, capsys
 def test_the_frontier_records_a_look_per_candidate(tmp_path, s8f):
     from microctx.reports import frontier, tables
 
-    submission = _oracle(tmp_path, s8f, {"candidate": "exact-sql", "version": "1", "parameters": {},
-                                         "cpu_seconds": 1.0, "counters": {"model_calls": 0}})
+    submission = _oracle(
+        tmp_path,
+        s8f,
+        {"candidate": "exact-sql", "version": "1", "parameters": {}, "cpu_seconds": 1.0, "counters": {"model_calls": 0}},
+    )
     paths = [str(submission), str(submission)]
     inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), paths, ["a", "b"])
     result = frontier.frontier_table(inputs, paths, ["a", "b"], n_boot=10)

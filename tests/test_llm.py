@@ -38,8 +38,22 @@ def small(tmp_path_factory, s8f_corpus):
 
 def run_llm(public, out: Path, fake: FakeOpenAI, *params: str, pass_env=(), cache_dir: Path | None = None) -> dict:
     host = fake.base_url.split("//", 1)[1].split("/", 1)[0]  # 127.0.0.1:PORT
-    argv = ["run", "llm", "--public", str(public), "--submission", str(out), "--network", "record", "--allow-host", host,
-            "--param", f"base_url={fake.base_url}", "--param", "model=fake-model"]
+    argv = [
+        "run",
+        "llm",
+        "--public",
+        str(public),
+        "--submission",
+        str(out),
+        "--network",
+        "record",
+        "--allow-host",
+        host,
+        "--param",
+        f"base_url={fake.base_url}",
+        "--param",
+        "model=fake-model",
+    ]
     for param in params:
         argv += ["--param", param]
     for name in pass_env:
@@ -68,8 +82,17 @@ def test_micro_counters_equal_what_the_server_saw_and_a_429_is_one_retry(small, 
     public, answers = small
     target = _test_ids(answers, 1)[0]
     with FakeOpenAI(faults={target: ["429"]}, retry_after="1") as fake:
-        manifest = run_llm(public, tmp_path / "micro.json", fake, "mode=micro", "concurrency=4", "backoff=0.01",
-                           "price_in=2.5", "price_out=10", "price_cached=1.25")
+        manifest = run_llm(
+            public,
+            tmp_path / "micro.json",
+            fake,
+            "mode=micro",
+            "concurrency=4",
+            "backoff=0.01",
+            "price_in=2.5",
+            "price_out=10",
+            "price_cached=1.25",
+        )
         seen = fake.totals()
         statuses = [r["status"] for r in fake.requests if r.get("ids") == [target]]
     assert manifest["ok"], manifest["error"]
@@ -78,10 +101,14 @@ def test_micro_counters_equal_what_the_server_saw_and_a_429_is_one_retry(small, 
     assert statuses == [429, 200]
     assert c["retries"] == 1 and c["retry_wait_ms"] == 1000  # Retry-After: 1 beat the 0.01 s backoff
     assert (c["input_tokens"], c["output_tokens"], c["cached_tokens"]) == (
-        seen["input_tokens"], seen["output_tokens"], seen["cached_tokens"])
+        seen["input_tokens"],
+        seen["output_tokens"],
+        seen["cached_tokens"],
+    )
     assert c["cached_tokens"] > 0 and c["failed_answers"] == 0 and c["failed_calls"] == 0
-    expected = round((seen["input_tokens"] - seen["cached_tokens"]) * 2.5 + seen["cached_tokens"] * 1.25
-                     + seen["output_tokens"] * 10)
+    expected = round(
+        (seen["input_tokens"] - seen["cached_tokens"]) * 2.5 + seen["cached_tokens"] * 1.25 + seen["output_tokens"] * 10
+    )
     assert c["cost_microdollars"] == expected
     assert c["ttft_ms_median"] is not None and c["ttft_ms_max"] >= c["ttft_ms_median"]
     assert c["model_records"] == 80 and c["prompts"] == 80 and c["prompt_version"] == 1
@@ -98,16 +125,26 @@ def test_the_runner_side_count_agrees_and_a_difference_is_flagged(small, tmp_pat
     with FakeOpenAI(faults={target: ["429", "500"]}) as fake:
         manifest = run_llm(public, tmp_path / "r.json", fake, "mode=chunks", "chunk_records=9", "backoff=0")
         host = fake.base_url.split("/")[2]
-        wire = [{"host": host, "method": "POST", "path": r["path"], "status": r["status"],
-                 "usage": usage_from_response(r["content_type"], r["response"])} for r in fake.requests]
+        wire = [
+            {
+                "host": host,
+                "method": "POST",
+                "path": r["path"],
+                "status": r["status"],
+                "usage": usage_from_response(r["content_type"], r["response"]),
+            }
+            for r in fake.requests
+        ]
     assert manifest["counters"]["model_calls"] == len(wire) == 9 + 2
     # the runner's proxy read the same traffic itself: its count and the candidate's agree
     seen_by_runner = manifest["model_usage_check"]
     assert seen_by_runner["agree"] and seen_by_runner["tokens_seen"] and seen_by_runner["differences"] == []
-    assert seen_by_runner["runner"] == {key: manifest["counters"][key] for key in
-                                        ("model_calls", "input_tokens", "output_tokens", "cached_tokens")}
-    assert len(manifest["network"]["requests"]) == 11 and all("usage" in r for r in manifest["network"]["requests"]
-                                                               if r["status"] == 200)
+    assert seen_by_runner["runner"] == {
+        key: manifest["counters"][key] for key in ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
+    }
+    assert len(manifest["network"]["requests"]) == 11 and all(
+        "usage" in r for r in manifest["network"]["requests"] if r["status"] == 200
+    )
     check = reconcile(wire, manifest["counters"], fake.base_url)
     assert check["agree"] and check["tokens_seen"] and check["runner"]["input_tokens"] == manifest["counters"]["input_tokens"]
     other_host = [*wire, {"host": "example.org:443", "method": "POST", "path": "/v1/chat/completions", "status": 200}]
@@ -258,8 +295,9 @@ def test_the_api_key_is_sent_and_never_written(small, tmp_path, monkeypatch):
     secret = "sk-test-planted-0123456789abcdef"
     monkeypatch.setenv("FAKE_OPENAI_KEY", secret)
     with FakeOpenAI() as fake:
-        manifest = run_llm(public, tmp_path / "k.json", fake, "mode=long", "api_key_env=FAKE_OPENAI_KEY",
-                           pass_env=["FAKE_OPENAI_KEY"])
+        manifest = run_llm(
+            public, tmp_path / "k.json", fake, "mode=long", "api_key_env=FAKE_OPENAI_KEY", pass_env=["FAKE_OPENAI_KEY"]
+        )
         assert {r["authorization"] for r in fake.requests} == {f"Bearer {secret}"}
     assert manifest["ok"] and manifest["passed_env"] == ["FAKE_OPENAI_KEY"]
     for path in tmp_path.rglob("*"):
@@ -284,8 +322,23 @@ def test_a_candidate_printing_a_passed_secret_is_redacted(small, tmp_path, monke
     with pytest.raises(InputError, match="PATH is set by the runner"):
         run_candidate("leaky", public, tmp_path / "leak.json", cmd=f"{{python}} {script}", pass_env=["PATH"])
     monkeypatch.delenv("PRINTED_KEY")
-    assert main(["run", "leaky", "--public", str(public), "--submission", str(tmp_path / "l.json"),
-                 "--cmd", f"{{python}} {script}", "--pass-env", "PRINTED_KEY"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "leaky",
+                "--public",
+                str(public),
+                "--submission",
+                str(tmp_path / "l.json"),
+                "--cmd",
+                f"{{python}} {script}",
+                "--pass-env",
+                "PRINTED_KEY",
+            ]
+        )
+        == 2
+    )
 
 
 def test_splits_restrict_what_is_sent_and_submitted(small, tmp_path):
@@ -311,20 +364,30 @@ def test_bad_parameters_fail_the_run_naming_the_parameter(small, tmp_path):
         manifest = run_llm(public, tmp_path / "x.json", fake, "splits=test,holdout")
         assert not manifest["ok"] and "parameter splits" in manifest["error"]
         assert fake.requests == []
-    assert main(["run", "llm", "--public", str(public), "--submission", str(tmp_path / "y.json"),
-                 "--param", "temperatur=0"]) == 2
+    assert main(["run", "llm", "--public", str(public), "--submission", str(tmp_path / "y.json"), "--param", "temperatur=0"]) == 2
 
 
 @pytest.mark.slow
 def test_micro_on_s8f_with_a_correct_server_passes(s8f, tmp_path):
     with FakeOpenAI() as fake:
-        manifest = run_llm(s8f.public, tmp_path / "micro.json", fake, "mode=micro", "concurrency=8",
-                           "price_in=0.15", "price_out=0.6", "price_cached=0.075")
+        manifest = run_llm(
+            s8f.public,
+            tmp_path / "micro.json",
+            fake,
+            "mode=micro",
+            "concurrency=8",
+            "price_in=0.15",
+            "price_out=0.6",
+            "price_cached=0.075",
+        )
         seen = fake.totals()
     c = manifest["counters"]
     assert manifest["ok"] and c["model_calls"] == seen["requests"] == 1000
     assert (c["input_tokens"], c["output_tokens"], c["cached_tokens"]) == (
-        seen["input_tokens"], seen["output_tokens"], seen["cached_tokens"])
+        seen["input_tokens"],
+        seen["output_tokens"],
+        seen["cached_tokens"],
+    )
     assert grade(s8f.answers, tmp_path / "micro.json").passed
 
 
@@ -334,7 +397,9 @@ def test_a_wrong_server_shows_in_the_slices(s8f, s8f_corpus, tmp_path):
         assert manifest["counters"]["model_calls"] == len(fake.requests) == manifest["counters"]["prompts"]
     result = grade(s8f.answers, tmp_path / "wrong.json")
     assert not result.passed and result.grade["false_positive_facts"] == 0
-    table = slices.slice_table(slices.facts_frame(result.facts), s8f_corpus)  # the default resamples: with few, no p-value survives the adjustment
+    table = slices.slice_table(
+        slices.facts_frame(result.facts), s8f_corpus
+    )  # the default resamples: with few, no p-value survives the adjustment
     row = table[(table.slice_kind == "label") & (table.slice == "enhancement")].iloc[0]
     assert row["tp"] == 0 and row["fn"] == row["support"] > 20 and bool(row["weak"])
     others = table[(table.slice_kind == "label") & (table.slice != "enhancement")]
@@ -345,14 +410,26 @@ def test_a_wrong_server_shows_in_the_slices(s8f, s8f_corpus, tmp_path):
 
 # ---------------------------------------------------------------- unit level: shapes, windows, reduce
 
+
 def test_strict_answer_shape():
     fields = llm.TASKS["all"]
-    good = {"id": "issue-1", "state": "OPEN", "labels": ["b", "a", "a"], "references": [3, 1, 3],
-            "duplicate_targets": [], "scope_contradictions": ["mismatch"]}
+    good = {
+        "id": "issue-1",
+        "state": "OPEN",
+        "labels": ["b", "a", "a"],
+        "references": [3, 1, 3],
+        "duplicate_targets": [],
+        "scope_contradictions": ["mismatch"],
+    }
     assert llm.check_answer(good, fields, "issue-1")["labels"] == ["a", "b"]
-    for broken, why in [({**good, "state": "open"}, "state"), ({**good, "references": [True]}, "references"),
-                        ({**good, "references": [0]}, "references"), ({**good, "scope_contradictions": ["oops"]}, "scope"),
-                        ({**good, "extra": 1}, "unexpected"), ({**good, "id": "issue-2"}, "id")]:
+    for broken, why in [
+        ({**good, "state": "open"}, "state"),
+        ({**good, "references": [True]}, "references"),
+        ({**good, "references": [0]}, "references"),
+        ({**good, "scope_contradictions": ["oops"]}, "scope"),
+        ({**good, "extra": 1}, "unexpected"),
+        ({**good, "id": "issue-2"}, "id"),
+    ]:
         with pytest.raises(ValueError, match=why):
             llm.check_answer(broken, fields, "issue-1")
 
@@ -360,8 +437,11 @@ def test_strict_answer_shape():
 def test_window_answers_missing_extra_and_fenced():
     prompt = llm.Prompt([], ["issue-1", "issue-2", "issue-3"], 100, window=True)
     entry = {"id": "issue-1", "labels": []}
-    content = "```json\n" + json.dumps({"answers": [entry, {"id": "issue-9", "labels": []},
-                                                     {"id": "issue-2", "labels": "x"}]}) + "\n```"
+    content = (
+        "```json\n"
+        + json.dumps({"answers": [entry, {"id": "issue-9", "labels": []}, {"id": "issue-2", "labels": "x"}]})
+        + "\n```"
+    )
     answers, problems = llm.parse_answers(prompt, content, ("labels",))
     assert list(answers) == ["issue-1"]
     assert problems == {"issue-2": "labels: expected an array of non-empty strings", "issue-3": "no answer for this record"}
@@ -371,12 +451,18 @@ def test_window_answers_missing_extra_and_fenced():
 
 def test_chunk_reduce_votes():
     fields = ("state", "labels")
-    merged = llm.reduce_answers([{"id": "i", "state": "OPEN", "labels": ["a", "b"]},
-                                 {"id": "i", "state": "CLOSED", "labels": ["a"]},
-                                 {"id": "i", "state": "CLOSED", "labels": ["a", "c"]}], fields)
+    merged = llm.reduce_answers(
+        [
+            {"id": "i", "state": "OPEN", "labels": ["a", "b"]},
+            {"id": "i", "state": "CLOSED", "labels": ["a"]},
+            {"id": "i", "state": "CLOSED", "labels": ["a", "c"]},
+        ],
+        fields,
+    )
     assert merged == {"id": "i", "state": "CLOSED", "labels": ["a"]}
-    tie = llm.reduce_answers([{"id": "i", "state": "OPEN", "labels": ["a"]}, {"id": "i", "state": "CLOSED", "labels": ["b"]}],
-                             fields)
+    tie = llm.reduce_answers(
+        [{"id": "i", "state": "OPEN", "labels": ["a"]}, {"id": "i", "state": "CLOSED", "labels": ["b"]}], fields
+    )
     assert tie == {"id": "i", "state": "OPEN", "labels": ["a", "b"]}
 
 
@@ -421,7 +507,7 @@ def test_prompt_files_are_versioned_and_shipped():
     assert os.path.basename(llm.__file__) == "llm.py"
 
 
-UNDER_REPORTING = r'''
+UNDER_REPORTING = r"""
 import json, sys, urllib.request
 public, submission, base = sys.argv[1], sys.argv[2], sys.argv[3]
 corpus = json.load(open(public))
@@ -437,7 +523,7 @@ import hashlib
 digest = hashlib.sha256(open(public, "rb").read()).hexdigest()
 json.dump({"schema": "fak-microcontext-submission/1", "corpus_sha256": digest, "answers": []}, open(submission, "w"))
 json.dump({"model_calls": 1, "input_tokens": 0, "output_tokens": 0}, open("counters.json", "w"))  # ... one reported
-'''
+"""
 
 
 def test_a_candidate_that_under_reports_its_calls_is_flagged(small, tmp_path):
@@ -448,9 +534,24 @@ def test_a_candidate_that_under_reports_its_calls_is_flagged(small, tmp_path):
     script.write_text(UNDER_REPORTING)
     with FakeOpenAI() as fake:
         host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
-        code = main(["run", "liar", "--cmd", f"{{python}} {script} {{public}} {{submission}} {fake.base_url}",
-                     "--public", str(public), "--submission", str(tmp_path / "liar.json"), "--network", "record",
-                     "--allow-host", host, "--param", f"base_url={fake.base_url}"])
+        code = main(
+            [
+                "run",
+                "liar",
+                "--cmd",
+                f"{{python}} {script} {{public}} {{submission}} {fake.base_url}",
+                "--public",
+                str(public),
+                "--submission",
+                str(tmp_path / "liar.json"),
+                "--network",
+                "record",
+                "--allow-host",
+                host,
+                "--param",
+                f"base_url={fake.base_url}",
+            ]
+        )
         served = len(fake.requests)
     manifest = json.loads(manifest_path(tmp_path / "liar.json").read_text())
     assert code == 0 and served == 2 and len(manifest["network"]["requests"]) == 2

@@ -24,8 +24,13 @@ SUITE = ["tests/test_running.py", "tests/test_data.py", "tests/test_verify.py", 
 
 
 def _copy_checkout(target: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
@@ -46,8 +51,14 @@ def test_the_suite_runs_on_a_lone_clone_by_download(s8f, tmp_path):
     env["HOME"] = str(home)
     with FileServer(published) as server:
         env[data.BASE_URL_ENV] = server.base_url
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-x", *SUITE],
-                             cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-x", *SUITE],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1]
     skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]

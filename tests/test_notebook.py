@@ -122,8 +122,11 @@ def test_facts_frame_slices_and_write(planted, synthetic_corpus, tmp_path):
 def test_frozen_views_and_write_creates_parent_folders(synthetic, tmp_path):
     frozen = microctx.freeze(synthetic.raw, source="synthetic:microctx-tests/60-issues")
     assert frozen.ok and frozen.passed
-    assert frozen.summary() == frozen.summary == ("60 records (train 5 / tune 11 / test 44); 6/6 leak checks pass; "
-                              "public 72043871…67fbebc, answers c7bd18d1…5b0a65a")
+    assert (
+        frozen.summary()
+        == frozen.summary
+        == ("60 records (train 5 / tune 11 / test 44); 6/6 leak checks pass; public 72043871…67fbebc, answers c7bd18d1…5b0a65a")
+    )
     view = frozen._repr_html_()
     well_formed(view)
     assert view.count(">pass</b>") == 6 and frozen.public_sha256 in view
@@ -161,6 +164,7 @@ def test_html_views_escape_hostile_text(synthetic_corpus):
 
 
 # ---- data found the same way from every entry point
+
 
 def test_project_local_data_dir(tmp_path, monkeypatch):
     project = tmp_path / "project"
@@ -218,8 +222,14 @@ def test_microctx_lab_prepares_copies_and_passes_the_data_dir(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "microctx.toml").write_text('data_dir = "data"\n')
     env = {k: v for k, v in os.environ.items() if k != snapshot.DATA_DIR_ENV}
-    out = subprocess.run([sys.executable, "-m", "microctx", "lab", "--dir", "a/b/lab", "--dry-run"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "microctx", "lab", "--dir", "a/b/lab", "--dry-run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lab = tmp_path / "a" / "b" / "lab"
     assert sorted(p.name for p in lab.iterdir()) == sorted([*NOTEBOOKS.values(), "workbench.ipynb"])
     for name in NOTEBOOKS.values():
@@ -227,6 +237,11 @@ def test_microctx_lab_prepares_copies_and_passes_the_data_dir(tmp_path, monkeypa
     assert f"MICROCTX_DATA_DIR={tmp_path / 'data'}" in out.stderr
     assert out.stdout.strip().endswith(f"-m jupyterlab --ServerApp.root_dir={lab}")
     (lab / "workbench.ipynb").write_text("mine")  # the user's edits are never overwritten
-    subprocess.run([sys.executable, "-m", "microctx", "lab", "--dir", str(lab), "--dry-run"], cwd=tmp_path, env=env,
-                   capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "microctx", "lab", "--dir", str(lab), "--dry-run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
     assert (lab / "workbench.ipynb").read_text() == "mine"

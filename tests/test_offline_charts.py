@@ -1,5 +1,5 @@
-"""Charts in a user's own notebook need no network: `import microctx` in a kernel selects the
-offline renderer; an executed notebook's chart outputs are images and its HTML export loads no
+"""Charts in a user's own notebook need no network: `%load_ext microctx` (or
+`microctx.notebook_setup()`) in a kernel selects the offline renderer; an executed notebook's chart outputs are images and its HTML export loads no
 script from anywhere. The control (altair's default renderer, without microctx) does reference
 the CDN, so the check can fail."""
 
@@ -16,8 +16,10 @@ from microctx.reports.build import html_export
 
 REMOTE = re.compile(r"https?://[^\"' ]*(jsdelivr|unpkg|cdnjs)|<script[^>]*\bsrc\s*=", re.IGNORECASE)
 
-CHART = ("import altair as alt, pandas as pd\n"
-         "alt.Chart(pd.DataFrame({'x': ['a', 'b'], 'n': [3, 5]}), title='plain altair').mark_bar().encode(x='x', y='n')")
+CHART = (
+    "import altair as alt, pandas as pd\n"
+    "alt.Chart(pd.DataFrame({'x': ['a', 'b'], 'n': [3, 5]}), title='plain altair').mark_bar().encode(x='x', y='n')"
+)
 
 
 def _run(tmp_path, cells: list[str], name: str):
@@ -36,12 +38,16 @@ def _outputs(book) -> list[dict]:
 
 @pytest.mark.slow
 def test_charts_in_a_users_notebook_are_offline_images(tmp_path, synthetic):
-    book, path = _run(tmp_path, [
-        "import microctx",
-        CHART,
-        f"corpus = microctx.load_corpus({str(synthetic.public)!r})\nmicroctx.charts.state_by_split(corpus.frame())",
-        "import altair as alt\nalt.renderers.active",
-    ], "offline")
+    book, path = _run(
+        tmp_path,
+        [
+            "import microctx\n%load_ext microctx",
+            CHART,
+            f"corpus = microctx.load_corpus({str(synthetic.public)!r})\nmicroctx.charts.state_by_split(corpus.frame())",
+            "import altair as alt\nalt.renderers.active",
+        ],
+        "offline",
+    )
     outputs = _outputs(book)
     charts = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(charts) == 2  # the plain altair chart and the microctx chart

@@ -45,7 +45,15 @@ def test_readme_workflow_runs_as_written(s8f, tmp_path):
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(venv)))
     run = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
-    for path in ("out/sql.json", "out/sql.run.json", "out/devkit.json", "out/text.json", "out/sql-grade.json",
-                 "out/sql-grade.facts.csv", "reports/text/grade_report.html", "reports/compare/compare_candidates.html",
-                 "reports/corpus/corpus_overview.html"):
+    for path in (
+        "out/sql.json",
+        "out/sql.run.json",
+        "out/devkit.json",
+        "out/text.json",
+        "out/sql-grade.json",
+        "out/sql-grade.facts.csv",
+        "reports/text/grade_report.html",
+        "reports/compare/compare_candidates.html",
+        "reports/corpus/corpus_overview.html",
+    ):
         assert (tmp_path / path).is_file(), path

@@ -44,7 +44,7 @@ def test_compare_report_shows_the_whole_cost_table_and_integer_counts(synthetic,
     shown = [o["data"] for _, o in _outputs(executed) if "counters.tool_calls" in "".join(o.get("data", {}).get("text/html", ""))]
     assert len(shown) == 1
     summary, text = "".join(shown[0]["text/html"]), "".join(shown[0]["text/plain"])
-    header = summary[summary.index("<thead>"):summary.index("</thead>")]
+    header = summary[summary.index("<thead>") : summary.index("</thead>")]
     assert header.count("<th") > 21  # wider than pandas' default 20 columns: it would cut it
     assert "<td>...</td>" not in summary and "<th>...</th>" not in summary and "columns]" not in text
     for column in costs.columns:
@@ -58,8 +58,11 @@ def test_corpus_report_counts_are_integers(synthetic, tmp_path):
     reports.corpus_report(str(synthetic.public), out, progress=False)
     executed = out / "corpus_overview.ipynb"
     _no_warning_boxes(executed)
-    tables_html = ["".join(o["data"]["text/html"]) for _, o in _outputs(executed)
-                   if "<table" in "".join(o.get("data", {}).get("text/html", ""))]
+    tables_html = [
+        "".join(o["data"]["text/html"])
+        for _, o in _outputs(executed)
+        if "<table" in "".join(o.get("data", {}).get("text/html", ""))
+    ]
     assert len(tables_html) >= 3
     for h in tables_html:
         assert not FLOAT_COUNT.search(h), FLOAT_COUNT.findall(h)[:5]

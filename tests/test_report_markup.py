@@ -83,8 +83,23 @@ def marked(s8f_corpus, tmp_path_factory):
     raw.write_bytes(orjson.dumps(rows))
     public = folder / "<img src=x onerror=alert(1)>.json"
     answers, report = folder / "answers.json", folder / "report.json"
-    assert main(["freeze", str(raw), "--public", str(public), "--answers", str(answers), "--report", str(report),
-                 "--source", PAYLOADS[1] + " " + PAYLOADS[2]]) == 0
+    assert (
+        main(
+            [
+                "freeze",
+                str(raw),
+                "--public",
+                str(public),
+                "--answers",
+                str(answers),
+                "--report",
+                str(report),
+                "--source",
+                PAYLOADS[1] + " " + PAYLOADS[2],
+            ]
+        )
+        == 0
+    )
     submission = json.loads(answers.read_text())
     for answer in submission["answers"][::2]:  # missed labels and a wrong state: examples to show
         answer["labels"] = []
@@ -134,16 +149,34 @@ def test_a_frontier_report_of_markup_names_has_no_live_element(marked, tmp_path)
     folder, public, answers, submission = marked
     oracle, imperfect = tmp_path / "oracle.json", tmp_path / "imperfect.json"
     gold = json.loads(answers.read_text())
-    oracle.write_text(json.dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": gold["corpus_sha256"],
-                                  "answers": gold["answers"], "aggregates": gold["aggregates"]}))
+    oracle.write_text(
+        json.dumps(
+            {
+                "schema": "fak-microcontext-submission/1",
+                "corpus_sha256": gold["corpus_sha256"],
+                "answers": gold["answers"],
+                "aggregates": gold["aggregates"],
+            }
+        )
+    )
     imperfect.write_bytes(submission.read_bytes())
     for path, cpu in ((oracle, 7200.0), (imperfect, 3600.0)):
-        path.with_suffix(".run.json").write_bytes(dumps({"candidate": PAYLOADS[4], "cpu_seconds": cpu,
-                                                         "counters": {"model_calls": 0}}))
+        path.with_suffix(".run.json").write_bytes(
+            dumps({"candidate": PAYLOADS[4], "cpu_seconds": cpu, "counters": {"model_calls": 0}})
+        )
     names = [PAYLOADS[0] + " base", PAYLOADS[2]]
     out = tmp_path / "frontier"
-    params = {"public": str(public), "answers": str(answers), "submissions": [str(imperfect), str(oracle)],
-              "names": names, "baseline": "", "cost": "dollars", "cpu_dollars_per_hour": 1.0, "n_boot": 50, "seed": 0}
+    params = {
+        "public": str(public),
+        "answers": str(answers),
+        "submissions": [str(imperfect), str(oracle)],
+        "names": names,
+        "baseline": "",
+        "cost": "dollars",
+        "cpu_dollars_per_hour": 1.0,
+        "n_boot": 50,
+        "seed": 0,
+    }
     build.make_report("frontier", params, out, progress=False)
     doc = parse((out / "frontier_report.html").read_text())
     assert_inert(doc, "frontier report")

@@ -25,8 +25,12 @@ from microctx.reports import examples
 
 GRADE_REPORTS = ("grade-oracle", "grade-planted")
 ALL_REPORTS = ("corpus", *GRADE_REPORTS, "compare")
-NOTEBOOK_OF = {"corpus": "corpus_overview", "grade-oracle": "grade_report", "grade-planted": "grade_report",
-               "compare": "compare_candidates"}
+NOTEBOOK_OF = {
+    "corpus": "corpus_overview",
+    "grade-oracle": "grade_report",
+    "grade-planted": "grade_report",
+    "compare": "compare_candidates",
+}
 DATA_PNG_IMG = re.compile(r'<img [^>]*src="data:image/png;base64,')
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
@@ -85,8 +89,9 @@ def test_fact_kind_rows_sum_to_the_grade(demo_dir, key):
     assert sorted(r["slice"] for r in rows) == sorted(("state", "label", "ref", "dup", "contradiction"))
     assert sum(int(r["fp"]) for r in rows) == grade["false_positive_facts"]
     assert sum(int(r["fn"]) for r in rows) == grade["false_negative_facts"]
-    facts = Counter(r["outcome"] for r in read_csv(folder / "grade.facts.csv") if r["kind"] not in
-                    ("aggregate", "citation", "corpus"))
+    facts = Counter(
+        r["outcome"] for r in read_csv(folder / "grade.facts.csv") if r["kind"] not in ("aggregate", "citation", "corpus")
+    )
     assert sum(int(r["tp"]) for r in rows) == facts["tp"]
     overall = next(r for r in read_csv(folder / "slices.csv") if r["slice_kind"] == "overall")
     assert int(overall["exact_records"]) == grade["exact_records"]
@@ -98,7 +103,7 @@ def test_planted_faults_are_counted_exactly(demo_dir, s8f_answers):
     test = [a for a in s8f_answers["answers"] if a["split"] == "test"]
     dropped_labels = sum(a["labels"].count(examples.PLANTED_DROPPED_LABEL) for a in test)
     with_refs = [a for a in test if a["references"]]
-    dropped_refs = sum(len(a["references"]) for a in with_refs[examples.PLANTED_REFS_EVERY - 1::examples.PLANTED_REFS_EVERY])
+    dropped_refs = sum(len(a["references"]) for a in with_refs[examples.PLANTED_REFS_EVERY - 1 :: examples.PLANTED_REFS_EVERY])
     without_bug = [a for a in test if examples.PLANTED_FALSE_LABEL not in a["labels"]]
     assert grade["false_negative_facts"] == dropped_labels + dropped_refs
     assert grade["false_positive_facts"] == len(without_bug[6::7])
@@ -147,15 +152,35 @@ def test_report_json_records_every_statistics_setting(demo_dir, key):
     manifest = json.loads((report_dir(demo_dir, key) / "report.json").read_text())
     statistics = manifest["statistics"]
     assert (statistics["seed"], statistics["n_boot"], statistics["min_support"], statistics["min_components"]) == (
-        0, 10_000, 20, 10)
+        0,
+        10_000,
+        20,
+        10,
+    )
     assert (statistics["alpha"], statistics["confidence"], statistics["adjustment"], statistics["min_gap"]) == (
-        0.05, 0.95, "holm", 0.0)
+        0.05,
+        0.95,
+        "holm",
+        0.0,
+    )
     assert {k: manifest["parameters"][k] for k in ("seed", "n_boot", "min_support", "min_components")} == {
-        "seed": 0, "n_boot": 10_000, "min_support": 20, "min_components": 10}
+        "seed": 0,
+        "n_boot": 10_000,
+        "min_support": 20,
+        "min_components": 10,
+    }
     rows = read_csv(report_dir(demo_dir, key) / "slices.csv")
     assert "n_boot=10000, seed=0" in rows[0]["ci_method"]
-    for column in ("n_components", "n_eff", "largest_component_share", "estimable", "p_value", "p_adjusted",
-                   "train_support", "tune_support"):
+    for column in (
+        "n_components",
+        "n_eff",
+        "largest_component_share",
+        "estimable",
+        "p_value",
+        "p_adjusted",
+        "train_support",
+        "tune_support",
+    ):
         assert column in rows[0], column
     # the report prints how its numbers were made
     html = next(report_dir(demo_dir, key).glob("*.html")).read_text()
@@ -163,10 +188,11 @@ def test_report_json_records_every_statistics_setting(demo_dir, key):
 
 
 def test_every_chart_is_a_real_png_and_svg(demo_dir):
-    expected = {"corpus": {"state_by_split", "labels_by_split", "fact_density", "cue_words", "timeline_labels",
-                           "component_sizes"},
-                "grade-planted": {"outcomes_by_kind", "slice_f1", "precision_recall"},
-                "compare": {"compare_f1", "paired_f1_diff"}}
+    expected = {
+        "corpus": {"state_by_split", "labels_by_split", "fact_density", "cue_words", "timeline_labels", "component_sizes"},
+        "grade-planted": {"outcomes_by_kind", "slice_f1", "precision_recall"},
+        "compare": {"compare_f1", "paired_f1_diff"},
+    }
     for key, names in expected.items():
         folder = report_dir(demo_dir, key)
         assert set(json.loads((folder / "report.json").read_text())["charts"]) == names
@@ -231,15 +257,28 @@ def test_staged_folder_keeps_the_old_report_on_failure(tmp_path):
 
 # ---------------------------------------------------------------- Chromium, network off
 
+
 def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     profile = tempfile.mkdtemp(prefix="microctx-chromium-")
     try:
-        command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                   "--hide-scrollbars", f"--user-data-dir={profile}",
-                   # network off: every host resolves to nothing and every proxyable request fails
-                   "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
-                   "--proxy-bypass-list=<-loopback>", *args]
+        command = [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            # network off: every host resolves to nothing and every proxyable request fails
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=http://127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            *args,
+        ]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
@@ -264,8 +303,9 @@ def test_html_report_renders_every_chart_offline(demo_dir, key, need_chromium, t
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert len(DATA_PNG_IMG.findall(dom.stdout)) >= len(charts)
     shot = tmp_path / "shot.png"
-    run = chromium("--virtual-time-budget=5000", "--force-device-scale-factor=0.5", f"--screenshot={shot}",
-                   "--window-size=1280,12000", page)
+    run = chromium(
+        "--virtual-time-budget=5000", "--force-device-scale-factor=0.5", f"--screenshot={shot}", "--window-size=1280,12000", page
+    )
     assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
     census = colour_census(shot.read_bytes(), step=2)
     # chart marks are the page's only saturated colours (text and tables are grey)
@@ -289,8 +329,12 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
     book = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('public = ""\nanswers = ""\nsubmission = ""\noutput_dir = ""')
     params.metadata["tags"] = ["parameters"]
-    book.cells = [params, nbformat.v4.new_code_cell(
-        'from pathlib import Path\nPath(output_dir, "slices.csv").write_text("half")\nraise RuntimeError("planted failure")')]
+    book.cells = [
+        params,
+        nbformat.v4.new_code_cell(
+            'from pathlib import Path\nPath(output_dir, "slices.csv").write_text("half")\nraise RuntimeError("planted failure")'
+        ),
+    ]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()

@@ -36,8 +36,7 @@ def test_a_record_never_votes_for_itself(s8f_corpus):
     pool = [r for r in records if r["split"] in ("train", "tune")]
     nearest = retrieval.neighbours(records, pool, {"k": 1})
     # a train record that is some other record's nearest neighbour
-    t = next(i for i, r in enumerate(records)
-             if r["split"] == "train" and any(pool[n[0]]["id"] == r["id"] for n in nearest if n))
+    t = next(i for i, r in enumerate(records) if r["split"] == "train" and any(pool[n[0]]["id"] == r["id"] for n in nearest if n))
     followers = [j for j, n in enumerate(nearest) if n and pool[n[0]]["id"] == records[t]["id"]]
     before, _ = retrieval.predict(records, {"k": 1, "min_share": 1.0})
     records[t] = {**records[t], "labels": ["planted-label"]}
@@ -48,8 +47,12 @@ def test_a_record_never_votes_for_itself(s8f_corpus):
 
 
 def test_bad_parameters():
-    for params, match in [({"k": 0}, "k"), ({"rerank": "dense"}, "rerank"), ({"min_share": 2}, "min_share"),
-                          ({"task": "all"}, "task")]:
+    for params, match in [
+        ({"k": 0}, "k"),
+        ({"rerank": "dense"}, "rerank"),
+        ({"min_share": 2}, "min_share"),
+        ({"task": "all"}, "task"),
+    ]:
         with pytest.raises(ValueError, match=match):
             retrieval.predict([], params)
 

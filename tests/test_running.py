@@ -66,8 +66,20 @@ def test_command_candidate_sees_no_answers(s8f, s8f_answers, devkit_file, tmp_pa
     monkeypatch.setenv("PLANTED_ANSWERS_PATH", str(s8f.answers))
     monkeypatch.chdir(HERE)  # the template names the script relative to here; the runner makes it absolute
     out = tmp_path / "snoop-cmd.json"
-    code = main(["run", "snoop", "--public", str(s8f.public), "--submission", str(out), "--devkit", str(devkit_file),
-                 "--cmd", "python candidates/snoop.py {public} {submission} {devkit}"])
+    code = main(
+        [
+            "run",
+            "snoop",
+            "--public",
+            str(s8f.public),
+            "--submission",
+            str(out),
+            "--devkit",
+            str(devkit_file),
+            "--cmd",
+            "python candidates/snoop.py {public} {submission} {devkit}",
+        ]
+    )
     assert code == 0
     _check_snoop_report(json.loads(out.read_text())["snoop"], s8f_answers)
     manifest = _manifest(out)
@@ -75,14 +87,17 @@ def test_command_candidate_sees_no_answers(s8f, s8f_answers, devkit_file, tmp_pa
     assert manifest["counters"]["tool_calls"] >= 4 and manifest["counters"]["model_calls"] is None
 
 
-@pytest.mark.parametrize("function, params, expected", [
-    ("crash", [], "exited with status 1: candidate failed: RuntimeError: planted crash"),
-    ("sleep", ["--timeout", "1.5"], "timed out after 1.5 seconds"),
-    ("invalid_json", [], "invalid submission: submission: not valid JSON"),
-    ("wrong_shape", [], "expected a string id, got number"),
-    ("wrong_corpus", [], "bound to corpus 0000000000000000000000000000000000000000000000000000000000000000"),
-    ("no_output", [], "the candidate wrote no submission"),
-])
+@pytest.mark.parametrize(
+    "function, params, expected",
+    [
+        ("crash", [], "exited with status 1: candidate failed: RuntimeError: planted crash"),
+        ("sleep", ["--timeout", "1.5"], "timed out after 1.5 seconds"),
+        ("invalid_json", [], "invalid submission: submission: not valid JSON"),
+        ("wrong_shape", [], "expected a string id, got number"),
+        ("wrong_corpus", [], "bound to corpus 0000000000000000000000000000000000000000000000000000000000000000"),
+        ("no_output", [], "the candidate wrote no submission"),
+    ],
+)
 def test_failed_runs_leave_a_manifest_and_no_submission(s8f, tmp_path, function, params, expected):
     out = tmp_path / "sub.json"
     out.write_text('{"corpus_sha256": "stale"}')  # an earlier run's file must not survive a failed run
@@ -99,8 +114,22 @@ def test_failed_runs_leave_a_manifest_and_no_submission(s8f, tmp_path, function,
 
 def test_manifest_records_counters_version_parameters_and_cost(s8f, tmp_path):
     out = tmp_path / "counted.json"
-    code = main(["run", f"{FAULTY}:counted", "--public", str(s8f.public), "--submission", str(out),
-                 "--param", "k=3", "--param", "name=bm25", "--param", "flag=true"])
+    code = main(
+        [
+            "run",
+            f"{FAULTY}:counted",
+            "--public",
+            str(s8f.public),
+            "--submission",
+            str(out),
+            "--param",
+            "k=3",
+            "--param",
+            "name=bm25",
+            "--param",
+            "flag=true",
+        ]
+    )
     assert code == 0
     m = _manifest(out)
     assert m["ok"] is True and m["error"] == ""
@@ -110,6 +139,7 @@ def test_manifest_records_counters_version_parameters_and_cost(s8f, tmp_path):
     assert json.loads(out.read_text())["params"] == {"k": 3, "name": "bm25", "flag": True}
     assert m["corpus_sha256"] == "0740c911815eba7e44c63a14e021f418b66e8a42556d40f14b8b4cd58f173827"
     import hashlib
+
     assert m["submission_sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
     assert m["peak_memory_bytes"] > 1 << 20 and m["cpu_seconds"] > 0 and m["wall_seconds"] > 0
     assert m["started_at"].endswith("Z") and m["started_at"] <= m["ended_at"]

@@ -53,8 +53,11 @@ def _processes_with(marker: str) -> list[int]:
 
 
 def _tree_state(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")
-            if "__pycache__" not in p.parts}  # the test process itself may compile modules it imports
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if "__pycache__" not in p.parts
+    }  # the test process itself may compile modules it imports
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +114,13 @@ def test_proc_shows_only_the_sandbox_and_no_secret(s8f, tmp_path):
     out = tmp_path / "proc.json"
     secret = "ghp_planted_token_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:16]
     env = {**os.environ, "GITHUB_TOKEN": secret, "MICROCTX_DATA_DIR": str(s8f.answers.parent)}
-    done = subprocess.run([sys.executable, "-m", "microctx", "run", f"{HOSTILE}:proc_snoop", "--public", str(s8f.public),
-                           "--submission", str(out)], env=env, cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "microctx", "run", f"{HOSTILE}:proc_snoop", "--public", str(s8f.public), "--submission", str(out)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     processes = json.loads(out.read_text())["hostile"]["processes"]
     assert len(processes) <= 3  # the sandbox's init, the candidate, nothing of the host
@@ -131,8 +139,19 @@ def test_named_host_paths_cannot_be_read_even_when_guessed(s8f, tmp_path, monkey
     (cache / "s8f-github-issues-answers-2026-08-09.json").write_bytes(s8f.answers.read_bytes())
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)  # the caller's working directory holds the cache too
-    paths = [str(s8f.answers), str(s8f.answers.parent), str(cache), str(cache.parent.parent), str(tmp_path),
-             str(HERE), str(HERE.parent / "pyproject.toml"), "/root/.cache/microctx", "/etc/shadow", "/etc/ssl/private", "/sys/kernel"]
+    paths = [
+        str(s8f.answers),
+        str(s8f.answers.parent),
+        str(cache),
+        str(cache.parent.parent),
+        str(tmp_path),
+        str(HERE),
+        str(HERE.parent / "pyproject.toml"),
+        "/root/.cache/microctx",
+        "/etc/shadow",
+        "/etc/ssl/private",
+        "/sys/kernel",
+    ]
     code, manifest, report = _run(s8f, tmp_path, "read_paths", {"paths": paths})
     assert code == 0 and manifest["isolation"] == "sandbox"
     assert report["read"] == {}
@@ -167,11 +186,22 @@ def test_record_mode_reaches_only_allowed_hosts_and_logs_every_request(s8f, tmp_
     other = _Server()
     try:
         allowed = f"127.0.0.1:{server.port}"
-        urls = [f"http://{allowed}/one", f"http://{allowed}/two?x=1", f"http://127.0.0.1:{other.port}/not-allowed",
-                "http://example.invalid/nope"]
-        code, manifest, report = _run(s8f, tmp_path, "through_proxy",
-                                      {"urls": urls, "connect": allowed, "direct": ["127.0.0.1", server.port]},
-                                      "--network", "record", "--allow-host", allowed)
+        urls = [
+            f"http://{allowed}/one",
+            f"http://{allowed}/two?x=1",
+            f"http://127.0.0.1:{other.port}/not-allowed",
+            "http://example.invalid/nope",
+        ]
+        code, manifest, report = _run(
+            s8f,
+            tmp_path,
+            "through_proxy",
+            {"urls": urls, "connect": allowed, "direct": ["127.0.0.1", server.port]},
+            "--network",
+            "record",
+            "--allow-host",
+            allowed,
+        )
     finally:
         other.close()
     assert code == 0, manifest["error"]
@@ -184,7 +214,10 @@ def test_record_mode_reaches_only_allowed_hosts_and_logs_every_request(s8f, tmp_
     network = manifest["network"]
     assert network["mode"] == "record" and network["allow_hosts"] == [allowed]
     assert [(r["method"], r["target"], r["status"]) for r in sorted(network["requests"], key=lambda r: r["target"])] == [
-        ("CONNECT", allowed, 200), ("GET", urls[0], 200), ("GET", urls[1], 200)]
+        ("CONNECT", allowed, 200),
+        ("GET", urls[0], 200),
+        ("GET", urls[1], 200),
+    ]
     for request in network["requests"]:
         assert request["host"] == "127.0.0.1" and request["port"] == server.port
         assert request["bytes_in"] > len("hello from /") and request["bytes_out"] > 20 and request["seconds"] >= 0
@@ -214,8 +247,9 @@ def test_a_setsid_grandchild_is_gone_with_the_run(s8f, tmp_path, isolation):
     marker = f"microctx-grandchild-{isolation}-{os.getpid()}"
     out = tmp_path / "out.json"
     targets = [str(out), str(manifest_path(out))]
-    code, manifest, _ = _run(s8f, tmp_path, "grandchild", {"marker": marker, "targets": targets, "delay": 1.0},
-                             "--isolation", isolation)
+    code, manifest, _ = _run(
+        s8f, tmp_path, "grandchild", {"marker": marker, "targets": targets, "delay": 1.0}, "--isolation", isolation
+    )
     assert code == 0, manifest["error"]
     assert _processes_with(marker) == []
     before = (out.read_bytes(), manifest_path(out).read_bytes())
@@ -224,10 +258,13 @@ def test_a_setsid_grandchild_is_gone_with_the_run(s8f, tmp_path, isolation):
     assert hashlib.sha256(before[0]).hexdigest() == manifest["submission_sha256"]
 
 
-@pytest.mark.parametrize("function, expected", [
-    ("fifo_counters", "ignored counters.json: counters.json is not a regular file (refused)"),
-    ("huge_counters", "ignored counters.json: counters.json is larger than 1048576 bytes (refused)"),
-])
+@pytest.mark.parametrize(
+    "function, expected",
+    [
+        ("fifo_counters", "ignored counters.json: counters.json is not a regular file (refused)"),
+        ("huge_counters", "ignored counters.json: counters.json is larger than 1048576 bytes (refused)"),
+    ],
+)
 def test_candidate_files_never_block_the_runner(s8f, tmp_path, function, expected):
     code, manifest, _ = _run(s8f, tmp_path, function)
     assert code == 0 and manifest["counters_problem"] == expected
@@ -237,8 +274,9 @@ def test_candidate_files_never_block_the_runner(s8f, tmp_path, function, expecte
 def test_symlinks_out_of_the_run_folder_are_refused(s8f, tmp_path):
     elsewhere = tmp_path / "good.json"  # a valid submission on the host the candidate points at
     elsewhere.write_text(json.dumps({"corpus_sha256": hashlib.sha256(s8f.public.read_bytes()).hexdigest(), "answers": []}))
-    code, manifest, _ = _run(s8f, tmp_path, "symlinks", {"submission_target": str(elsewhere),
-                                                         "counters_target": str(s8f.answers)})
+    code, manifest, _ = _run(
+        s8f, tmp_path, "symlinks", {"submission_target": str(elsewhere), "counters_target": str(s8f.answers)}
+    )
     assert code == 1 and not (tmp_path / "out.json").exists()
     assert manifest["error"] == "invalid submission: submission.json is a symbolic link (refused)"
     assert manifest["counters_problem"] == "ignored counters.json: counters.json is a symbolic link (refused)"
@@ -284,8 +322,10 @@ def test_builtins_pass_in_the_sandbox(s8f, tmp_path):
 def test_sandbox_unavailable_exits_2_with_one_line(s8f, tmp_path, monkeypatch, capsys):
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
-                                "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
+        "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+    )
     (fake / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "x.json"
@@ -303,9 +343,15 @@ def test_sandbox_unavailable_exits_2_with_one_line(s8f, tmp_path, monkeypatch, c
 def test_settings_are_checked(s8f, tmp_path):
     out = str(tmp_path / "x.json")
     base = ["run", "exact-sql", "--public", str(s8f.public), "--submission", out]
-    for extra in (["--memory", "lots"], ["--memory", "1M"], ["--max-processes", "1"], ["--allow-host", "example.com"],
-                  ["--network", "record", "--isolation", "process"], ["--network", "record", "--allow-host", "a.com:99999"],
-                  ["--cpu-seconds", "0"]):
+    for extra in (
+        ["--memory", "lots"],
+        ["--memory", "1M"],
+        ["--max-processes", "1"],
+        ["--allow-host", "example.com"],
+        ["--network", "record", "--isolation", "process"],
+        ["--network", "record", "--allow-host", "a.com:99999"],
+        ["--cpu-seconds", "0"],
+    ):
         assert main(base + extra) == 2, extra
     assert sb.parse_size("2G") == 2 << 30 and sb.parse_size("512M") == 512 << 20 and sb.parse_size("1.5GiB") == 3 << 29
     assert not list(tmp_path.iterdir())
@@ -337,8 +383,21 @@ def test_a_command_file_under_tmp_stays_visible_beside_the_private_tmp(s8f, tmp_
     script.write_bytes((HERE / "candidates" / "snoop.py").read_bytes())
     (tmp_path / "neighbour.txt").write_text("not named by the command, so not visible")
     out = tmp_path / "snoop.json"
-    assert main(["run", "snoop", "--public", str(s8f.public), "--submission", str(out),
-                 "--cmd", f"python {script} {{public}} {{submission}}"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "snoop",
+                "--public",
+                str(s8f.public),
+                "--submission",
+                str(out),
+                "--cmd",
+                f"python {script} {{public}} {{submission}}",
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["snoop"]["findings"] == []
     code, _, report = _run(s8f, tmp_path, "read_paths", {"paths": [str(tmp_path / "neighbour.txt"), str(script)]})
     assert code == 0 and report["read"] == {}  # a function candidate is not given the command's files

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from microctx.contract.facts import FACT_KINDS
+from microctx.contract.score import grade
 from microctx.grading import slices
-from microctx.grading.facts import FACT_KINDS
-from microctx.grading.score import grade
 
 N_BOOT = 2000
 NULL_RUNS = 40

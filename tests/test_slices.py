@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from microctx.contract.facts import FACT_KINDS, facts_csv
+from microctx.contract.score import grade
 from microctx.errors import InputError
 from microctx.grading import slices
-from microctx.grading.facts import FACT_KINDS, facts_csv
-from microctx.grading.score import grade
 
 FAKE_LABEL = "NA"  # a label no record has; also checks "NA" stays a string through the CSV
 
@@ -103,6 +103,7 @@ def _weak(table):
 
 # ---------------------------------------------------------------- inputs
 
+
 def test_record_table_matches_the_answers(records, s8f_corpus, s8f_answers):
     assert len(records) == len(s8f_corpus.records) == 1000
     gold = {a["id"]: a for a in s8f_answers["answers"]}
@@ -115,8 +116,10 @@ def test_record_table_matches_the_answers(records, s8f_corpus, s8f_answers):
     # split components never straddle splits, and the split of a component is its root's
     assert (records.groupby("component")["split"].nunique() == 1).all()
     assert records["component_size"].sum() == (records.groupby("component").size() ** 2).sum()
-    assert records["gold_facts"].sum() == sum(len(a["labels"]) + len(a["references"]) + len(a["duplicate_targets"])
-                                              + len(a["scope_contradictions"]) + 1 for a in s8f_answers["answers"])
+    assert records["gold_facts"].sum() == sum(
+        len(a["labels"]) + len(a["references"]) + len(a["duplicate_targets"]) + len(a["scope_contradictions"]) + 1
+        for a in s8f_answers["answers"]
+    )
 
 
 def test_load_facts_round_trips_the_grade_csv(tmp_path, s8f_answers, graded):
@@ -149,6 +152,7 @@ def test_bad_fact_tables_name_file_row_and_field(tmp_path, s8f_corpus, records, 
 
 
 # ---------------------------------------------------------------- the slice table
+
 
 @pytest.mark.parametrize("name", list(PLANTS))
 def test_fact_kind_rows_sum_to_the_grade_totals(name, graded, tables):
@@ -203,8 +207,12 @@ def test_a_dropped_common_label_is_the_weak_slice(tables):
     table = tables["no_enhancement"]
     # issue 9: a slice is judged against the rest of its family, so the two record slices that
     # hold most of the 163 missed facts are (truly) worse than the records outside them too
-    assert _weak(table) == {("fact_kind", "label"), ("label", "enhancement"),
-                            ("state", "CLOSED"), ("body_length", "2,001-8,000 chars")}
+    assert _weak(table) == {
+        ("fact_kind", "label"),
+        ("label", "enhancement"),
+        ("state", "CLOSED"),
+        ("body_length", "2,001-8,000 chars"),
+    }
     for kind, name in _weak(table):
         row = _row(table, kind, name)
         assert row["f1"] < row["rest_f1"] and row["p_adjusted"] < 0.05 and row["estimable"]
@@ -260,13 +268,19 @@ def test_too_small_slices_are_listed_not_dropped(tables, graded):
 def test_intervals_hold_their_point_estimates(tables):
     for table in tables.values():
         # issue 9: slices in too few components get no interval (NaN), never a certain point
-        assert table.loc[~table["estimable"], ["ci_low", "ci_high", "precision_ci_low", "recall_ci_high",
-                                                "exact_ci_low", "p_value"]].isna().all().all()
+        assert (
+            table.loc[~table["estimable"], ["ci_low", "ci_high", "precision_ci_low", "recall_ci_high", "exact_ci_low", "p_value"]]
+            .isna()
+            .all()
+            .all()
+        )
         assert not table.loc[~table["estimable"], "weak"].any()
         judged = table[(table["support"] > 0) & table["estimable"]]
-        for metric, low, high in (("precision", "precision_ci_low", "precision_ci_high"),
-                                  ("recall", "recall_ci_low", "recall_ci_high"),
-                                  ("exact_rate", "exact_ci_low", "exact_ci_high")):
+        for metric, low, high in (
+            ("precision", "precision_ci_low", "precision_ci_high"),
+            ("recall", "recall_ci_low", "recall_ci_high"),
+            ("exact_rate", "exact_ci_low", "exact_ci_high"),
+        ):
             ok = judged[metric].isna() | ((judged[low] <= judged[metric] + 1e-12) & (judged[metric] <= judged[high] + 1e-12))
             assert ok.all(), metric
         assert (judged["ci_low"] == judged["f1_ci_low"]).all()
@@ -344,6 +358,7 @@ def test_group_by_any_record_column(graded, s8f_corpus, records):
 
 # ---------------------------------------------------------------- statistics
 
+
 def test_wilson_interval_known_values():
     assert slices.wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=5e-5)
     assert slices.wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=5e-5)
@@ -362,9 +377,11 @@ def test_mcnemar_exact_known_values():
 
 # ---------------------------------------------------------------- comparing candidates
 
+
 def test_compare_table_stacks_candidates(graded, s8f_corpus, records, tables):
-    compared = slices.compare_table({"oracle": graded["oracle"][1], "no_enhancement": graded["no_enhancement"][1]},
-                                    s8f_corpus, records=records)
+    compared = slices.compare_table(
+        {"oracle": graded["oracle"][1], "no_enhancement": graded["no_enhancement"][1]}, s8f_corpus, records=records
+    )
     assert list(compared.columns) == ["candidate", *slices.SLICE_COLUMNS]
     assert compared["candidate"].unique().tolist() == ["oracle", "no_enhancement"]
     again = compared[compared["candidate"] == "no_enhancement"].drop(columns="candidate").reset_index(drop=True)
@@ -385,7 +402,11 @@ def test_paired_comparison_finds_the_planted_difference(graded, s8f_corpus, reco
     assert overall["exact_p"] == overall["p_value"] == 1 / 10_001 and overall["significant"]
     untouched = _row(paired, "fact_kind", "ref")
     assert (untouched["f1_diff"], untouched["exact_p"], untouched["p_value"], untouched["f1_diff_excludes_zero"]) == (
-        0.0, 1.0, 1.0, False)
+        0.0,
+        1.0,
+        1.0,
+        False,
+    )
     assert set(paired.loc[paired["f1_diff_excludes_zero"], "slice_kind"]) >= {"overall", "fact_kind", "label"}
     # the reverse comparison mirrors it
     reverse = slices.paired_comparison(graded["no_enhancement"][1], graded["oracle"][1], s8f_corpus, records=records)

@@ -22,8 +22,18 @@ def planted(tmp_path_factory, s8f_answers):
 
 
 def _args(s8f, submission, output, *extra):
-    return ["slices", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", str(submission),
-            "--output", str(output), *extra]
+    return [
+        "slices",
+        "--public",
+        str(s8f.public),
+        "--answers",
+        str(s8f.answers),
+        "--submission",
+        str(submission),
+        "--output",
+        str(output),
+        *extra,
+    ]
 
 
 def test_slices_writes_the_table_and_same_inputs_give_same_bytes(s8f, planted, tmp_path, capsys):
@@ -36,8 +46,16 @@ def test_slices_writes_the_table_and_same_inputs_give_same_bytes(s8f, planted, t
     with open(first, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == list(slices.SLICE_COLUMNS)
-    for column in ("n_components", "n_eff", "largest_component_share", "estimable", "p_value", "p_adjusted",
-                   "train_support", "tune_support"):
+    for column in (
+        "n_components",
+        "n_eff",
+        "largest_component_share",
+        "estimable",
+        "p_value",
+        "p_adjusted",
+        "train_support",
+        "tune_support",
+    ):
         assert column in rows[0]
     assert "n_boot=2000, seed=3" in rows[0]["ci_method"]
     weak = {(r["slice_kind"], r["slice"]) for r in rows if r["weak"] == "True"}
@@ -54,8 +72,14 @@ def test_slices_options_change_the_table(s8f, planted, tmp_path):
     assert "fewer than 50 components" in rows[0]["ci_method"]
 
 
-@pytest.mark.parametrize("extra,message", [(("--n-boot", "0"), "--n-boot"), (("--min-components", "0"), "--min-components"),
-                                           (("--min-support", "-2"), "--min-support")])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (("--n-boot", "0"), "--n-boot"),
+        (("--min-components", "0"), "--min-components"),
+        (("--min-support", "-2"), "--min-support"),
+    ],
+)
 def test_bad_options_exit_2_and_keep_the_old_file(s8f, planted, tmp_path, capsys, extra, message):
     out = tmp_path / "keep.csv"
     out.write_text("previous\n")
@@ -89,10 +113,31 @@ def test_report_options_reach_the_notebook_and_report_json(monkeypatch, s8f, pla
         return {"kind": kind, "notebook": "grade_report.ipynb", "charts": [], "seconds": 0.0}
 
     monkeypatch.setattr(reports, "make_report", fake_make_report)
-    assert cli.main(["report", "grade", "--submission", str(planted), "--out", str(tmp_path / "r"), "--seed", "7",
-                     "--n-boot", "2000", "--min-components", "12"]) == 0
+    assert (
+        cli.main(
+            [
+                "report",
+                "grade",
+                "--submission",
+                str(planted),
+                "--out",
+                str(tmp_path / "r"),
+                "--seed",
+                "7",
+                "--n-boot",
+                "2000",
+                "--min-components",
+                "12",
+            ]
+        )
+        == 0
+    )
     assert {k: seen["parameters"][k] for k in ("seed", "n_boot", "min_support", "min_components")} == {
-        "seed": 7, "n_boot": 2000, "min_support": 20, "min_components": 12}
+        "seed": 7,
+        "n_boot": 2000,
+        "min_support": 20,
+        "min_components": 12,
+    }
     statistics = seen["statistics"]
     assert statistics["seed"] == 7 and statistics["n_boot"] == 2000 and statistics["min_components"] == 12
     assert {"alpha", "confidence", "adjustment", "min_gap", "min_support"} <= set(statistics)

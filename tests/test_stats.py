@@ -13,10 +13,11 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
+from microctx.contract.score import grade
 from microctx.grading import slices, stats
-from microctx.grading.score import grade
 
 # ---------------------------------------------------------------- classic helpers against statsmodels / scipy
+
 
 @pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 10), (5, 10), (10, 10), (81, 263), (669, 680), (3, 4000)])
 def test_wilson_matches_statsmodels(k, n):
@@ -49,12 +50,13 @@ def test_boundary_bound_is_clopper_pearson():
 
 def test_kish_n_eff_known_values():
     assert stats.kish_n_eff(np.array([5, 5, 5, 5])) == 4
-    assert stats.kish_n_eff(np.array([90] + [1] * 10)) == pytest.approx(100 ** 2 / (8100 + 10))
+    assert stats.kish_n_eff(np.array([90] + [1] * 10)) == pytest.approx(100**2 / (8100 + 10))
     assert stats.kish_n_eff(np.array([0, 0])) == 0
     assert np.allclose(stats.kish_n_eff(np.array([[1, 1], [3, 0]]), axis=1), [2, 1])
 
 
 # ---------------------------------------------------------------- the cluster bootstrap against scipy and a loop
+
 
 def _clustered_counts(rng, n_components=60):
     """tp, fp, fn per component: component sizes from 1 to 40, per-component error rates."""
@@ -78,9 +80,16 @@ def test_cluster_bootstrap_matches_scipy_percentile_bootstrap():
     def f1(tp, fp, fn, axis=-1):
         return stats.f1_score(tp.sum(axis=axis), fp.sum(axis=axis), fn.sum(axis=axis))
 
-    reference = sps.bootstrap((counts[:, 0], counts[:, 1], counts[:, 2]), f1, paired=True, vectorized=True,
-                              n_resamples=20_000, confidence_level=0.95, method="percentile",
-                              random_state=np.random.default_rng(6)).confidence_interval
+    reference = sps.bootstrap(
+        (counts[:, 0], counts[:, 1], counts[:, 2]),
+        f1,
+        paired=True,
+        vectorized=True,
+        n_resamples=20_000,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=np.random.default_rng(6),
+    ).confidence_interval
     # two Monte-Carlo estimates of the same interval: ends agree to well within 0.005
     assert low[0] == pytest.approx(reference.low, abs=0.004)
     assert high[0] == pytest.approx(reference.high, abs=0.004)
@@ -126,6 +135,7 @@ def test_bootstrap_p_counts_undefined_as_not_worse():
 
 # ---------------------------------------------------------------- the sign-flip test against brute force
 
+
 def _brute_force_flip_p(a, b, statistic):
     """Every way of swapping a's and b's counts inside each component, enumerated in a loop."""
     observed = statistic(a.sum(axis=0), b.sum(axis=0))
@@ -150,7 +160,9 @@ def test_sign_flip_exact_matches_brute_force_permutation():
         f1_stat, exact_stat = slices._flip_statistics(a_tot, b_tot)
         delta = (a - b).astype(float)
         ours = stats.sign_flip_exact(delta, f1_stat, float(_f1_of_totals(a_tot) - _f1_of_totals(b_tot)))
-        brute = _brute_force_flip_p(a, b, lambda x, y: float(_f1_of_totals(x[:3].astype(float)) - _f1_of_totals(y[:3].astype(float))))
+        brute = _brute_force_flip_p(
+            a, b, lambda x, y: float(_f1_of_totals(x[:3].astype(float)) - _f1_of_totals(y[:3].astype(float)))
+        )
         assert ours == pytest.approx(brute)
         ours_exact = stats.sign_flip_exact(delta, exact_stat, a_tot[3] - b_tot[3])
         assert ours_exact == pytest.approx(_brute_force_flip_p(a, b, lambda x, y: float(x[3] - y[3])))
@@ -185,6 +197,7 @@ def test_monte_carlo_flips_agree_with_exact_enumeration():
 
 
 # ---------------------------------------------------------------- on s8f: counted, not dropped; same bytes
+
 
 @pytest.fixture(scope="module")
 def records(s8f_corpus):
@@ -228,8 +241,12 @@ def test_same_inputs_give_the_same_bytes(oracle_facts, s8f_corpus, records, tmp_
 def test_options_are_checked(oracle_facts, s8f_corpus, records):
     from microctx.errors import InputError
 
-    for kw, field in (({"n_boot": 0}, "--n-boot"), ({"min_components": 0}, "--min-components"),
-                      ({"min_support": -1}, "--min-support"), ({"adjustment": "bonferroni"}, "adjustment")):
+    for kw, field in (
+        ({"n_boot": 0}, "--n-boot"),
+        ({"min_components": 0}, "--min-components"),
+        ({"min_support": -1}, "--min-support"),
+        ({"adjustment": "bonferroni"}, "adjustment"),
+    ):
         with pytest.raises(InputError, match=field):
             slices.slice_table(oracle_facts, s8f_corpus, records=records, **kw)
 
@@ -243,7 +260,7 @@ def test_min_components_decides_estimability(oracle_facts, s8f_corpus, records):
 
 def test_public_facts_are_the_answers(records, s8f_answers):
     """Train/tune support comes from facts derived from the public text: they are the answers."""
-    from microctx.grading.score import record_facts
+    from microctx.contract.score import record_facts
 
     gold = {a["id"]: record_facts(a) for a in s8f_answers["answers"]}
     assert all(set(facts) == gold[i] for i, facts in zip(records["id"], records["public_facts"]))
@@ -271,7 +288,11 @@ def test_defaults_agree_everywhere():
     from microctx.reports import tables
 
     assert (tables.N_BOOT, tables.SEED, tables.MIN_SUPPORT, tables.MIN_COMPONENTS) == (
-        stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS)
+        stats.DEFAULT_N_BOOT,
+        stats.DEFAULT_SEED,
+        stats.DEFAULT_MIN_SUPPORT,
+        stats.DEFAULT_MIN_COMPONENTS,
+    )
     assert stats.DEFAULT_N_BOOT >= 10_000
     for name in ("grade_report.ipynb", "compare_candidates.ipynb"):
         book = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / name).read_text())
@@ -279,4 +300,8 @@ def test_defaults_agree_everywhere():
         namespace: dict = {}
         exec("".join(cell["source"]), namespace)
         assert (namespace["n_boot"], namespace["seed"], namespace["min_support"], namespace["min_components"]) == (
-            stats.DEFAULT_N_BOOT, stats.DEFAULT_SEED, stats.DEFAULT_MIN_SUPPORT, stats.DEFAULT_MIN_COMPONENTS), name
+            stats.DEFAULT_N_BOOT,
+            stats.DEFAULT_SEED,
+            stats.DEFAULT_MIN_SUPPORT,
+            stats.DEFAULT_MIN_COMPONENTS,
+        ), name

@@ -1,4 +1,4 @@
-"""Tuning sweeps (microctx.candidates.tuning.sweep): the sweep file, the tune grade, selection, resume,
+"""Tuning sweeps (microctx.tuning.sweep): the sweep file, the tune grade, selection, resume,
 failed configurations, what the candidate is given; on the real s8f corpus with a planted candidate
 (tests/candidates/planted_sweep.py) whose tune quality and cost are fixed by its parameters."""
 
@@ -14,21 +14,24 @@ import pytest
 
 from microctx.candidates.devkit import make_devkit
 from microctx.candidates.runner import run_candidate
-from microctx.candidates.tuning import sweep as sweep_mod
-from microctx.candidates.tuning.sweep import configurations, load_sweep, run_sweep, select
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import load_answers, load_submission
+from microctx.contract.score import grade
 from microctx.errors import InputError
-from microctx.grading.score import grade
+from microctx.tuning import sweep as sweep_mod
+from microctx.tuning.sweep import configurations, load_sweep, run_sweep, select
 
 PLANTED = Path(__file__).parent / "candidates" / "planted_sweep.py"
 
 
-def sweep_file(folder: Path, grid: str, select_block: str = 'metric = "f1"\nrule = "max"', name="planted.toml",
-               extra: str = "") -> Path:
+def sweep_file(
+    folder: Path, grid: str, select_block: str = 'metric = "f1"\nrule = "max"', name="planted.toml", extra: str = ""
+) -> Path:
     path = folder / name
-    path.write_text(f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n{extra}\n[grid]\n{grid}\n[select]\n{select_block}\n')
+    path.write_text(
+        f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n{extra}\n[grid]\n{grid}\n[select]\n{select_block}\n'
+    )
     return path
 
 
@@ -50,10 +53,14 @@ def planted(tmp_path_factory, s8f, devkit):
 
 # ---------------------------------------------------------------- the tune grade
 
+
 def test_tune_grade_scores_the_devkit_tune_split_only(s8f_answers, s8f_corpus):
     devkit = make_devkit(s8f_answers, corpus=s8f_corpus)
-    oracle = {"schema": "fak-microcontext-submission/1", "corpus_sha256": s8f_answers["corpus_sha256"],
-              "answers": s8f_answers["answers"]}
+    oracle = {
+        "schema": "fak-microcontext-submission/1",
+        "corpus_sha256": s8f_answers["corpus_sha256"],
+        "answers": s8f_answers["answers"],
+    }
     result = grade(devkit, oracle, split="tune")
     assert result.grade["split"] == "tune" and result.grade["test_records"] == 108 == result.grade["exact_records"]
     assert result.grade["citation_errors"] == 0 and result.grade["aggregate_errors"] == 0 and result.passed
@@ -76,12 +83,40 @@ def test_grade_cli_split_tune(tmp_path, s8f, devkit):
 
     submission = tmp_path / "sub.json"
     planted_run(str(s8f.public), str(submission), params={"miss": 3})
-    assert main(["grade", "--split", "tune", "--devkit", str(devkit), "--submission", str(submission),
-                 "--output", str(tmp_path / "g.json")]) == 1
+    assert (
+        main(
+            [
+                "grade",
+                "--split",
+                "tune",
+                "--devkit",
+                str(devkit),
+                "--submission",
+                str(submission),
+                "--output",
+                str(tmp_path / "g.json"),
+            ]
+        )
+        == 1
+    )
     doc = orjson.loads((tmp_path / "g.json").read_bytes())
     assert doc["split"] == "tune" and doc["test_records"] == 108 and 0 < doc["exact_records"] < 108
-    assert main(["grade", "--split", "tune", "--answers", str(s8f.answers), "--submission", str(submission),
-                 "--output", str(tmp_path / "h.json")]) == 2
+    assert (
+        main(
+            [
+                "grade",
+                "--split",
+                "tune",
+                "--answers",
+                str(s8f.answers),
+                "--submission",
+                str(submission),
+                "--output",
+                str(tmp_path / "h.json"),
+            ]
+        )
+        == 2
+    )
     assert main(["grade", "--devkit", str(devkit), "--submission", str(submission), "--output", str(tmp_path / "h.json")]) == 2
     assert not (tmp_path / "h.json").exists()
 
@@ -98,16 +133,24 @@ BAD = [
     ('[candidate]\nbuiltin = "text-only"\ncmd = "x"\n[grid]\nalpha = [1]\n[select]\nmetric = "f1"\n', "'candidate'"),
     ('[candidate]\nbuiltin = "nope"\n[grid]\nalpha = [1]\n[select]\nmetric = "f1"\n', "candidate.builtin"),
     ('[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nmetric = "accuracy"\n', "select.metric"),
-    ('[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nrule = "least-cost-meeting-floor"\ncost = "wall_seconds"\n',
-     "select.floor"),
-    ('[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nrule = "least-cost-meeting-floor"\nfloor = 0.5\ncost = "gold"\n',
-     "select.cost"),
-    ('[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[search]\nmethod = "random"\n[select]\nmetric = "f1"\n',
-     "search.budget"),
+    (
+        '[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nrule = "least-cost-meeting-floor"\ncost = "wall_seconds"\n',
+        "select.floor",
+    ),
+    (
+        '[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nrule = "least-cost-meeting-floor"\nfloor = 0.5\ncost = "gold"\n',
+        "select.cost",
+    ),
+    (
+        '[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[search]\nmethod = "random"\n[select]\nmetric = "f1"\n',
+        "search.budget",
+    ),
     ('[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [1]\n[select]\nmetric = "f1"\n[extra]\nx = 1\n', "'extra'"),
-    ('[candidate]\nbuiltin = "text-only"\ndevkit_splits = ["test"]\n[grid]\nalpha = [1]\n[select]\nmetric = "f1"\n',
-     "candidate.devkit_splits"),
-    ('[candidate\n', "not valid TOML"),
+    (
+        '[candidate]\nbuiltin = "text-only"\ndevkit_splits = ["test"]\n[grid]\nalpha = [1]\n[select]\nmetric = "f1"\n',
+        "candidate.devkit_splits",
+    ),
+    ("[candidate\n", "not valid TOML"),
 ]
 
 
@@ -123,7 +166,9 @@ def test_bad_sweep_files_are_refused_naming_the_key(tmp_path, text, where):
 def test_a_grid_past_the_limit_is_refused_but_random_search_samples_it(tmp_path, capsys, s8f, devkit):
     values = ", ".join(str(i) for i in range(100))
     big = tmp_path / "big.toml"
-    big.write_text(f'[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [{values}]\nepochs = [{values}]\n[select]\nmetric = "f1"\n')
+    big.write_text(
+        f'[candidate]\nbuiltin = "text-only"\n[grid]\nalpha = [{values}]\nepochs = [{values}]\n[select]\nmetric = "f1"\n'
+    )
     assert main(["sweep", str(big), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "10000 configurations, past the limit of 4096" in err[0] and "grid" in err[0]
@@ -142,6 +187,7 @@ def test_grid_order_is_the_cartesian_product_in_file_order(tmp_path):
 
 
 # ---------------------------------------------------------------- a planted sweep
+
 
 def rows_by_params(rows):
     return {(r["param.miss"], r["param.calls"]): r for r in rows}
@@ -167,12 +213,26 @@ def test_planted_sweep_rows_and_selection(planted):
     with open(result.out / "sweep.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == 6 and [r["selected"] for r in table].count("True") == 1
-    assert {"param.miss", "param.calls", "f1", "f1_ci_low", "f1_ci_high", "exact_rate_ci_low", "precision_ci_high",
-            "wall_seconds", "cpu_seconds", "peak_memory_bytes", "model_calls", "tool_calls", "status"} <= set(table[0])
+    assert {
+        "param.miss",
+        "param.calls",
+        "f1",
+        "f1_ci_low",
+        "f1_ci_high",
+        "exact_rate_ci_low",
+        "precision_ci_high",
+        "wall_seconds",
+        "cpu_seconds",
+        "peak_memory_bytes",
+        "model_calls",
+        "tool_calls",
+        "status",
+    } <= set(table[0])
 
 
-@pytest.mark.parametrize("floor_at,expected", [("between 6 and 3", (3, 1)), ("between 3 and 0", (0, 1)),
-                                               ("at 6", (6, 1)), ("above all", None)])
+@pytest.mark.parametrize(
+    "floor_at,expected", [("between 6 and 3", (3, 1)), ("between 3 and 0", (0, 1)), ("at 6", (6, 1)), ("above all", None)]
+)
 def test_least_cost_meeting_floor_picks_the_planted_configuration(planted, tmp_path, floor_at, expected):
     # model calls are calls * (10 - miss): (0,1) 10, (3,1) 7, (6,1) 4, and twice that with calls 2
     _, result = planted
@@ -181,19 +241,33 @@ def test_least_cost_meeting_floor_picks_the_planted_configuration(planted, tmp_p
     if floor_at == "above all":
         for calls in (1, 2):
             rows[(0, calls)]["f1"] = 0.999  # nobody reaches 1.0 now
-    floor = {"between 6 and 3": (f1[6] + f1[3]) / 2, "between 3 and 0": (f1[3] + 1) / 2, "at 6": f1[6],
-             "above all": 1.0}[floor_at]
-    spec = load_sweep(sweep_file(tmp_path, "miss = [0, 3, 6]\ncalls = [1, 2]",
-                                 f'metric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = {floor!r}\ncost = "model_calls"'))
+    floor = {"between 6 and 3": (f1[6] + f1[3]) / 2, "between 3 and 0": (f1[3] + 1) / 2, "at 6": f1[6], "above all": 1.0}[
+        floor_at
+    ]
+    spec = load_sweep(
+        sweep_file(
+            tmp_path,
+            "miss = [0, 3, 6]\ncalls = [1, 2]",
+            f'metric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = {floor!r}\ncost = "model_calls"',
+        )
+    )
     chosen = select(list(rows.values()), spec)
     if expected is None:
         assert chosen["row"] is None and "no configuration meets the tune f1 floor" in chosen["reason"]
     else:
         assert (chosen["row"]["param.miss"], chosen["row"]["param.calls"]) == expected, chosen["reason"]
-    by_param = load_sweep(sweep_file(tmp_path, "miss = [0, 3, 6]\ncalls = [1, 2]",
-                                     f'metric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = {f1[6]!r}\ncost = "param:calls"',
-                                     name="p.toml"))
-    assert (select(list(rows.values()), by_param)["row"]["param.calls"], select(list(rows.values()), by_param)["row"]["param.miss"]) == (1, 0)
+    by_param = load_sweep(
+        sweep_file(
+            tmp_path,
+            "miss = [0, 3, 6]\ncalls = [1, 2]",
+            f'metric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = {f1[6]!r}\ncost = "param:calls"',
+            name="p.toml",
+        )
+    )
+    assert (
+        select(list(rows.values()), by_param)["row"]["param.calls"],
+        select(list(rows.values()), by_param)["row"]["param.miss"],
+    ) == (1, 0)
 
 
 def test_the_sweep_is_never_given_the_answer_bundle(tmp_path, s8f, devkit):
@@ -219,22 +293,48 @@ def test_the_sweep_is_never_given_the_answer_bundle(tmp_path, s8f, devkit):
     assert all(p.read_bytes() != answers_bytes for p in (tmp_path / "out").rglob("*") if p.is_file())
     # the command has no --answers: argparse refuses it (exit 2)
     with pytest.raises(SystemExit) as exit_info:
-        main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "o2"),
-              "--answers", str(s8f.answers)])
+        main(
+            [
+                "sweep",
+                str(spec),
+                "--public",
+                str(s8f.public),
+                "--devkit",
+                str(devkit),
+                "--out",
+                str(tmp_path / "o2"),
+                "--answers",
+                str(s8f.answers),
+            ]
+        )
     assert exit_info.value.code == 2
 
 
 def test_a_devkit_with_test_answers_is_refused(tmp_path, s8f, capsys):
     spec = sweep_file(tmp_path, "miss = [0]")
-    assert main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(s8f.answers), "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(s8f.answers), "--out", str(tmp_path / "o")]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "must not hold test answers" in err[0]
 
 
 def test_failed_configurations_are_rows_and_the_sweep_goes_on(tmp_path, s8f, devkit, capsys):
     spec = sweep_file(tmp_path, "miss = [0, 3]\nfail = [false, true]")
-    code = main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "out"),
-                 "--workers", "2"])
+    code = main(
+        [
+            "sweep",
+            str(spec),
+            "--public",
+            str(s8f.public),
+            "--devkit",
+            str(devkit),
+            "--out",
+            str(tmp_path / "out"),
+            "--workers",
+            "2",
+        ]
+    )
     assert code == 0
     with open(tmp_path / "out" / "sweep.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
@@ -278,7 +378,9 @@ def test_resume_after_an_interruption_runs_only_what_is_missing(tmp_path, s8f, d
     assert fourth.ran == [result.rows[0]["key"]] and again[-1] == {"miss": 0, "calls": 1} and fourth.failed == 0
     # another devkit is another configuration key: nothing is reused across it
     spec_doc = load_sweep(spec)
-    assert sweep_mod.config_key(spec_doc, {"miss": 0}, "c", "d1", "e") != sweep_mod.config_key(spec_doc, {"miss": 0}, "c", "d2", "e")
+    assert sweep_mod.config_key(spec_doc, {"miss": 0}, "c", "d1", "e") != sweep_mod.config_key(
+        spec_doc, {"miss": 0}, "c", "d2", "e"
+    )
 
 
 def test_an_output_folder_that_is_not_a_sweep_is_refused(tmp_path, s8f, devkit):
@@ -290,8 +392,8 @@ def test_an_output_folder_that_is_not_a_sweep_is_refused(tmp_path, s8f, devkit):
 
 
 def test_tune_metric_intervals_follow_their_assumptions():
-    from microctx.grading.facts import FactRow
-    from microctx.grading.score import GradeResult
+    from microctx.contract.facts import FactRow
+    from microctx.contract.score import GradeResult
 
     facts = [FactRow(f"r{i}", "tune", "state", "OPEN", "tp") for i in range(8)]
     facts += [FactRow("r8", "tune", "state", "OPEN", "fp"), FactRow("r9", "tune", "state", "CLOSED", "fn")]
@@ -321,8 +423,21 @@ def test_evaluate_runs_the_frozen_configuration_once_and_grades_on_test(planted,
 
     _, result = planted
     selected = result.out / "selected.json"
-    assert main(["evaluate", str(selected), "--public", str(s8f.public), "--answers", str(s8f.answers),
-                 "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(selected),
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "PASS: 680/680 test records exact" in out and "looked at 1 time" in out
     evaluation = orjson.loads((tmp_path / "eval" / "evaluation.json").read_bytes())
@@ -331,8 +446,21 @@ def test_evaluate_runs_the_frozen_configuration_once_and_grades_on_test(planted,
     manifest = orjson.loads((tmp_path / "eval" / "submission.run.json").read_bytes())
     assert manifest["parameters"] == {"miss": 0, "calls": 1} and manifest["version"] == "devkit-splits:train"
     assert grade(load_answers(s8f.answers), load_submission(tmp_path / "eval" / "submission.json")).passed
-    assert main(["evaluate", str(selected), "--public", str(s8f.public), "--answers", str(s8f.answers),
-                 "--out", str(tmp_path / "eval2")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(selected),
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--out",
+                str(tmp_path / "eval2"),
+            ]
+        )
+        == 0
+    )
     looks = entries()
     assert len(looks) == 2 and {e["via"] for e in looks} == {"evaluate"}
     # one configuration digest (review A4): the ledger's, as grade and the reports compute it, not the sweep's key
@@ -340,8 +468,21 @@ def test_evaluate_runs_the_frozen_configuration_once_and_grades_on_test(planted,
     assert {e["candidate"] for e in looks} == {"planted"}
     assert "looked at 2 times, 2 by planted" in capsys.readouterr().out
     # a changed candidate devkit, another corpus: refused before anything runs
-    assert main(["evaluate", str(selected), "--public", str(s8f.answers), "--answers", str(s8f.answers),
-                 "--out", str(tmp_path / "eval3")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                str(selected),
+                "--public",
+                str(s8f.answers),
+                "--answers",
+                str(s8f.answers),
+                "--out",
+                str(tmp_path / "eval3"),
+            ]
+        )
+        == 2
+    )
     assert len(entries()) == 2
 
 
@@ -354,8 +495,12 @@ def test_sweep_report(planted, tmp_path):
     manifest = sweep_report(result.out, tmp_path / "report", progress=False)
     assert manifest["charts"] == ["sweep_tradeoff"]
     book = nbformat.read(tmp_path / "report" / "sweep_report.ipynb", as_version=4)
-    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
-                   for c in book.cells if c.cell_type == "code" for o in c.outputs)
+    text = "".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
+        for c in book.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     assert "Chosen: **miss=0, calls=1**" in text and "Pareto front: " in text
     assert main(["report", "sweep", str(tmp_path), "--out", str(tmp_path / "r2")]) == 2  # not a sweep folder
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from microctx.candidates.devkit import make_devkit
-from microctx.candidates.tuning.sweep import run_sweep
 from microctx.cli import main
 from microctx.contract.canonical import dumps
+from microctx.tuning.sweep import run_sweep
 
 PLANTED = Path(__file__).parent / "candidates" / "planted_sweep.py"
 pytestmark = pytest.mark.slow
@@ -32,8 +32,9 @@ def free_port() -> int:
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", *args], stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +44,30 @@ def cluster(tmp_path_factory):
     logs = tmp_path_factory.mktemp("dask-logs")
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    processes = {"scheduler": _start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                      "--no-dashboard"], logs / "scheduler.log")}
+    processes = {
+        "scheduler": _start(
+            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            logs / "scheduler.log",
+        )
+    }
     for name in ("w0", "w1"):
-        processes[name] = _start(["distributed.cli.dask_worker", address, "--name", name, "--nthreads", "1",
-                                  "--no-nanny", "--no-dashboard", "--memory-limit", "0", "--host", "127.0.0.1"],
-                                 logs / f"{name}.log")
+        processes[name] = _start(
+            [
+                "distributed.cli.dask_worker",
+                address,
+                "--name",
+                name,
+                "--nthreads",
+                "1",
+                "--no-nanny",
+                "--no-dashboard",
+                "--memory-limit",
+                "0",
+                "--host",
+                "127.0.0.1",
+            ],
+            logs / f"{name}.log",
+        )
     client = None
     try:
         client = Client(address, timeout=60, set_as_default=False)
@@ -72,8 +91,10 @@ def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
 
 def sweep_file(folder: Path) -> Path:
     path = folder / "dask.toml"
-    path.write_text(f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n[grid]\nmiss = [0, 3]\ncalls = [1, 2]\n'
-                    'sleep = [1.5]\n[select]\nmetric = "f1"\nrule = "max"\n')
+    path.write_text(
+        f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n[grid]\nmiss = [0, 3]\ncalls = [1, 2]\n'
+        'sleep = [1.5]\n[select]\nmetric = "f1"\nrule = "max"\n'
+    )
     return path
 
 
@@ -124,8 +145,22 @@ def test_a_sweep_survives_a_killed_worker_and_equals_a_sequential_run(cluster, t
 
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, s8f, devkit, capsys):
     port = free_port()  # nothing listens there
-    code = main(["sweep", str(sweep_file(tmp_path)), "--public", str(s8f.public), "--devkit", str(devkit),
-                 "--out", str(tmp_path / "out"), "--scheduler", f"tcp://127.0.0.1:{port}", "--connect-timeout", "1"])
+    code = main(
+        [
+            "sweep",
+            str(sweep_file(tmp_path)),
+            "--public",
+            str(s8f.public),
+            "--devkit",
+            str(devkit),
+            "--out",
+            str(tmp_path / "out"),
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+            "--connect-timeout",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "cannot reach the Dask scheduler" in err[0] and str(port) in err[0]
     assert not (tmp_path / "out").exists()  # nothing written: the connection is tried first

@@ -18,14 +18,14 @@ import pytest
 from microctx.candidates.devkit import make_devkit
 from microctx.candidates.runner import run_candidate
 from microctx.candidates.sandbox import SandboxSettings, SandboxUnavailable
-from microctx.candidates.tuning import sweep as sweep_mod
-from microctx.candidates.tuning.sweep import config_key, load_sweep, run_sweep
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.corpus.freeze import freeze, write_frozen
 from microctx.corpus.public import corpus_to_issues
 from microctx.errors import InputError
 from microctx.grading import stats
+from microctx.tuning import sweep as sweep_mod
+from microctx.tuning.sweep import config_key, load_sweep, run_sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_openai import FakeOpenAI  # noqa: E402
@@ -34,8 +34,15 @@ PLANTED = Path(__file__).parent / "candidates" / "planted_sweep.py"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sweep_file(folder: Path, grid: str, *, sandbox: str = "", candidate: str = "", select: str = 'metric = "f1"\nrule = "max"',
-               name: str = "planted.toml") -> Path:
+def sweep_file(
+    folder: Path,
+    grid: str,
+    *,
+    sandbox: str = "",
+    candidate: str = "",
+    select: str = 'metric = "f1"\nrule = "max"',
+    name: str = "planted.toml",
+) -> Path:
     path = folder / name
     text = f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n{candidate}\n[grid]\n{grid}\n[select]\n{select}\n'
     if sandbox:
@@ -53,30 +60,46 @@ def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
 
 # ---------------------------------------------------------------- A1: the [sandbox] table
 
+
 def test_the_sandbox_table_becomes_sandbox_settings(tmp_path):
     (tmp_path / "cache").mkdir()
-    spec = load_sweep(sweep_file(tmp_path, "miss = [0]", sandbox='network = "record"\nallow_hosts = ["127.0.0.1:8000"]\n'
-                                 'memory = "1G"\nmax_processes = 64\ncpu_seconds = 120\ncache_dir = "cache"\n'
-                                 'pass_env = ["SOME_KEY"]'))
-    assert spec.sandbox == SandboxSettings(network="record", allow_hosts=("127.0.0.1:8000",), memory_bytes=1 << 30,
-                                           max_processes=64, cpu_seconds=120, cache_dir=str(tmp_path / "cache"))
+    spec = load_sweep(
+        sweep_file(
+            tmp_path,
+            "miss = [0]",
+            sandbox='network = "record"\nallow_hosts = ["127.0.0.1:8000"]\n'
+            'memory = "1G"\nmax_processes = 64\ncpu_seconds = 120\ncache_dir = "cache"\n'
+            'pass_env = ["SOME_KEY"]',
+        )
+    )
+    assert spec.sandbox == SandboxSettings(
+        network="record",
+        allow_hosts=("127.0.0.1:8000",),
+        memory_bytes=1 << 30,
+        max_processes=64,
+        cpu_seconds=120,
+        cache_dir=str(tmp_path / "cache"),
+    )
     assert spec.pass_env == ("SOME_KEY",)
     assert load_sweep(sweep_file(tmp_path, "miss = [0]", name="plain.toml")).sandbox is None
 
 
-@pytest.mark.parametrize("text, where", [
-    ('network = "wifi"', "sandbox.network"),
-    ('allow_hosts = ["127.0.0.1:1"]', "sandbox.allow_hosts"),  # without network = "record"
-    ('network = "record"\nallow_hosts = "127.0.0.1:1"', "sandbox.allow_hosts"),
-    ('memory = "lots"', "sandbox.memory"),
-    ('memory = "1M"', "sandbox.memory"),
-    ("max_processes = 0", "sandbox.max_processes"),
-    ("cpu_seconds = 1.5", "sandbox.cpu_seconds"),
-    ('cache_dir = "no-such-folder"', "sandbox.cache_dir"),
-    ('pass_env = ["sk-123 secret"]', "sandbox.pass_env"),
-    ('isolation = "process"\nnetwork = "record"', "sandbox.network"),
-    ("colour = 1", "sandbox.colour"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('network = "wifi"', "sandbox.network"),
+        ('allow_hosts = ["127.0.0.1:1"]', "sandbox.allow_hosts"),  # without network = "record"
+        ('network = "record"\nallow_hosts = "127.0.0.1:1"', "sandbox.allow_hosts"),
+        ('memory = "lots"', "sandbox.memory"),
+        ('memory = "1M"', "sandbox.memory"),
+        ("max_processes = 0", "sandbox.max_processes"),
+        ("cpu_seconds = 1.5", "sandbox.cpu_seconds"),
+        ('cache_dir = "no-such-folder"', "sandbox.cache_dir"),
+        ('pass_env = ["sk-123 secret"]', "sandbox.pass_env"),
+        ('isolation = "process"\nnetwork = "record"', "sandbox.network"),
+        ("colour = 1", "sandbox.colour"),
+    ],
+)
 def test_bad_sandbox_tables_are_refused_naming_the_key(tmp_path, text, where):
     with pytest.raises(InputError) as info:
         load_sweep(sweep_file(tmp_path, "miss = [0]", sandbox=text))
@@ -103,8 +126,21 @@ def test_the_sandbox_is_in_the_key_selected_json_and_reused_by_evaluate(tmp_path
     assert selected["sandbox"]["network"] == "none" and "timeout_seconds" not in selected["sandbox"]
     assert orjson.loads((tmp_path / "out" / "sweep.json").read_bytes())["sandbox"] == selected["sandbox"]
     # evaluate runs with the same settings: the manifest says the 1 GiB limit and the passed name
-    assert main(["evaluate", str(tmp_path / "out" / "selected.json"), "--public", str(s8f.public), "--answers", str(s8f.answers),
-                 "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(tmp_path / "out" / "selected.json"),
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     manifest = orjson.loads((tmp_path / "eval" / "submission.run.json").read_bytes())
     assert manifest["limits"]["memory_bytes"] == 1 << 30 and manifest["passed_env"] == ["PLANTED_KEY"]
     assert manifest["isolation"] == "sandbox" and manifest["network"]["mode"] == "none"
@@ -112,11 +148,27 @@ def test_the_sandbox_is_in_the_key_selected_json_and_reused_by_evaluate(tmp_path
 
 # ---------------------------------------------------------------- A2: a sandbox that cannot start
 
+
 def test_no_sandbox_is_one_line_exit_2_and_nothing_runs(tmp_path, s8f, devkit, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap on PATH
     spec = sweep_file(tmp_path, "miss = [0, 3]")
-    assert main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "out"),
-                 "--workers", "1"]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                str(spec),
+                "--public",
+                str(s8f.public),
+                "--devkit",
+                str(devkit),
+                "--out",
+                str(tmp_path / "out"),
+                "--workers",
+                "1",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot start the sandbox" in err[0] and "bwrap" in err[0]
     assert not (tmp_path / "out" / "runs").exists() and not (tmp_path / "out" / "sweep.csv").exists()
@@ -125,8 +177,23 @@ def test_no_sandbox_is_one_line_exit_2_and_nothing_runs(tmp_path, s8f, devkit, m
 def test_an_unset_variable_to_pass_is_one_line_exit_2(tmp_path, s8f, devkit, monkeypatch, capsys):
     monkeypatch.delenv("PLANTED_UNSET_KEY", raising=False)
     spec = sweep_file(tmp_path, "miss = [0, 3]", sandbox='pass_env = ["PLANTED_UNSET_KEY"]')
-    assert main(["sweep", str(spec), "--public", str(s8f.public), "--devkit", str(devkit), "--out", str(tmp_path / "out"),
-                 "--workers", "1"]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                str(spec),
+                "--public",
+                str(s8f.public),
+                "--devkit",
+                str(devkit),
+                "--out",
+                str(tmp_path / "out"),
+                "--workers",
+                "1",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "PLANTED_UNSET_KEY is not set" in err[0]
     assert not (tmp_path / "out" / "runs").exists()
@@ -150,6 +217,7 @@ def test_a_run_refused_by_the_sandbox_is_transient_and_resume_reruns_it(tmp_path
 
 
 # ---------------------------------------------------------------- A3: the components cache under threads
+
 
 def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
     """The interleaving that broke the unlocked cache, forced: thread A stores corpus 0's table and,
@@ -193,7 +261,10 @@ def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
         except BaseException as exc:  # noqa: BLE001 - the assertion below shows it
             got[path.name] = exc
 
-    threads = [threading.Thread(target=work, args=(files[0],), name="A"), threading.Thread(target=work, args=(files[1],), name="B")]
+    threads = [
+        threading.Thread(target=work, args=(files[0],), name="A"),
+        threading.Thread(target=work, args=(files[1],), name="B"),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -203,14 +274,28 @@ def test_the_components_cache_is_safe_under_threads(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- A4: one configuration digest
 
+
 def test_evaluate_records_the_digest_grade_and_reports_use(tmp_path, s8f, devkit):
     from microctx.grading.ledger import config_digest, entries
 
     spec = sweep_file(tmp_path, "miss = [0]\ncalls = [1]")
     run_sweep(spec, s8f.public, devkit, tmp_path / "out", workers=1, progress=False)
     selected = orjson.loads((tmp_path / "out" / "selected.json").read_bytes())
-    assert main(["evaluate", str(tmp_path / "out" / "selected.json"), "--public", str(s8f.public), "--answers", str(s8f.answers),
-                 "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(tmp_path / "out" / "selected.json"),
+                "--public",
+                str(s8f.public),
+                "--answers",
+                str(s8f.answers),
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     manifest = orjson.loads((tmp_path / "eval" / "submission.run.json").read_bytes())
     evaluation = orjson.loads((tmp_path / "eval" / "evaluation.json").read_bytes())
     digest = config_digest(manifest)
@@ -219,12 +304,25 @@ def test_evaluate_records_the_digest_grade_and_reports_use(tmp_path, s8f, devkit
     with open(tmp_path / "out" / "sweep.csv", newline="") as handle:
         assert [r["config_digest"] for r in csv.DictReader(handle)] == [digest]
     # `microctx grade` of the same submission records the same digest
-    assert main(["grade", "--answers", str(s8f.answers), "--submission", str(tmp_path / "eval" / "submission.json"),
-                 "--output", str(tmp_path / "g.json")]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                "--answers",
+                str(s8f.answers),
+                "--submission",
+                str(tmp_path / "eval" / "submission.json"),
+                "--output",
+                str(tmp_path / "g.json"),
+            ]
+        )
+        == 0
+    )
     assert {e["config_digest"] for e in entries()} == {digest} and len(entries()) == 2
 
 
 # ---------------------------------------------------------------- A5: finite timeouts
+
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
 def test_infinite_timeouts_are_refused(tmp_path, value):
@@ -233,12 +331,15 @@ def test_infinite_timeouts_are_refused(tmp_path, value):
     assert info.value.field == "candidate.timeout"
 
 
-@pytest.mark.parametrize("argv", [
-    ["evaluate", "sel.json", "--public", "p", "--answers", "a", "--out", "o", "--timeout", "inf"],
-    ["evaluate", "sel.json", "--public", "p", "--answers", "a", "--out", "o", "--timeout", "nan"],
-    ["sweep", "s.toml", "--public", "p", "--devkit", "d", "--out", "o", "--connect-timeout", "inf"],
-    ["sweep", "s.toml", "--public", "p", "--devkit", "d", "--out", "o", "--connect-timeout", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "sel.json", "--public", "p", "--answers", "a", "--out", "o", "--timeout", "inf"],
+        ["evaluate", "sel.json", "--public", "p", "--answers", "a", "--out", "o", "--timeout", "nan"],
+        ["sweep", "s.toml", "--public", "p", "--devkit", "d", "--out", "o", "--connect-timeout", "inf"],
+        ["sweep", "s.toml", "--public", "p", "--devkit", "d", "--out", "o", "--connect-timeout", "0"],
+    ],
+)
 def test_cli_timeouts_must_be_finite_and_positive(argv, capsys):
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -249,28 +350,33 @@ def test_cli_timeouts_must_be_finite_and_positive(argv, capsys):
 
 # ---------------------------------------------------------------- A6: the sweep report escapes markup
 
+
 def test_the_sweep_report_escapes_names_parameters_and_reason(tmp_path, s8f, devkit):
     import nbformat
 
     from microctx.reports.build import sweep_report
 
     spec = tmp_path / "markup.toml"
-    spec.write_text(f'[candidate]\nname = "<img src=x onerror=alert(1)>[click](javascript:alert(2))"\n'
-                    f'function = "{PLANTED}:run"\n[grid]\nmiss = [0]\n[select]\nmetric = "f1"\n')
+    spec.write_text(
+        f'[candidate]\nname = "<img src=x onerror=alert(1)>[click](javascript:alert(2))"\n'
+        f'function = "{PLANTED}:run"\n[grid]\nmiss = [0]\n[select]\nmetric = "f1"\n'
+    )
     run_sweep(spec, s8f.public, devkit, tmp_path / "out", workers=1, progress=False)
     sweep_report(tmp_path / "out", tmp_path / "report", progress=False)
     book = nbformat.read(tmp_path / "report" / "sweep_report.ipynb", as_version=4)
-    markdown = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in book.cells if c.cell_type == "code"
-                       for o in c.outputs)
+    markdown = "".join(
+        str(o.get("data", {}).get("text/markdown", "")) for c in book.cells if c.cell_type == "code" for o in c.outputs
+    )
     assert "&lt;img src=x onerror=alert\\(1\\)&gt;\\[click\\]\\(javascript:alert\\(2\\)\\)" in markdown
     assert "<img" not in markdown and "](javascript" not in markdown
 
 
 # ---------------------------------------------------------------- A7: intervals through grading.stats, one Pareto front
 
+
 def _result(per_component: list[tuple[int, int, int]]):
-    from microctx.grading.facts import FactRow
-    from microctx.grading.score import GradeResult
+    from microctx.contract.facts import FactRow
+    from microctx.contract.score import GradeResult
 
     facts, components = [], {}
     for c, counts in enumerate(per_component):
@@ -286,8 +392,20 @@ def _result(per_component: list[tuple[int, int, int]]):
 def test_tune_intervals_are_the_cluster_bootstrap_of_grading_stats():
     import numpy as np
 
-    table = [(3, 1, 0), (2, 0, 1), (5, 0, 0), (0, 2, 1), (4, 1, 1), (1, 0, 0), (2, 2, 0), (3, 0, 2), (6, 1, 0), (0, 0, 1),
-             (2, 1, 1), (4, 0, 0)]
+    table = [
+        (3, 1, 0),
+        (2, 0, 1),
+        (5, 0, 0),
+        (0, 2, 1),
+        (4, 1, 1),
+        (1, 0, 0),
+        (2, 2, 0),
+        (3, 0, 2),
+        (6, 1, 0),
+        (0, 0, 1),
+        (2, 1, 1),
+        (4, 0, 0),
+    ]
     result, components = _result(table)
     metrics = sweep_mod.tune_metrics(result, components)
     # each fact is a record of its own here: records = tp + fp + fn, exact records = tp
@@ -335,15 +453,33 @@ def test_pareto_front_semantics():
 
 # ---------------------------------------------------------------- A8: model costs
 
+
 def test_model_counters_are_selection_costs():
     for cost in ("cost_microdollars", "cached_tokens"):
         assert cost in sweep_mod.COSTS
-    spec = sweep_mod.SweepSpec("s", "x", "builtin", "llm", None, None, ("train",), {"mode": ["micro"]},
-                               rule="least-cost-meeting-floor", floor=0.5, cost="cost_microdollars")
+    spec = sweep_mod.SweepSpec(
+        "s",
+        "x",
+        "builtin",
+        "llm",
+        None,
+        None,
+        ("train",),
+        {"mode": ["micro"]},
+        rule="least-cost-meeting-floor",
+        floor=0.5,
+        cost="cost_microdollars",
+    )
     rows = []
     for index, (f1, dollars) in enumerate([(0.9, 500), (0.8, 200), (0.4, 10), (0.95, None)]):
-        result = {"index": index, "key": f"k{index}", "status": "ok", "parameters": {"mode": "micro"},
-                  "metrics": {"f1": f1}, "manifest": {"counters": {"cost_microdollars": dollars, "cached_tokens": 7}}}
+        result = {
+            "index": index,
+            "key": f"k{index}",
+            "status": "ok",
+            "parameters": {"mode": "micro"},
+            "metrics": {"f1": f1},
+            "manifest": {"counters": {"cost_microdollars": dollars, "cached_tokens": 7}},
+        }
         rows.append(sweep_mod._row(result, spec))
     assert rows[0]["cost_microdollars"] == 500 and rows[0]["cached_tokens"] == 7
     assert sweep_mod.select(rows, spec)["row"]["key"] == "k1"  # cheapest meeting the floor; unknown cost never cheapest
@@ -351,6 +487,7 @@ def test_model_counters_are_selection_costs():
 
 
 # ---------------------------------------------------------------- issue 14: an llm sweep on tune
+
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, s8f_corpus):
@@ -378,13 +515,27 @@ def test_an_llm_sweep_over_mode_and_chunk_records_runs_on_tune(small, tmp_path):
     with FakeOpenAI() as fake:
         host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
         spec = tmp_path / "llm.toml"
-        spec.write_text(f'[candidate]\nbuiltin = "llm"\ntimeout = 300\n'
-                        f'[grid]\nmode = ["micro", "chunks"]\nchunk_records = [10, 20]\n'
-                        f'base_url = ["{fake.base_url}"]\nmodel = ["fake-model"]\nsplits = ["tune"]\nbackoff = [0]\n'
-                        f'[select]\nmetric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = 0.9\ncost = "cost_microdollars"\n'
-                        f'[sandbox]\nnetwork = "record"\nallow_hosts = ["{host}"]\n')
-        code = main(["sweep", str(spec), "--public", str(public), "--devkit", str(devkit), "--out", str(tmp_path / "out"),
-                     "--workers", "2"])
+        spec.write_text(
+            f'[candidate]\nbuiltin = "llm"\ntimeout = 300\n'
+            f'[grid]\nmode = ["micro", "chunks"]\nchunk_records = [10, 20]\n'
+            f'base_url = ["{fake.base_url}"]\nmodel = ["fake-model"]\nsplits = ["tune"]\nbackoff = [0]\n'
+            f'[select]\nmetric = "f1"\nrule = "least-cost-meeting-floor"\nfloor = 0.9\ncost = "cost_microdollars"\n'
+            f'[sandbox]\nnetwork = "record"\nallow_hosts = ["{host}"]\n'
+        )
+        code = main(
+            [
+                "sweep",
+                str(spec),
+                "--public",
+                str(public),
+                "--devkit",
+                str(devkit),
+                "--out",
+                str(tmp_path / "out"),
+                "--workers",
+                "2",
+            ]
+        )
         asked = {rid for r in fake.requests for rid in r.get("ids", [])}
     assert code == 0
     with open(tmp_path / "out" / "sweep.csv", newline="") as handle:

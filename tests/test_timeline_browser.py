@@ -38,9 +38,15 @@ def test_every_day_is_in_the_timeline_and_quiet_days_are_zero(frame):
 def test_quiet_days_are_zero_not_joined_across():
     """Planted gap: two issues a week apart; the five days between are in the series as 0."""
     ts = pd.to_datetime(["2026-01-01T10:00:00Z", "2026-01-08T09:00:00Z"], utc=True)
-    frame = pd.DataFrame({"id": ["issue-1", "issue-2"], "split": ["test", "test"], "created_at": ts,
-                          "closed_at": pd.Series([pd.NaT, pd.NaT], dtype="datetime64[ns, UTC]"),
-                          "labels": [["bug"], []]})
+    frame = pd.DataFrame(
+        {
+            "id": ["issue-1", "issue-2"],
+            "split": ["test", "test"],
+            "created_at": ts,
+            "closed_at": pd.Series([pd.NaT, pd.NaT], dtype="datetime64[ns, UTC]"),
+            "labels": [["bug"], []],
+        }
+    )
     daily = charts.daily_events(charts.timeline_events(frame))
     created = daily[daily["event"] == "created"]["issues"].tolist()
     assert created == [1, 0, 0, 0, 0, 0, 0, 1]
@@ -77,7 +83,9 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
     first = int(daily["date"].min()) - DAY_MS // 2  # the x domain: the first day's midnight ..
     last = int(daily["date"].max()) + DAY_MS // 2  # .. the end of the last day
     labels = frame.explode("labels").dropna(subset=["labels"])
-    created_day = (labels["created_at"].dt.tz_convert("UTC").dt.floor("D").dt.tz_localize(None) - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
+    created_day = (
+        labels["created_at"].dt.tz_convert("UTC").dt.floor("D").dt.tz_localize(None) - pd.Timestamp(0)
+    ) // pd.Timedelta(milliseconds=1)
     every = labels["labels"].value_counts().to_dict()
 
     with browser_page() as page:
@@ -86,9 +94,11 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
         assert {k: v for k, v in _bar_counts(page).items() if v} == every  # nothing brushed: every record
 
         # the timeline's plot area (its group's background, 640 px wide) spans the x domain exactly
-        frames = page.eval_on_selector_all("svg g.mark-group.role-scope > g > path.background",
-                                           "els => els.map(e => { const r = e.getBoundingClientRect(); "
-                                           "return {x: r.x, y: r.y, width: r.width, height: r.height}; })")
+        frames = page.eval_on_selector_all(
+            "svg g.mark-group.role-scope > g > path.background",
+            "els => els.map(e => { const r = e.getBoundingClientRect(); "
+            "return {x: r.x, y: r.y, width: r.width, height: r.height}; })",
+        )
         box = next(f for f in frames if round(f["width"]) == 640 and round(f["height"]) == 200)
 
         def x_of(ms: float) -> float:

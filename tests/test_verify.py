@@ -29,8 +29,9 @@ def copies(tmp_path, s8f):
 
 
 def run_verify(paths, capsys) -> tuple[int, str]:
-    code = main(["verify", "--public", str(paths["public"]), "--answers", str(paths["answers"]),
-                 "--report", str(paths["report"])])
+    code = main(
+        ["verify", "--public", str(paths["public"]), "--answers", str(paths["answers"]), "--report", str(paths["report"])]
+    )
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
@@ -52,8 +53,8 @@ def test_published_files_verify(copies, capsys):
 def test_changed_byte_in_a_body(copies, capsys):
     data = copies["public"].read_bytes()
     at = data.index(b'"body": "') + len(b'"body": "') + 3  # inside the first record's body
-    assert data[at:at + 1].isalpha()
-    copies["public"].write_bytes(data[:at] + (b"x" if data[at:at + 1] != b"x" else b"y") + data[at + 1:])
+    assert data[at : at + 1].isalpha()
+    copies["public"].write_bytes(data[:at] + (b"x" if data[at : at + 1] != b"x" else b"y") + data[at + 1 :])
     code, text = run_verify(copies, capsys)
     assert code == 1
     assert "record issue-5105: field body_sha256" in text

@@ -43,8 +43,11 @@ def make_devkit(answers: dict, splits=ALLOWED_SPLITS, *, corpus=None) -> dict:
         if split not in ALLOWED_SPLITS:
             raise InputError("--splits", f"unknown split {split!r}; expected some of {', '.join(ALLOWED_SPLITS)}")
     # a null list (the schema allows it in gold answers) means none: written as [] for the tuner
-    kept = [{key: ([] if value is None and key in _LIST_FIELDS else value) for key, value in a.items()}
-            for a in answers["answers"] if a["split"] in splits]
+    kept = [
+        {key: ([] if value is None and key in _LIST_FIELDS else value) for key, value in a.items()}
+        for a in answers["answers"]
+        if a["split"] in splits
+    ]
     states = Counter(a["state"] for a in kept)
     labels = Counter(label for a in kept for label in a["labels"])
     aggregates = {
@@ -58,7 +61,9 @@ def make_devkit(answers: dict, splits=ALLOWED_SPLITS, *, corpus=None) -> dict:
         document = getattr(corpus, "document", corpus)
         digest = getattr(corpus, "sha256", None)
         if digest is not None and digest != answers["corpus_sha256"]:
-            raise InputError(getattr(corpus, "path", "corpus"), f"corpus {digest} is not the answers' corpus {answers['corpus_sha256']}")
+            raise InputError(
+                getattr(corpus, "path", "corpus"), f"corpus {digest} is not the answers' corpus {answers['corpus_sha256']}"
+            )
         records = [r for r in document["records"] if r["split"] in splits]
         aggregates["newest_issue_ids"] = top_ids(records, "created_at")
         aggregates["most_recently_updated_issue_ids"] = top_ids(records, "updated_at")

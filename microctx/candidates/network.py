@@ -77,7 +77,7 @@ def parse_allowed_host(text: str) -> AllowedHost:
         end = value.find("]")
         if end < 0:
             raise InputError("--allow-host", f"unclosed bracket in {text!r}")
-        host, rest = value[1:end], value[end + 1:]
+        host, rest = value[1:end], value[end + 1 :]
         if rest:
             if not rest.startswith(":"):
                 raise InputError("--allow-host", f"expected HOST[:PORT], got {text!r}")
@@ -133,7 +133,7 @@ def relay(a: Any, b: Any, idle: float = _IDLE_SECONDS) -> tuple[int, int]:
 def _split_target(target: str, default_port: int) -> tuple[str, int]:
     if target.startswith("["):
         end = target.find("]")
-        host, rest = target[1:end], target[end + 1:]
+        host, rest = target[1:end], target[end + 1 :]
         return host, int(rest[1:]) if rest.startswith(":") else default_port
     host, sep, port = target.rpartition(":")
     if sep and port.isdigit():
@@ -199,8 +199,9 @@ class _Handler(socketserver.BaseRequestHandler):
     def _reply(client: socket.socket, status: int, reason: str) -> None:
         body = f"{status} {reason} (microctx network record mode)\n".encode()
         try:
-            client.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                           + body)
+            client.sendall(
+                f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+            )
         except OSError:
             pass
 
@@ -230,7 +231,7 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def _forward(self, client: socket.socket, method: str, target: str, version: str, headers: list[str], rest: bytes) -> None:
         started = time.monotonic()
-        authority, _, path = target[len("http://"):].partition("/")
+        authority, _, path = target[len("http://") :].partition("/")
         authority = authority.rpartition("@")[2]
         host, port = _split_target(authority, 80)
         upstream = self._open(client, host, port, method, target)
@@ -242,8 +243,18 @@ class _Handler(socketserver.BaseRequestHandler):
             upstream.sendall(head + rest)
             status = _ResponseWatcher(client)
             out, in_ = relay(status, upstream)
-        self.server.proxy._log(host, port, method, target, status.status, out + len(head) + len(rest), in_,
-                               time.monotonic() - started, path="/" + path.partition("?")[0], usage=status.usage())
+        self.server.proxy._log(
+            host,
+            port,
+            method,
+            target,
+            status.status,
+            out + len(head) + len(rest),
+            in_,
+            time.monotonic() - started,
+            path="/" + path.partition("?")[0],
+            usage=status.usage(),
+        )
 
 
 _CAPTURE_LIMIT = 16 << 20  # bytes of a plain-HTTP response kept to read its token usage
@@ -309,7 +320,7 @@ def _dechunk(body: bytes) -> bytes:
         size = int(body[pos:end].split(b";")[0], 16)
         if size == 0:
             return bytes(out)
-        out += body[end + 2:end + 2 + size]
+        out += body[end + 2 : end + 2 + size]
         pos = end + 2 + size + 2
 
 
@@ -325,8 +336,7 @@ class RecordingProxy:
     A context manager: `start()` on entry, `close()` on exit (which ends every open connection).
     """
 
-    def __init__(self, socket_path: str | os.PathLike, allow_hosts, *, max_entries: int = 10_000,
-                 connect_timeout: float = 10.0):
+    def __init__(self, socket_path: str | os.PathLike, allow_hosts, *, max_entries: int = 10_000, connect_timeout: float = 10.0):
         self.socket_path = Path(socket_path)
         self.allowed = [h if isinstance(h, AllowedHost) else parse_allowed_host(str(h)) for h in allow_hosts]
         self.max_entries = max_entries
@@ -359,10 +369,30 @@ class RecordingProxy:
             else:
                 self.dropped += 1
 
-    def _log(self, host, port, method, target, status, bytes_out, bytes_in, seconds, error=None,
-             path: str | None = None, usage: dict | None = None) -> None:
-        entry: dict[str, Any] = {"host": host, "port": port, "method": method, "target": target, "status": status,
-                                 "bytes_out": bytes_out, "bytes_in": bytes_in, "seconds": round(seconds, 3)}
+    def _log(
+        self,
+        host,
+        port,
+        method,
+        target,
+        status,
+        bytes_out,
+        bytes_in,
+        seconds,
+        error=None,
+        path: str | None = None,
+        usage: dict | None = None,
+    ) -> None:
+        entry: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "method": method,
+            "target": target,
+            "status": status,
+            "bytes_out": bytes_out,
+            "bytes_in": bytes_in,
+            "seconds": round(seconds, 3),
+        }
         if error:
             entry["error"] = error
         if path is not None:
@@ -401,8 +431,13 @@ class RecordingProxy:
     def record(self) -> dict:
         """The manifest's `network` object for this run."""
         with self._lock:
-            return {"mode": "record", "allow_hosts": [str(a) for a in self.allowed], "requests": list(self.requests),
-                    "denied": list(self.denied), "dropped": self.dropped}
+            return {
+                "mode": "record",
+                "allow_hosts": [str(a) for a in self.allowed],
+                "requests": list(self.requests),
+                "denied": list(self.denied),
+                "dropped": self.dropped,
+            }
 
 
 # --- inside the sandbox: the forwarder --------------------------------------------------------

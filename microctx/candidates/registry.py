@@ -45,16 +45,29 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from microctx.candidates.builtins.llm import DEFAULTS as LLM_DEFAULTS
 from microctx.errors import InputError
 
 COUNTERS_FILE = "counters.json"
 COUNTER_KEYS = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
 # Counters of model-backed candidates (llm): copied into the manifest only when reported, so the
 # manifests of candidates that call no model keep the four keys above.
-MODEL_COUNTER_KEYS = ("cached_tokens", "cache_hits", "retries", "failed_calls", "failed_answers", "calls_without_usage",
-                      "cost_microdollars", "ttft_ms_median", "ttft_ms_max", "latency_ms_median", "retry_wait_ms",
-                      "model_records", "prompts", "truncated_records", "prompt_version")
+MODEL_COUNTER_KEYS = (
+    "cached_tokens",
+    "cache_hits",
+    "retries",
+    "failed_calls",
+    "failed_answers",
+    "calls_without_usage",
+    "cost_microdollars",
+    "ttft_ms_median",
+    "ttft_ms_max",
+    "latency_ms_median",
+    "retry_wait_ms",
+    "model_records",
+    "prompts",
+    "truncated_records",
+    "prompt_version",
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,33 @@ BUILTINS = {
         "microctx.candidates.builtins.llm:run",
         "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
         "needs --param base_url=URL --param model=NAME",
-        dict(LLM_DEFAULTS),
+        {
+            "base_url": "",
+            "model": "",
+            "mode": "micro",
+            "task": "all",
+            "context_tokens": 32768,
+            "chunk_records": 20,
+            "overlap": 0,
+            "concurrency": 4,
+            "price_in": 0.0,
+            "price_out": 0.0,
+            "price_cached": None,
+            "price_file": "",
+            "api_key_env": "",
+            "call_timeout": 120.0,
+            "deadline": 0.0,
+            "retries": 4,
+            "backoff": 0.5,
+            "max_backoff": 30.0,
+            "max_tokens": 0,
+            "temperature": 0.0,
+            "stream": True,
+            "json_mode": True,
+            "cache": "",
+            "retrieval_k": 0,
+            "splits": "all",
+        },
     ),
     "retrieval": Builtin(
         "microctx.candidates.builtins.retrieval:run",
@@ -115,10 +154,10 @@ def resolve(name: str, params: dict | None = None, cmd: str | None = None) -> Ca
         builtin = BUILTINS[name]
         unknown = sorted(set(params) - set(builtin.params))
         if unknown:
-            raise InputError(name, f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(builtin.params)) or 'none'}",
-                             field="--param")
-        return Candidate(name, "builtin", builtin.entry, {**builtin.params, **params},
-                         needs_devkit=builtin.needs_devkit)
+            raise InputError(
+                name, f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(builtin.params)) or 'none'}", field="--param"
+            )
+        return Candidate(name, "builtin", builtin.entry, {**builtin.params, **params}, needs_devkit=builtin.needs_devkit)
     if ":" not in name:
         raise InputError(name, f"not a built-in candidate ({', '.join(BUILTINS)}), not module:function, and no --cmd given")
     target, function = name.rsplit(":", 1)
@@ -152,6 +191,7 @@ def _import_root(module: str) -> str | None:
 
 
 # --- the child side: run one function candidate in this process ------------------------------
+
 
 def load_function(entry: str, import_root: str | None = None):
     """Import `module:function` or `/path/file.py:function` and return (function, version)."""

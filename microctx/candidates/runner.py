@@ -84,7 +84,7 @@ def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> dic
     An unreadable manifest (not JSON, not an object) raises InputError when `strict` (a report
     that shows its costs), and is taken as no manifest otherwise (the ledger: a look is recorded
     all the same, without the run's candidate and configuration)."""
-    from microctx.files import read_json
+    from microctx._io.jsonio import read_json
 
     path = manifest_path(submission)
     if not path.is_file():
@@ -159,12 +159,16 @@ def _check_devkit(path: Path, corpus_sha256: str) -> str:
 
     devkit = load_answers(path)
     if devkit["corpus_sha256"] != corpus_sha256:
-        raise InputError(path, f"devkit is bound to corpus {devkit['corpus_sha256']}, the public corpus is {corpus_sha256}",
-                         field="corpus_sha256")
+        raise InputError(
+            path,
+            f"devkit is bound to corpus {devkit['corpus_sha256']}, the public corpus is {corpus_sha256}",
+            field="corpus_sha256",
+        )
     for answer in devkit["answers"]:
         if answer["split"] == "test":
-            raise InputError(path, "a devkit must not hold test answers (make one with `microctx devkit`)",
-                             record=answer["id"], field="split")
+            raise InputError(
+                path, "a devkit must not hold test answers (make one with `microctx devkit`)", record=answer["id"], field="split"
+            )
     return file_sha256(path)
 
 
@@ -183,8 +187,7 @@ def clean_environment(home: Path, pythonpath: str | None = None, pass_env: Seque
     path_dirs = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d and not _mentions_private(d, private)]
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable)] + path_dirs)  # PATH loses only such entries
     env.setdefault("LANG", "C.UTF-8")
-    env.update(HOME=str(home), TMPDIR=str(home), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONNOUSERSITE="1")
+    env.update(HOME=str(home), TMPDIR=str(home), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     env.update({name: os.environ[name] for name in pass_env})
@@ -222,15 +225,30 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
 
     params = orjson.dumps(candidate.params).decode()
     if candidate.kind != "command":
-        argv = [sys.executable, "-m", "microctx.candidates.registry", candidate.entry,
-                "--public", "public.json", "--output", "submission.json", "--params", params]
+        argv = [
+            sys.executable,
+            "-m",
+            "microctx.candidates.registry",
+            candidate.entry,
+            "--public",
+            "public.json",
+            "--output",
+            "submission.json",
+            "--params",
+            params,
+        ]
         if has_devkit:
             argv += ["--devkit", "devkit.json"]
         if candidate.import_root:
             argv += ["--import-root", candidate.import_root]
         return argv
-    values = {"{public}": "public.json", "{submission}": "submission.json", "{params}": params,
-              "{python}": sys.executable, "{devkit}": "devkit.json" if has_devkit else None}
+    values = {
+        "{public}": "public.json",
+        "{submission}": "submission.json",
+        "{params}": params,
+        "{python}": sys.executable,
+        "{devkit}": "devkit.json" if has_devkit else None,
+    }
     argv = []
     for word in shlex.split(candidate.entry):
         for placeholder, value in values.items():
@@ -256,9 +274,8 @@ def _looks_like_answers(path: Path) -> bool:
         return False
 
 
-
-
 # --- the steps of a run ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Run:
@@ -286,8 +303,16 @@ class _Outcome:
     ended: str
 
 
-def _prepare(candidate: str, public, submission, devkit, params: dict | None, cmd: str | None,
-             settings: sb.SandboxSettings, pass_env: Sequence[str] = ()) -> _Run:
+def _prepare(
+    candidate: str,
+    public,
+    submission,
+    devkit,
+    params: dict | None,
+    cmd: str | None,
+    settings: sb.SandboxSettings,
+    pass_env: Sequence[str] = (),
+) -> _Run:
     """Resolve the candidate and check every input; InputError before anything runs."""
     spec = resolve(candidate, params, cmd)
     public, submission = Path(public), Path(submission)
@@ -362,8 +387,16 @@ def _launch(run: _Run, argv: list[str], env: dict, workdir: Path, output_path: P
     started, start_clock = _utc_now(), time.monotonic()
     with open(output_path, "wb") as output:
         try:
-            process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                                       start_new_session=True, preexec_fn=limits.preexec)
+            process = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+                preexec_fn=limits.preexec,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise InputError(argv[0], f"cannot start the candidate: {getattr(exc, 'strerror', None) or exc}") from None
         try:
@@ -451,7 +484,7 @@ def _read_regular(folder: Path, name: str, limit: int) -> tuple[bytes | None, st
 
 def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
     """Counters the candidate wrote (all keys present, null when not reported), its version, a problem."""
-    from microctx.files import parse_json
+    from microctx._io.jsonio import parse_json
 
     counters: dict[str, int | None] = {key: None for key in COUNTER_KEYS}
     data, why = _read_regular(workdir, COUNTERS_FILE, _COUNTERS_LIMIT)
@@ -482,8 +515,8 @@ def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
 
 def _check_submission(workdir: Path, corpus_sha256: str, limit: int) -> tuple[bytes | None, str]:
     """(bytes, "") when the candidate's output is a usable submission for this corpus, else (None, why not)."""
+    from microctx._io.jsonio import parse_json
     from microctx.contract.schemas import check_submission_document
-    from microctx.files import parse_json
 
     data, why = _read_regular(workdir, "submission.json", limit)
     if data is None:
@@ -514,8 +547,9 @@ def _failure_reason(run: _Run, outcome: _Outcome, output_tail: str, limits: sb.L
     last = next((line for line in reversed(output_tail.splitlines()) if line.strip()), "")
     how = f"was killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
     reason = f"the candidate {how}" + (f": {last.strip()}" if last else "")
-    if status == -signal.SIGXCPU or (status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime
-                                      + outcome.usage.ru_stime >= s.cpu_seconds):
+    if status == -signal.SIGXCPU or (
+        status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime + outcome.usage.ru_stime >= s.cpu_seconds
+    ):
         reason += f" (CPU-time limit of {s.cpu_seconds} seconds per process)"
     elif status == -signal.SIGXFSZ:
         reason += f" (file-size limit of {s.max_file_bytes} bytes)"
@@ -537,20 +571,26 @@ def remove_stale_submission(submission: Path, candidate: str) -> str:
     if _provably_submission(submission, candidate):
         submission.unlink()  # an earlier run's file must not pass for this run's result
         return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
-    return (f"; left the existing {submission.name} in place: it is not provably an earlier submission "
-            f"(it is not this run's result)")
+    return (
+        f"; left the existing {submission.name} in place: it is not provably an earlier submission (it is not this run's result)"
+    )
 
 
 def _provably_submission(path: Path, candidate: str) -> bool:
+    from microctx._io.jsonio import parse_json, read_bytes
     from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
-    from microctx.files import parse_json, read_bytes
 
     if not path.is_file() or path.is_symlink():
         return False
     try:
         earlier = read_manifest(path)  # an unreadable manifest proves nothing
-        if (earlier is not None and earlier.get("schema") in _RUN_SCHEMAS and earlier.get("candidate") == candidate
-                and earlier.get("ok") is True and earlier.get("submission_sha256") == file_sha256(path)):
+        if (
+            earlier is not None
+            and earlier.get("schema") in _RUN_SCHEMAS
+            and earlier.get("candidate") == candidate
+            and earlier.get("ok") is True
+            and earlier.get("submission_sha256") == file_sha256(path)
+        ):
             return True
     except (InputError, OSError):
         pass
@@ -578,7 +618,9 @@ def _network_record(run: _Run, proxy) -> dict:
     return {"mode": mode, "allow_hosts": [], "requests": [], "denied": [], "dropped": 0}
 
 
-def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, limits: sb.Limits, network: dict) -> tuple[dict, bytes | None]:
+def _manifest(
+    run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, limits: sb.Limits, network: dict
+) -> tuple[dict, bytes | None]:
     """The run manifest, and the submission's bytes when the run succeeded."""
     from microctx._version import __version__
 
@@ -610,9 +652,13 @@ def _manifest(run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, lim
         "wall_seconds": round(outcome.wall, 3),
         "cpu_seconds": round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
         "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
-        "cost_source": {"wall_seconds": "runner clock",
-                        "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
-                        "peak_memory_bytes": "cgroup (whole process tree)" if peak is not None else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)"},
+        "cost_source": {
+            "wall_seconds": "runner clock",
+            "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
+            "peak_memory_bytes": "cgroup (whole process tree)"
+            if peak is not None
+            else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)",
+        },
         "exit_status": outcome.exit_status,
         "timed_out": outcome.timed_out,
         "timeout_seconds": run.settings.timeout_seconds,
@@ -643,8 +689,12 @@ def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> d
 
     if urlsplit(base_url).scheme == "https":
         tunnels = sum(r.get("method") == "CONNECT" for r in requests)
-        return {"agree": None, "opaque": True, "tunnels": tunnels,
-                "note": "HTTPS goes through CONNECT tunnels: the runner sees connections, not calls or tokens"}
+        return {
+            "agree": None,
+            "opaque": True,
+            "tunnels": tunnels,
+            "note": "HTTPS goes through CONNECT tunnels: the runner sees connections, not calls or tokens",
+        }
     seen = [{**r, "host": f"{r['host']}:{r['port']}"} for r in requests]
     try:
         return reconcile(seen, counters, base_url)
@@ -655,8 +705,8 @@ def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> d
 def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
     """Write the submission (only for a good run) and the manifest, together as one set; a failed
     run writes its manifest and leaves no submission of its own at S."""
+    from microctx._io.atomic import AtomicOutputs
     from microctx.contract.canonical import dumps
-    from microctx.files import AtomicOutputs
 
     if data is None and run.submission.exists():
         manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
@@ -666,9 +716,18 @@ def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
         out.write(manifest_path(run.submission), dumps(manifest))
 
 
-def run_candidate(candidate: str, public, submission, *, devkit=None, params: dict | None = None,
-                  timeout: float | None = None, cmd: str | None = None, sandbox: sb.SandboxSettings | None = None,
-                  pass_env: Sequence[str] = ()) -> dict:
+def run_candidate(
+    candidate: str,
+    public,
+    submission,
+    *,
+    devkit=None,
+    params: dict | None = None,
+    timeout: float | None = None,
+    cmd: str | None = None,
+    sandbox: sb.SandboxSettings | None = None,
+    pass_env: Sequence[str] = (),
+) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
     `candidate` is a built-in name, `module:function`, `file.py:function`, or with `cmd` a label.

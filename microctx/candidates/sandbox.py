@@ -62,14 +62,36 @@ PACKAGE_DIR = "/opt/microctx-lib"  # the running microctx package, read-only, fi
 CACHE_DIR = "/cache"  # --cache-dir: the one folder kept between runs, read-write
 CACHE_ENV = "MICROCTX_CANDIDATE_CACHE"  # tells the candidate where its cache folder is
 SANDBOX_UID = 1000
-_ETC = ("ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust", "alternatives", "localtime", "timezone", "ld.so.cache",
-        "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "hosts", "host.conf", "passwd", "group", "mime.types",
-        "fonts", "locale.alias", "gai.conf")
+_ETC = (
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "passwd",
+    "group",
+    "mime.types",
+    "fonts",
+    "locale.alias",
+    "gai.conf",
+)
 _SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$")
-HOW_TO_ENABLE = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces "
-                 "(sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu), "
-                 "or choose --isolation process knowingly (no sandbox: the candidate can read what your user can read "
-                 "and reach the network)")
+HOW_TO_ENABLE = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces "
+    "(sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu), "
+    "or choose --isolation process knowingly (no sandbox: the candidate can read what your user can read "
+    "and reach the network)"
+)
 
 
 class SandboxUnavailable(InputError):
@@ -113,7 +135,9 @@ class SandboxSettings:
         if self.network not in NETWORK_MODES:
             raise InputError("--network", f"expected one of {', '.join(NETWORK_MODES)}, got {self.network!r}")
         if self.network == "record" and self.isolation != "sandbox":
-            raise InputError("--network", "record mode needs the sandbox (a process run cannot keep the candidate off the network)")
+            raise InputError(
+                "--network", "record mode needs the sandbox (a process run cannot keep the candidate off the network)"
+            )
         if self.allow_hosts and self.network != "record":
             raise InputError("--allow-host", "allowed hosts need --network record")
         for host in self.allow_hosts:
@@ -148,9 +172,23 @@ def bwrap_path() -> str:
 
 
 def namespace_flags() -> list[str]:
-    return ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
-            "--new-session", "--hostname", "sandbox"]
+    return [
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+    ]
 
 
 def check_available() -> str:
@@ -163,8 +201,13 @@ def check_available() -> str:
     argv = [path, *namespace_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true"]
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
-        why = "" if done.returncode == 0 else (done.stderr.decode("utf-8", "replace").strip().splitlines() or
-                                               [f"bwrap exited with status {done.returncode}"])[-1]
+        why = (
+            ""
+            if done.returncode == 0
+            else (done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"bwrap exited with status {done.returncode}"])[
+                -1
+            ]
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         why = f"bwrap could not run: {exc}"
     _PROBED[path] = why
@@ -174,6 +217,7 @@ def check_available() -> str:
 
 
 # --- what the sandbox sees -------------------------------------------------------------------
+
 
 def _covered(path: Path, binds: list[Path]) -> bool:
     return any(path == b or b in path.parents for b in binds)
@@ -240,16 +284,39 @@ def check_cache_dir(folder: Path) -> Path:
     return resolved
 
 
-def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tuple[Path, str]] = (),  # type: ignore[assignment]
-               proxy_dir: Path | None = None, tmp_bytes: int = 256 << 20, cache_dir: Path | None = None) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    run_dir: Path,
+    command: list[str],
+    *,
+    extra: list[tuple[Path, str]] = (),  # type: ignore[assignment]
+    proxy_dir: Path | None = None,
+    tmp_bytes: int = 256 << 20,
+    cache_dir: Path | None = None,
+) -> list[str]:
     """The full bwrap command line: namespaces, file system, working directory, then `command`.
 
     `extra` are (host path, sandbox path) pairs bound read-only (a candidate's own module or
     files); `proxy_dir` (record mode) is bound read-only at PROXY_DIR; `cache_dir` (--cache-dir)
     read-write at CACHE_DIR."""
     # order matters: the private /tmp comes before the binds, so that an installation under /tmp stays visible
-    argv = [bwrap, *namespace_flags(), *_system_binds(), "--proc", "/proc", "--dev", "/dev",
-            "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes), "--tmpfs", HOME_DIR]
+    argv = [
+        bwrap,
+        *namespace_flags(),
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        HOME_DIR,
+    ]
     for path in python_paths():
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--ro-bind", str(package_folder()), f"{PACKAGE_DIR}/microctx"]
@@ -265,6 +332,7 @@ def bwrap_argv(bwrap: str, run_dir: Path, command: list[str], *, extra: list[tup
 
 
 # --- limits and the kernel's accounting ------------------------------------------------------
+
 
 def _cgroup_mounts() -> dict[str, Path]:
     """Controller (or 'unified') -> mount point, from /proc/self/mountinfo."""
@@ -329,8 +397,13 @@ class Limits:
             "memory": "cgroup" if self._has("memory") else "rlimit RLIMIT_AS (per process)",
             "processes": "cgroup" if self._has("pids") else "rlimit RLIMIT_NPROC (counts every process of the user)",
             "cpu": "rlimit RLIMIT_CPU (per process)" if settings.cpu_seconds else "none",
-            "timeout": ("none" if not settings.timeout_seconds else "runner (kills the pid namespace)"
-                        if settings.isolation == "sandbox" else "runner (kills the process group and the run's cgroups)"),
+            "timeout": (
+                "none"
+                if not settings.timeout_seconds
+                else "runner (kills the pid namespace)"
+                if settings.isolation == "sandbox"
+                else "runner (kills the process group and the run's cgroups)"
+            ),
             "file_size": "rlimit RLIMIT_FSIZE",
         }
         if not self._has("pids") and os.geteuid() == 0:
@@ -339,8 +412,10 @@ class Limits:
                 self._procs_files = [self._procs_file(c) for c in self.groups]
                 return
             self.close()
-            raise SandboxUnavailable("running as root without a writable pids cgroup, the process limit cannot be enforced "
-                                     "(RLIMIT_NPROC does not bind root); run as a normal user or allow cgroups")
+            raise SandboxUnavailable(
+                "running as root without a writable pids cgroup, the process limit cannot be enforced "
+                "(RLIMIT_NPROC does not bind root); run as a normal user or allow cgroups"
+            )
         self._procs_files = [self._procs_file(c) for c in self.groups]
 
     def _has(self, controller: str) -> bool:
@@ -406,8 +481,14 @@ class Limits:
     def describe(self) -> dict:
         """The manifest's `limits` object."""
         s = self.settings
-        return {"memory_bytes": s.memory_bytes, "max_processes": s.max_processes, "timeout_seconds": s.timeout_seconds,
-                "cpu_seconds": s.cpu_seconds, "max_file_bytes": s.max_file_bytes, "enforced_by": dict(self.enforced_by)}
+        return {
+            "memory_bytes": s.memory_bytes,
+            "max_processes": s.max_processes,
+            "timeout_seconds": s.timeout_seconds,
+            "cpu_seconds": s.cpu_seconds,
+            "max_file_bytes": s.max_file_bytes,
+            "enforced_by": dict(self.enforced_by),
+        }
 
     def _file(self, controller: str, v1: str, v2: str) -> Path | None:
         if controller in self.groups:

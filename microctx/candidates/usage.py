@@ -78,18 +78,29 @@ def reconcile(requests: list[dict], counters: dict, base_url: str) -> dict:
     def same_host(value: str) -> bool:
         return (value if ":" in value else f"{value}:{default_port}") == host
 
-    calls = [r for r in requests if r.get("method") == "POST" and same_host(str(r.get("host", "")))
-             and (r.get("path") in (None, path))]
+    calls = [
+        r for r in requests if r.get("method") == "POST" and same_host(str(r.get("host", ""))) and (r.get("path") in (None, path))
+    ]
     answered = [r for r in calls if r.get("status") == 200]
     usages = [r["usage"] for r in answered if isinstance(r.get("usage"), dict)]
     tokens_seen = len(usages) == len(answered) and all(r.get("path") is not None for r in calls)
     runner = {"model_calls": len(calls)}
     if tokens_seen:
-        runner.update(input_tokens=sum(u["prompt_tokens"] for u in usages),
-                      output_tokens=sum(u["completion_tokens"] for u in usages),
-                      cached_tokens=sum(u.get("cached_tokens", 0) for u in usages))
+        runner.update(
+            input_tokens=sum(u["prompt_tokens"] for u in usages),
+            output_tokens=sum(u["completion_tokens"] for u in usages),
+            cached_tokens=sum(u.get("cached_tokens", 0) for u in usages),
+        )
     candidate = {key: counters.get(key) for key in COMPARED}
-    differences = [f"{key}: runner {runner[key]}, candidate {candidate[key]}" for key in COMPARED
-                   if key in runner and runner[key] != candidate[key]]
-    return {"runner": runner, "candidate": candidate, "tokens_seen": tokens_seen, "differences": differences,
-            "agree": not differences}
+    differences = [
+        f"{key}: runner {runner[key]}, candidate {candidate[key]}"
+        for key in COMPARED
+        if key in runner and runner[key] != candidate[key]
+    ]
+    return {
+        "runner": runner,
+        "candidate": candidate,
+        "tokens_seen": tokens_seen,
+        "differences": differences,
+        "agree": not differences,
+    }

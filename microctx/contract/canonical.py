@@ -41,8 +41,7 @@ def dumps(value: object) -> bytes:
     return _escape(orjson.dumps(value, option=orjson.OPT_INDENT_2)) + b"\n"
 
 
-def iter_dumps(document: dict, list_key: str, batch_size: int = 100,
-               copy_keys: tuple[str, ...] = ()) -> Iterator[bytes]:
+def iter_dumps(document: dict, list_key: str, batch_size: int = 100, copy_keys: tuple[str, ...] = ()) -> Iterator[bytes]:
     """The canonical bytes of `document` in chunks, one per `batch_size` items of `document[list_key]`.
 
     Joining the chunks gives exactly `dumps(document)`; streaming them keeps a large corpus
@@ -62,7 +61,7 @@ def iter_dumps(document: dict, list_key: str, batch_size: int = 100,
     # items of the document's list: strip the object's first line and its closing lines.
     cut_head, cut_tail = len(b'{\n  "": [\n'), -len(b"\n  ]\n}")
     for start in range(0, len(items), batch_size):
-        batch = items[start:start + batch_size]
+        batch = items[start : start + batch_size]
         if copy_keys:
             batch = [_uncached(item, copy_keys) for item in batch]
         chunk = _escape(orjson.dumps({"": batch}, option=orjson.OPT_INDENT_2)[cut_head:cut_tail])
@@ -87,5 +86,3 @@ def _uncached(item: object, keys: tuple[str, ...]) -> object:
                 copy = dict(item)
             copy[key] = "".join((value, ""))  # a new str object: join of two never returns an input
     return item if copy is None else copy
-
-

@@ -68,8 +68,21 @@ def _references(data: bytes) -> list[int]:
 # D without (?i), for text lower-cased byte for byte (bytes.lower keeps every offset)
 _S_LOWER = rb"(?:s|\xc5\xbf)"
 _DUPLICATE_LOWER = re.compile(
-    rb"\b(?:duplicate(?:" + _S_LOWER + rb"|d)?(?:" + _WS + rb"+of)?|" + _S_LOWER + rb"uper" + _S_LOWER
-    + rb"ede(?:" + _S_LOWER + rb"|d)?" + _WS + rb"+by)" + _WS + rb"+#([0-9]{1,7})\b"
+    rb"\b(?:duplicate(?:"
+    + _S_LOWER
+    + rb"|d)?(?:"
+    + _WS
+    + rb"+of)?|"
+    + _S_LOWER
+    + rb"uper"
+    + _S_LOWER
+    + rb"ede(?:"
+    + _S_LOWER
+    + rb"|d)?"
+    + _WS
+    + rb"+by)"
+    + _WS
+    + rb"+#([0-9]{1,7})\b"
 )
 
 

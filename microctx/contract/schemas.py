@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 from microctx.errors import InputError, json_type_name
-from microctx.files import parse_json, read_bytes
 
 CORPUS_SCHEMA = "fak-microcontext-corpus/1"
 
@@ -54,8 +53,9 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
         if not isinstance(answer, dict):
             raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
         if not _is(answer.get("id"), str):
-            raise InputError(path, f"expected a string id, got {json_type_name(answer.get('id'))}",
-                             record=f"answers[{index}]", field="id")
+            raise InputError(
+                path, f"expected a string id, got {json_type_name(answer.get('id'))}", record=f"answers[{index}]", field="id"
+            )
         where = f"answers[{index}] ({answer['id']})"
         required = ("split",) + tuple(ANSWER_FIELDS) if gold else ()
         for key in required:
@@ -71,7 +71,9 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
                 continue
             if not is_list:
                 if not _is(value, element):
-                    raise InputError(path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key)
+                    raise InputError(
+                        path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key
+                    )
                 continue
             if not isinstance(value, list) or not all(_is(v, element) for v in value):
                 raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
@@ -126,12 +128,15 @@ def check_submission_document(document: object, path) -> dict:
     return document
 
 
-
 def load_answers(path: str | os.PathLike) -> dict:
     """Read and validate an answer bundle (schema fak-microcontext-answers/1)."""
+    from microctx._io.jsonio import parse_json, read_bytes  # loaded when a file is read, not for the schema ids
+
     return check_answers_document(parse_json(read_bytes(path), path), path)
 
 
 def load_submission(path: str | os.PathLike) -> dict:
     """Read and validate a submission (schema fak-microcontext-submission/1)."""
+    from microctx._io.jsonio import parse_json, read_bytes
+
     return check_submission_document(parse_json(read_bytes(path), path), path)

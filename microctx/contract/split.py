@@ -20,8 +20,9 @@ def split_for_key(smallest_number: int) -> str:
     return "train" if bucket < 2 else "tune" if bucket < 4 else "test"
 
 
-def components(numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str],
-               references: Sequence[Iterable[int]]) -> dict[int, int]:
+def components(
+    numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str], references: Sequence[Iterable[int]]
+) -> dict[int, int]:
     """Map each issue number to the smallest issue number of its component."""
     parent = {n: n for n in numbers}
 
@@ -55,8 +56,9 @@ def components(numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[s
     return {n: find(n) for n in numbers}
 
 
-def assign_splits(numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str],
-                  references: Sequence[Iterable[int]]) -> dict[int, str]:
+def assign_splits(
+    numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str], references: Sequence[Iterable[int]]
+) -> dict[int, str]:
     """Map each issue number to its split."""
     roots = components(numbers, titles, bodies, references)
     by_root = {root: split_for_key(root) for root in set(roots.values())}

@@ -13,10 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from microctx._io.jsonio import gc_paused, read_json
+from microctx._io.jsonscan import IrregularJSON, iter_json_array
 from microctx.contract.schemas import STATES
 from microctx.contract.timestamps import Timestamp, parse_timestamp
 from microctx.errors import InputError, json_type_name
-from microctx.files import IrregularJSON, gc_paused, iter_json_array, read_json
 
 MIN_RECORDS = 50
 
@@ -64,8 +65,12 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
         keys = _REST_KEYS if rest else _GH_KEYS
         issue = _fast_issue(item, keys) or _parse_issue(item, keys, path, where)
         if issue.number in seen:
-            raise InputError(path, f"number {issue.number} repeats record #{seen[issue.number]}",
-                             record=f"{where} (number {issue.number})", field=keys["number"])
+            raise InputError(
+                path,
+                f"number {issue.number} repeats record #{seen[issue.number]}",
+                record=f"{where} (number {issue.number})",
+                field=keys["number"],
+            )
         seen[issue.number] = index
         issues.append(issue)
     if len(issues) < MIN_RECORDS:
@@ -90,8 +95,15 @@ def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
     except KeyError:
         return None
     closed = item.get(keys["closed_at"])
-    if (type(number) is not int or number <= 0 or type(title) is not str or not title
-            or type(url) is not str or not url or type(state) is not str):
+    if (
+        type(number) is not int
+        or number <= 0
+        or type(title) is not str
+        or not title
+        or type(url) is not str
+        or not url
+        or type(state) is not str
+    ):
         return None
     if body is None:
         body = ""
@@ -156,7 +168,7 @@ class _Checked:
         for i, label in enumerate(self.value("labels", (list,), nullable=True) or []):
             name = label.get("name") if isinstance(label, dict) else label
             if not isinstance(name, str):
-                self.fail("labels", f"label {i}: expected an object with a string \"name\", got {json_type_name(label)}")
+                self.fail("labels", f'label {i}: expected an object with a string "name", got {json_type_name(label)}')
             names.append(name)
         return names
 

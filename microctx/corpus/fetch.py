@@ -35,9 +35,9 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from microctx._io.atomic import atomic_write
 from microctx.corpus.deadline import TimeUp, call_within
 from microctx.errors import InputError, scrub_url, scrub_urls
-from microctx.files import atomic_write
 
 DEFAULT_API_URL = "https://api.github.com"
 TOKEN_ENV_VARS = ("GITHUB_TOKEN", "GH_TOKEN")  # first one set wins
@@ -119,8 +119,7 @@ def check_repo(repo: str) -> tuple[str, str]:
 def issues_url(api_url: str, repo: str, state: str) -> str:
     """The first page's URL."""
     owner, name = check_repo(repo)
-    return (f"{api_url.rstrip('/')}/repos/{owner}/{name}/issues"
-            f"?state={state}&sort=created&direction=desc&per_page={PAGE_SIZE}")
+    return f"{api_url.rstrip('/')}/repos/{owner}/{name}/issues?state={state}&sort=created&direction=desc&per_page={PAGE_SIZE}"
 
 
 def source_string(repo: str, state: str, limit: int | None, api_url: str = DEFAULT_API_URL) -> str:
@@ -154,11 +153,20 @@ def export_row(item: dict) -> dict:
     }
 
 
-def fetch_issues(repo: str, *, state: str = "all", limit: int | None = None, api_url: str = DEFAULT_API_URL,
-                 token: Token | None = None, policy: RetryPolicy = RetryPolicy(),
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
-                 say: Callable[[str], None] | None = None, progress: bool | None = None,
-                 transport: httpx.BaseTransport | None = None) -> FetchResult:
+def fetch_issues(
+    repo: str,
+    *,
+    state: str = "all",
+    limit: int | None = None,
+    api_url: str = DEFAULT_API_URL,
+    token: Token | None = None,
+    policy: RetryPolicy = RetryPolicy(),
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+    say: Callable[[str], None] | None = None,
+    progress: bool | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> FetchResult:
     """Fetch the repository's issues (pull requests skipped), at most `limit` of them.
 
     `sleep` and `clock` are injectable so tests can check waits without waiting; `say` receives
@@ -174,17 +182,29 @@ def fetch_issues(repo: str, *, state: str = "all", limit: int | None = None, api
     clock_ = _Deadline(policy.deadline_seconds, sleep)
     bar = _progress_bar(repo, limit, progress)
     try:
-        with httpx.Client(headers=_headers(token), timeout=policy.timeout_seconds,
-                          follow_redirects=True, transport=transport) as client:
+        with httpx.Client(
+            headers=_headers(token), timeout=policy.timeout_seconds, follow_redirects=True, transport=transport
+        ) as client:
             _read_pages(client, url, origin, repo, limit, token, policy, clock_, clock, say, result, bar)
     finally:
         bar.close()
     return result
 
 
-def _read_pages(client: httpx.Client, url: str | None, origin: tuple, repo: str, limit: int | None,
-                token: Token | None, policy: RetryPolicy, deadline: _Deadline, clock, say,
-                result: FetchResult, bar) -> None:
+def _read_pages(
+    client: httpx.Client,
+    url: str | None,
+    origin: tuple,
+    repo: str,
+    limit: int | None,
+    token: Token | None,
+    policy: RetryPolicy,
+    deadline: _Deadline,
+    clock,
+    say,
+    result: FetchResult,
+    bar,
+) -> None:
     """Follow the pages from `url` until the last one or `limit` issues, within the policy's bounds:
     the deadline, the page cap, no page read twice (a `Link` loop), and no run of pages that bring
     nothing new."""
@@ -255,8 +275,9 @@ def check_api_url(api_url: str) -> None:
 def _item_number(item: dict, url: str, index: int) -> int:
     number = item.get("number")
     if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
-        raise InputError(_where(url), f"expected a positive integer, got {_shown(number)}", record=f"item {index}",
-                         field="number")
+        raise InputError(
+            _where(url), f"expected a positive integer, got {_shown(number)}", record=f"item {index}", field="number"
+        )
     return number
 
 
@@ -264,11 +285,16 @@ def _check_item(item: dict, url: str, index: int) -> None:
     """The fields `export_row` reshapes must have their API types (the rest is checked by freeze)."""
     where = f"item {index} (number {item['number']})"
     labels = item.get("labels")
-    if labels is not None and not (isinstance(labels, list)
-                                   and all(isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("name"), str))
-                                           for x in labels)):
-        raise InputError(_where(url), f"expected an array of label objects with a string name, got {_shown(labels)}",
-                         record=where, field="labels")
+    if labels is not None and not (
+        isinstance(labels, list)
+        and all(isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("name"), str)) for x in labels)
+    ):
+        raise InputError(
+            _where(url),
+            f"expected an array of label objects with a string name, got {_shown(labels)}",
+            record=where,
+            field="labels",
+        )
     for key in ("title", "state", "created_at", "updated_at", "html_url"):
         if not isinstance(item.get(key), str):
             raise InputError(_where(url), f"expected a string, got {_shown(item.get(key))}", record=where, field=key)
@@ -313,8 +339,19 @@ def check_output_folder(path: str | os.PathLike) -> None:
 
 # --- one request, with its waits and retries --------------------------------------------------
 
-def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy: RetryPolicy,
-         sleep, clock, say, result: FetchResult, deadline: _Deadline | None = None) -> httpx.Response:
+
+def _get(
+    client: httpx.Client,
+    url: str,
+    repo: str,
+    token: Token | None,
+    policy: RetryPolicy,
+    sleep,
+    clock,
+    say,
+    result: FetchResult,
+    deadline: _Deadline | None = None,
+) -> httpx.Response:
     """GET `url`, waiting out rate limits and retrying 5xx / dropped connections, within bounds."""
     deadline = deadline or _Deadline(policy.deadline_seconds, sleep)
     sleep = deadline.sleep
@@ -337,17 +374,28 @@ def _get(client: httpx.Client, url: str, repo: str, token: Token | None, policy:
         if wait is not None:
             rate_waits += 1
             if rate_waits > policy.rate_limit_waits:
-                raise InputError(_where(url), f"still rate limited after {policy.rate_limit_waits} waits; giving up "
-                                 "(try again later, or set GITHUB_TOKEN for a higher limit)")
+                raise InputError(
+                    _where(url),
+                    f"still rate limited after {policy.rate_limit_waits} waits; giving up "
+                    "(try again later, or set GITHUB_TOKEN for a higher limit)",
+                )
             if wait > policy.max_rate_limit_wait_seconds:
-                raise InputError(_where(url), f"rate limited for another {wait:.0f} s, longer than the "
-                                 f"{policy.max_rate_limit_wait_seconds:.0f} s this command waits; try again later")
+                raise InputError(
+                    _where(url),
+                    f"rate limited for another {wait:.0f} s, longer than the "
+                    f"{policy.max_rate_limit_wait_seconds:.0f} s this command waits; try again later",
+                )
             if wait >= deadline.remaining():
-                raise InputError(_where(url), f"rate limited for another {wait:.0f} s, past the fetch's deadline "
-                                 f"({policy.deadline_seconds:g} s); try again later")
+                raise InputError(
+                    _where(url),
+                    f"rate limited for another {wait:.0f} s, past the fetch's deadline "
+                    f"({policy.deadline_seconds:g} s); try again later",
+                )
             until = datetime.fromtimestamp(clock() + wait, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            say(f"microctx fetch: rate limited ({response.status_code}); waiting {wait:.0f} s until {until} "
-                f"(wait {rate_waits} of {policy.rate_limit_waits})")
+            say(
+                f"microctx fetch: rate limited ({response.status_code}); waiting {wait:.0f} s until {until} "
+                f"(wait {rate_waits} of {policy.rate_limit_waits})"
+            )
             result.waits.append(wait)
             sleep(wait)
             continue
@@ -375,20 +423,30 @@ def _bounded_get(client: httpx.Client, url: str, policy: RetryPolicy, deadline: 
         return call_within(lambda: _read_response(client, url, policy, seconds, cancel), seconds, "microctx-fetch")
     except TimeUp:
         cancel.set()
-        what = (f"the fetch's deadline of {policy.deadline_seconds:g} s" if seconds < policy.request_deadline_seconds
-                else f"the response deadline of {policy.request_deadline_seconds:g} s")
+        what = (
+            f"the fetch's deadline of {policy.deadline_seconds:g} s"
+            if seconds < policy.request_deadline_seconds
+            else f"the response deadline of {policy.request_deadline_seconds:g} s"
+        )
         raise InputError(_where(url), f"no complete response in time ({what}; the server is too slow); giving up") from None
     except _TooLarge:
-        raise InputError(_where(url), f"the response is larger than {policy.max_response_bytes} bytes "
-                                      "(after decompression); refusing it") from None
+        raise InputError(
+            _where(url), f"the response is larger than {policy.max_response_bytes} bytes (after decompression); refusing it"
+        ) from None
 
 
-_DECODERS = {"gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
-             "deflate": lambda: zlib.decompressobj(), "identity": None, "": None}
+_DECODERS = {
+    "gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    "deflate": lambda: zlib.decompressobj(),
+    "identity": None,
+    "": None,
+}
 
 
-def _read_response(client: httpx.Client, url: str, policy: RetryPolicy, seconds: float,
-                   cancel: threading.Event) -> httpx.Response:
+def _read_response(
+    client: httpx.Client, url: str, policy: RetryPolicy, seconds: float, cancel: threading.Event
+) -> httpx.Response:
     cap = policy.max_response_bytes
     timeout = httpx.Timeout(min(policy.timeout_seconds, seconds))
     with client.stream("GET", url, timeout=timeout) as streamed:
@@ -414,15 +472,17 @@ def _read_response(client: httpx.Client, url: str, policy: RetryPolicy, seconds:
         return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
 
 
-def _backoff(failures: int, problem: str, url: str, policy: RetryPolicy, sleep, say, result: FetchResult,
-             deadline: _Deadline | None = None) -> int:
+def _backoff(
+    failures: int, problem: str, url: str, policy: RetryPolicy, sleep, say, result: FetchResult, deadline: _Deadline | None = None
+) -> int:
     """Wait before retry number `failures + 1`, or give up when the retries (or the time) are spent."""
     if failures >= policy.server_retries:
         raise InputError(_where(url), f"{problem} after {failures + 1} attempts; giving up")
-    wait = min(policy.backoff_seconds * 2 ** failures, policy.max_backoff_seconds)
+    wait = min(policy.backoff_seconds * 2**failures, policy.max_backoff_seconds)
     if deadline is not None and wait >= deadline.remaining():
-        raise InputError(_where(url), f"{problem}; no time left for a retry before the deadline "
-                         f"({policy.deadline_seconds:g} s); giving up")
+        raise InputError(
+            _where(url), f"{problem}; no time left for a retry before the deadline ({policy.deadline_seconds:g} s); giving up"
+        )
     say(f"microctx fetch: {problem}; retrying in {wait:g} s (retry {failures + 1} of {policy.server_retries})")
     result.waits.append(wait)
     sleep(wait)
@@ -501,16 +561,17 @@ def _next_url(response: httpx.Response, origin: tuple, token: Token | None) -> s
     url = str(response.url.join(link["url"]))
     if _origin(url) != origin:
         host = urlsplit(url).netloc.rsplit("@", 1)[-1]
-        raise InputError(_where(str(response.url)), f"the next-page link leaves the API host "
-                         f"({_scrub(host, token)}); refusing to follow it")
+        raise InputError(
+            _where(str(response.url)), f"the next-page link leaves the API host ({_scrub(host, token)}); refusing to follow it"
+        )
     return url
 
 
 # --- small helpers ------------------------------------------------------------------------------
 
+
 def _headers(token: Token | None) -> dict[str, str]:
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
-               "User-Agent": "microctx-fetch"}
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "microctx-fetch"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token.reveal()}"
     headers["Accept-Encoding"] = "gzip, deflate"  # the encodings `_read_response` inflates within its cap
@@ -541,5 +602,6 @@ def _progress_bar(repo: str, limit: int | None, progress: bool | None):
     from tqdm import tqdm
 
     # disable=None: tqdm shows the bar only when stderr is a terminal
-    return tqdm(total=limit, desc=repo, unit=" issues", file=sys.stderr, leave=False,
-                disable=None if progress is None else not progress)
+    return tqdm(
+        total=limit, desc=repo, unit=" issues", file=sys.stderr, leave=False, disable=None if progress is None else not progress
+    )

@@ -14,19 +14,20 @@ from dataclasses import dataclass
 from heapq import nlargest
 from operator import attrgetter
 
+from microctx._io.atomic import AtomicOutputs
+from microctx._io.jsonio import gc_paused
 from microctx._version import __version__
 from microctx.contract.canonical import iter_dumps
 from microctx.contract.digests import digest_chunks, sha256_hex
 from microctx.contract.patterns import derive_utf8
 from microctx.contract.schemas import ANSWERS_SCHEMA, CORPUS_SCHEMA, REPORT_SCHEMA
+from microctx.contract.score import grade_counts
 from microctx.contract.split import assign_splits
 from microctx.contract.timestamps import utc_second
 from microctx.corpus.export import RawIssue
 from microctx.corpus.redact import MARKER, Rule, scrub
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, short_digest, table_html, verdict_html
 from microctx.errors import ContractError
-from microctx.files import AtomicOutputs, gc_paused
-from microctx.grading.score import grade_counts
 
 PRESERVED_KEYS = (b'"state"', b'"labels"', b'"closed_at"')
 DERIVED_KEYS = (b'"references"', b'"duplicate_targets"', b'"scope_contradictions"', b'"aggregates"')
@@ -64,9 +65,11 @@ class Frozen:
     def summary(self) -> Summary:
         r = self.report
         checks = r.get("leak_checks") or {}
-        return Summary(f"{r['records']:,} records (train {r['train_records']:,} / tune {r['tune_records']:,} / "
-                       f"test {r['test_records']:,}); {sum(v is True for v in checks.values())}/{len(checks)} leak checks pass; "
-                       f"public {short_digest(self.public_sha256)}, answers {short_digest(self.answers_sha256)}")
+        return Summary(
+            f"{r['records']:,} records (train {r['train_records']:,} / tune {r['tune_records']:,} / "
+            f"test {r['test_records']:,}); {sum(v is True for v in checks.values())}/{len(checks)} leak checks pass; "
+            f"public {short_digest(self.public_sha256)}, answers {short_digest(self.answers_sha256)}"
+        )
 
     def write(self, public: str | os.PathLike, answers: str | os.PathLike, report: str | os.PathLike) -> None:
         """Write the three files together, atomically (parent folders are created)."""
@@ -79,24 +82,45 @@ class Frozen:
 
     def _repr_html_(self) -> str:
         r = self.report
-        counts = [(k.replace("_", " "), f"{r[k]:,}") for k in ("records", "train_records", "tune_records", "test_records",
-                                                                "open_records", "closed_records", "reference_edges",
-                                                                "duplicate_edges", "scope_contradictions", "scrubbed_records")
-                  if isinstance(r.get(k), int)]
-        checks = "".join(f"<li>{verdict_html(v is True, 'pass', 'FAIL')} {html.escape(k)}</li>"
-                         for k, v in sorted((r.get("leak_checks") or {}).items()))
-        fields = fields_html([("public sha256", Markup(f"<code>{self.public_sha256}</code>")),
-                              ("answers sha256", Markup(f"<code>{self.answers_sha256}</code>")),
-                              ("source", short(self.public.get("source", "")))] + counts
-                             + [("leak checks", Markup(f"<ul style='margin:0'>{checks}</ul>"))])
+        counts = [
+            (k.replace("_", " "), f"{r[k]:,}")
+            for k in (
+                "records",
+                "train_records",
+                "tune_records",
+                "test_records",
+                "open_records",
+                "closed_records",
+                "reference_edges",
+                "duplicate_edges",
+                "scope_contradictions",
+                "scrubbed_records",
+            )
+            if isinstance(r.get(k), int)
+        ]
+        checks = "".join(
+            f"<li>{verdict_html(v is True, 'pass', 'FAIL')} {html.escape(k)}</li>"
+            for k, v in sorted((r.get("leak_checks") or {}).items())
+        )
+        fields = fields_html(
+            [
+                ("public sha256", Markup(f"<code>{self.public_sha256}</code>")),
+                ("answers sha256", Markup(f"<code>{self.answers_sha256}</code>")),
+                ("source", short(self.public.get("source", ""))),
+            ]
+            + counts
+            + [("leak checks", Markup(f"<ul style='margin:0'>{checks}</ul>"))]
+        )
         records = self.public.get("records", [])
         rows = [(x["id"], x["split"], x["state"], x["title"]) for x in records[:MAX_ROWS]]
-        return card_html("Frozen corpus (nothing written yet: .write(public, answers, report))", fields,
-                         table_html(("id", "split", "state", "title"), rows, total=len(records)))
+        return card_html(
+            "Frozen corpus (nothing written yet: .write(public, answers, report))",
+            fields,
+            table_html(("id", "split", "state", "title"), rows, total=len(records)),
+        )
 
 
-def public_record(issue: RawIssue, split: str, title_sha256: str | None = None,
-                  body_sha256: str | None = None) -> dict:
+def public_record(issue: RawIssue, split: str, title_sha256: str | None = None, body_sha256: str | None = None) -> dict:
     """The public record of an issue; pass the text digests when they are already computed."""
     labels = sorted([name for name in issue.labels if name]) if issue.labels else None
     closed_at = issue.closed_at
@@ -194,8 +218,17 @@ def _scrub_and_derive(issues: Sequence[RawIssue], rules: Sequence[Rule]) -> _Der
             out.scrubbed_matches += result.matches
             out.scrubbed_records += result.touched
             if result.title is not issue.title or result.body is not issue.body:
-                issue = out.issues[index] = RawIssue(issue.number, result.title, result.body, issue.state, issue.labels,
-                                                     issue.created_at, issue.updated_at, issue.closed_at, issue.url)
+                issue = out.issues[index] = RawIssue(
+                    issue.number,
+                    result.title,
+                    result.body,
+                    issue.state,
+                    issue.labels,
+                    issue.created_at,
+                    issue.updated_at,
+                    issue.closed_at,
+                    issue.url,
+                )
         # str.encode keeps no copy inside the str (unlike orjson, see canonical._uncached)
         title, body = issue.title.encode(), issue.body.encode()
         if not rules:  # what scrub reports without rules: the text already carries the marker
@@ -215,8 +248,7 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
     # Identical texts have identical digests: grouping by digest is grouping by text, without
     # hashing every title and body again.
     splits = assign_splits([i.number for i in issues], derived.title_digests, derived.body_digests, derived.refs)
-    records = [public_record(i, splits[i.number], t, b)
-               for i, t, b in zip(issues, derived.title_digests, derived.body_digests)]
+    records = [public_record(i, splits[i.number], t, b) for i, t, b in zip(issues, derived.title_digests, derived.body_digests)]
     del splits
     derived.title_digests = derived.body_digests = []
 
@@ -229,8 +261,12 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
     public_sha, found = digest_chunks(iter_dumps(public, "records", copy_keys=_TEXT_KEYS), PRESERVED_KEYS + DERIVED_KEYS)
 
     answer_list = [answer_record(*item) for item in zip(records, derived.refs, derived.dups, derived.cues)]
-    answers = {"schema": ANSWERS_SCHEMA, "corpus_sha256": public_sha, "answers": answer_list,
-               "aggregates": aggregates(issues, records)}
+    answers = {
+        "schema": ANSWERS_SCHEMA,
+        "corpus_sha256": public_sha,
+        "answers": answer_list,
+        "aggregates": aggregates(issues, records),
+    }
     derived.refs = derived.dups = []
     derived.cues = []
     answers_sha, _ = digest_chunks(iter_dumps(answers, "answers"))
@@ -241,8 +277,17 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
     return Frozen(public, answers, report, public_sha, answers_sha)
 
 
-def _report(public_sha: str, answers_sha: str, records: list[dict], answer_list: list[dict], derived: _Derived,
-            checks: dict, oracle: dict, source: str, n_rules: int) -> dict:
+def _report(
+    public_sha: str,
+    answers_sha: str,
+    records: list[dict],
+    answer_list: list[dict],
+    derived: _Derived,
+    checks: dict,
+    oracle: dict,
+    source: str,
+    n_rules: int,
+) -> dict:
     """The corpus report: digests, counts, leak checks, the blind oracle grade, provenance."""
     counts = {s: 0 for s in ("train", "tune", "test")}
     states = {"OPEN": 0, "CLOSED": 0}
@@ -301,8 +346,9 @@ def _text_contains(public: dict, needle: str) -> bool:
     return False
 
 
-def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_digest_in_public: bool,
-                oracle: dict) -> dict[str, bool]:
+def leak_checks(
+    records: Sequence[dict], public_keys_found: set[bytes], answer_digest_in_public: bool, oracle: dict
+) -> dict[str, bool]:
     """The six leak checks of the contract, keyed in sorted order."""
     ids: dict[str, set[str]] = {}
     titles: dict[str, set[str]] = {}
@@ -314,7 +360,7 @@ def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_d
 
     def disjoint(groups: dict[str, set[str]]) -> bool:
         sets = list(groups.values())
-        return all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])
+        return all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1 :])
 
     checks = {
         "answer_digest_absent_from_public": not answer_digest_in_public,
@@ -327,8 +373,9 @@ def leak_checks(records: Sequence[dict], public_keys_found: set[bytes], answer_d
     return checks
 
 
-def write_frozen(frozen: Frozen, public_path: str | os.PathLike, answers_path: str | os.PathLike,
-                 report_path: str | os.PathLike) -> None:
+def write_frozen(
+    frozen: Frozen, public_path: str | os.PathLike, answers_path: str | os.PathLike, report_path: str | os.PathLike
+) -> None:
     """Write the three artifacts together, atomically."""
     from microctx.contract.canonical import dumps
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.digests import sha256_hex
 from microctx.contract.schemas import CORPUS_SCHEMA, STATES
 from microctx.contract.split import SPLITS
@@ -16,7 +17,6 @@ from microctx.contract.timestamps import parse_timestamp
 from microctx.corpus.export import RawIssue
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, counts_text, fields_html, short, short_digest, table_html
 from microctx.errors import InputError
-from microctx.files import parse_json, read_bytes
 
 _STRING_FIELDS = ("id", "title", "body", "created_at", "updated_at", "url", "state", "title_sha256", "body_sha256")
 
@@ -68,8 +68,10 @@ class Corpus:
     @property
     def summary(self) -> Summary:
         counts = self.counts()
-        return Summary(f"{len(self):,} records ({counts_text(counts['split'])}; {counts_text(counts['state'])}), "
-                       f"sha256 {short_digest(self.sha256)}")
+        return Summary(
+            f"{len(self):,} records ({counts_text(counts['split'])}; {counts_text(counts['state'])}), "
+            f"sha256 {short_digest(self.sha256)}"
+        )
 
     def __repr__(self) -> str:
         where = f", path={short(self.path, 60)!r}" if self.path else ""
@@ -77,11 +79,17 @@ class Corpus:
 
     def _repr_html_(self) -> str:
         counts = self.counts()
-        fields = fields_html([
-            ("records", f"{len(self):,}"), ("splits", counts_text(counts["split"])),
-            ("states", counts_text(counts["state"])), ("sha256", Markup(f"<code>{self.sha256}</code>")),
-            ("source", short(self.source)), ("frozen at", self.document.get("frozen_at", "")),
-        ] + ([("path", short(self.path))] if self.path else []))
+        fields = fields_html(
+            [
+                ("records", f"{len(self):,}"),
+                ("splits", counts_text(counts["split"])),
+                ("states", counts_text(counts["state"])),
+                ("sha256", Markup(f"<code>{self.sha256}</code>")),
+                ("source", short(self.source)),
+                ("frozen at", self.document.get("frozen_at", "")),
+            ]
+            + ([("path", short(self.path))] if self.path else [])
+        )
         rows = [(r["id"], r["split"], r["state"], ", ".join(r["labels"] or []), r["title"]) for r in self.records[:MAX_ROWS]]
         return card_html("Corpus", fields, table_html(("id", "split", "state", "labels", "title"), rows, total=len(self)))
 
@@ -143,17 +151,36 @@ def corpus_to_issues(corpus: Corpus | dict) -> list[RawIssue]:
     issues = []
     for r in document["records"]:
         closed = r.get("closed_at")
-        issues.append(RawIssue(r["number"], r["title"], r["body"], r["state"], list(r["labels"] or []),
-                               parse_timestamp(r["created_at"]), parse_timestamp(r["updated_at"]),
-                               parse_timestamp(closed) if closed else None, r["url"]))
+        issues.append(
+            RawIssue(
+                r["number"],
+                r["title"],
+                r["body"],
+                r["state"],
+                list(r["labels"] or []),
+                parse_timestamp(r["created_at"]),
+                parse_timestamp(r["updated_at"]),
+                parse_timestamp(closed) if closed else None,
+                r["url"],
+            )
+        )
     return issues
 
 
 def corpus_to_export(corpus: Corpus | dict) -> list[dict]:
     """The public records as `gh issue list --json ...` rows, as s8f's README describes."""
     document = corpus.document if isinstance(corpus, Corpus) else corpus
-    return [{
-        "number": r["number"], "title": r["title"], "body": r["body"], "state": r["state"],
-        "labels": [{"name": name} for name in r["labels"] or []],
-        "createdAt": r["created_at"], "updatedAt": r["updated_at"], "closedAt": r["closed_at"], "url": r["url"],
-    } for r in document["records"]]
+    return [
+        {
+            "number": r["number"],
+            "title": r["title"],
+            "body": r["body"],
+            "state": r["state"],
+            "labels": [{"name": name} for name in r["labels"] or []],
+            "createdAt": r["created_at"],
+            "updatedAt": r["updated_at"],
+            "closedAt": r["closed_at"],
+            "url": r["url"],
+        }
+        for r in document["records"]
+    ]

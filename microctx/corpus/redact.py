@@ -55,8 +55,7 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
     rules = []
     for i, table in enumerate(tables):
         if not isinstance(table, dict):
-            raise InputError(path, f"expected a table with pattern and replacement, got {_toml_type(table)}",
-                             record=f"rule {i}")
+            raise InputError(path, f"expected a table with pattern and replacement, got {_toml_type(table)}", record=f"rule {i}")
         extra = set(table) - {"pattern", "replacement"}
         if extra:
             raise InputError(path, f"unknown keys {sorted(extra)}; a rule has pattern and replacement", record=f"rule {i}")
@@ -72,8 +71,9 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
 
 
 def _toml_type(value: object) -> str:
-    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a float"}.get(type(value), type(value).__name__)
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer", float: "a float"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _literal(text: str) -> Callable[[re.Match[str]], str]:

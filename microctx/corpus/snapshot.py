@@ -46,21 +46,26 @@ class Published:
 
     @property
     def url(self) -> str:
-        return (f"https://raw.githubusercontent.com/anthony-chaudhary/fak/{self.commit}"
-                f"/experiments/microcontext/{self.name}")
+        return f"https://raw.githubusercontent.com/anthony-chaudhary/fak/{self.commit}/experiments/microcontext/{self.name}"
 
 
 # Pinned: the commit and SHA-256 of each published file; a test checks they still agree.
 S8F = {
-    "public": Published("s8f-github-issues-public-2026-08-09.json",
-                        "0740c911815eba7e44c63a14e021f418b66e8a42556d40f14b8b4cd58f173827",
-                        "b0bb41b76bbf0b0ec90a298095ea7d77fbcbd40b"),
-    "answers": Published("s8f-github-issues-answers-2026-08-09.json",
-                         "af827ddca1063c602153f80b14523bda8d07e1a7e909a5c487616f2702eda05d",
-                         "5148dcf7ababd5c67f20e4db6a3548c8737089f5"),
-    "report": Published("s8f-github-issues-report-2026-08-09.json",
-                        "386b7eba4740832debb5212552da846886daec63060babf1ce921108e9410ec7",
-                        "5148dcf7ababd5c67f20e4db6a3548c8737089f5"),
+    "public": Published(
+        "s8f-github-issues-public-2026-08-09.json",
+        "0740c911815eba7e44c63a14e021f418b66e8a42556d40f14b8b4cd58f173827",
+        "b0bb41b76bbf0b0ec90a298095ea7d77fbcbd40b",
+    ),
+    "answers": Published(
+        "s8f-github-issues-answers-2026-08-09.json",
+        "af827ddca1063c602153f80b14523bda8d07e1a7e909a5c487616f2702eda05d",
+        "5148dcf7ababd5c67f20e4db6a3548c8737089f5",
+    ),
+    "report": Published(
+        "s8f-github-issues-report-2026-08-09.json",
+        "386b7eba4740832debb5212552da846886daec63060babf1ce921108e9410ec7",
+        "5148dcf7ababd5c67f20e4db6a3548c8737089f5",
+    ),
 }
 S8F_SOURCE = "github.com/anthony-chaudhary/fak/issues?state=all&limit=1000"
 
@@ -122,8 +127,10 @@ def project_data_dir(start: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-OFFLINE_HINT = (f"offline? set {DATA_DIR_ENV} to a folder holding the three s8f files, or put "
-                f"data_dir = \"FOLDER\" in a {PROJECT_FILE} in this folder or a parent")
+OFFLINE_HINT = (
+    f"offline? set {DATA_DIR_ENV} to a folder holding the three s8f files, or put "
+    f'data_dir = "FOLDER" in a {PROJECT_FILE} in this folder or a parent'
+)
 
 
 def cache_dir() -> Path:
@@ -163,8 +170,11 @@ def check_data_dir(folder: Path) -> None:
     if not folder.is_dir():
         raise InputError(where, "is not a folder; point it at the folder holding the s8f files, or unset it")
     if not any((folder / item.name).is_file() for item in S8F.values()):
-        raise InputError(where, f"holds none of the s8f files ({', '.join(i.name for i in S8F.values())}); "
-                                "point it at the folder holding them, or unset it to use the cache")
+        raise InputError(
+            where,
+            f"holds none of the s8f files ({', '.join(i.name for i in S8F.values())}); "
+            "point it at the folder holding them, or unset it to use the cache",
+        )
 
 
 def locate(item: Published, folder: Path | None, download: bool) -> Path:
@@ -217,17 +227,22 @@ def fetch_published(item: Published, cache: Path) -> Path:
     level = logger.level
     logger.setLevel("WARNING")
     try:
-        path = pooch.retrieve(url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache,
-                              downloader=_bounded_downloader(item, url))
+        path = pooch.retrieve(
+            url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache, downloader=_bounded_downloader(item, url)
+        )
     except ValueError as exc:  # pooch's digest mismatch
         got = _POOCH_GOT.search(str(exc))
         actual = got.group(1).lower() if got else f"unknown ({exc})"
-        raise InputError(scrub_url(url), f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; "
-                              "refused and deleted") from None
+        raise InputError(
+            scrub_url(url), f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; refused and deleted"
+        ) from None
     except requests.exceptions.ConnectionError as exc:
         reason = _root_cause(exc)
-        raise InputError(scrub_url(url), f"cannot download {item.name}: network failure "
-                              f"({type(reason).__name__}: {scrub_urls(str(reason).split(': ')[-1][:160])})") from None
+        raise InputError(
+            scrub_url(url),
+            f"cannot download {item.name}: network failure "
+            f"({type(reason).__name__}: {scrub_urls(str(reason).split(': ')[-1][:160])})",
+        ) from None
     except requests.exceptions.RequestException as exc:
         raise InputError(scrub_url(url), f"cannot download {item.name}: {scrub_urls(str(exc))}") from None
     except OSError as exc:
@@ -278,6 +293,7 @@ def _bounded_downloader(item: Published, url: str):
     def download(source: str, output_file, pooch_obj, check_only: bool = False):
         if check_only:
             return inner(source, output_file, pooch_obj, check_only=True)
+
         def work() -> None:
             with open(output_file, "w+b") as handle:
                 inner(source, _Capped(handle, MAX_DOWNLOAD_BYTES, item.name), pooch_obj)
@@ -285,8 +301,10 @@ def _bounded_downloader(item: Published, url: str):
         try:
             call_within(work, seconds, "microctx-download")
         except TimeUp:
-            raise InputError(scrub_url(url), f"cannot download {item.name}: not complete within {seconds:g} s "
-                                             f"(the deadline, {DEADLINE_ENV}); giving up") from None
+            raise InputError(
+                scrub_url(url),
+                f"cannot download {item.name}: not complete within {seconds:g} s (the deadline, {DEADLINE_ENV}); giving up",
+            ) from None
         return None
 
     return download

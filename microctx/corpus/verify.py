@@ -13,24 +13,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from microctx._io.jsonio import gc_paused, parse_json, read_bytes
+from microctx._io.jsonscan import IrregularJSON, read_object_streaming
 from microctx.contract.digests import file_sha256, sha256_hex
 from microctx.contract.schemas import REPORT_SCHEMA, check_answers_document
+from microctx.contract.score import grade_counts
 from microctx.corpus.freeze import build
 from microctx.corpus.public import check_corpus_document, corpus_to_issues
 from microctx.corpus.redact import MARKER
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, table_html, verdict_html
 from microctx.errors import InputError
-from microctx.files import (
-    IrregularJSON,
-    gc_paused,
-    parse_json,
-    read_bytes,
-    read_object_streaming,
-)
-from microctx.grading.score import grade_counts
 
-_REPORT_COUNTS = ("records", "train_records", "tune_records", "test_records", "open_records", "closed_records",
-                  "reference_edges", "duplicate_edges", "scope_contradictions")
+_REPORT_COUNTS = (
+    "records",
+    "train_records",
+    "tune_records",
+    "test_records",
+    "open_records",
+    "closed_records",
+    "reference_edges",
+    "duplicate_edges",
+    "scope_contradictions",
+)
 _MAX_LISTED_PER_FIELD = 20
 STREAM_PUBLIC_FROM_BYTES = 1 << 24  # smaller public files are parsed whole (tests may lower it)
 
@@ -59,8 +63,12 @@ class Verification:
         return f"Verification({verdict}; {short(self.summary, 200)})"
 
     def _repr_html_(self) -> str:
-        fields = fields_html([("verdict", Markup(verdict_html(self.ok, "every check holds", f"{len(self.problems):,} problems"))),
-                              ("summary", self.summary)])
+        fields = fields_html(
+            [
+                ("verdict", Markup(verdict_html(self.ok, "every check holds", f"{len(self.problems):,} problems"))),
+                ("summary", self.summary),
+            ]
+        )
         rows = [(p,) for p in self.problems[:MAX_ROWS]]
         return card_html("Verification", fields, table_html(("problem",), rows, total=len(self.problems)) if rows else "")
 
@@ -81,8 +89,7 @@ def _load_public(path) -> tuple[str, object]:
         return _load(path)  # whose errors name the problem
 
 
-def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike,
-                 report_path: str | os.PathLike) -> Verification:
+def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike, report_path: str | os.PathLike) -> Verification:
     """Check three artifact files; InputError when one cannot be read or parsed."""
     with gc_paused():
         return _verify_files(public_path, answers_path, report_path)
@@ -131,10 +138,14 @@ def _verify_files(public_path, answers_path, report_path) -> Verification:
     _compare_report(report, rebuilt.report, public, problems)
     own_oracle = grade_counts(answers, answers)
     if isinstance(oracle, dict) and oracle != own_oracle:
-        problems.append(f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})")
+        problems.append(
+            f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})"
+        )
 
-    out.summary = (f"{n_public} records; public {public_sha}; answers {answers_sha}; "
-                   f"report {report_sha}; every digest, split and answer recomputed")
+    out.summary = (
+        f"{n_public} records; public {public_sha}; answers {answers_sha}; "
+        f"report {report_sha}; every digest, split and answer recomputed"
+    )
     return out
 
 
@@ -143,8 +154,10 @@ def _field_problems(label: str, mine: dict, theirs: dict, keys, problems: list[s
         if mine.get(key, _MISSING) != theirs.get(key, _MISSING):
             counter[key] = counter.get(key, 0) + 1
             if counter[key] <= _MAX_LISTED_PER_FIELD:
-                problems.append(f"{label}: field {key}: file has {_show(mine.get(key, _MISSING))}, "
-                                f"recomputed {_show(theirs.get(key, _MISSING))}")
+                problems.append(
+                    f"{label}: field {key}: file has {_show(mine.get(key, _MISSING))}, "
+                    f"recomputed {_show(theirs.get(key, _MISSING))}"
+                )
 
 
 _MISSING = object()
@@ -172,8 +185,9 @@ def _by_id(items: list[dict], problems: list[str], what: str) -> dict[str, dict]
     return seen
 
 
-def _compare_items(what: str, file_items: list[dict], rebuilt_items: list[dict], problems: list[str],
-                   *, order: str, key_order: bool) -> None:
+def _compare_items(
+    what: str, file_items: list[dict], rebuilt_items: list[dict], problems: list[str], *, order: str, key_order: bool
+) -> None:
     """Compare records (or answers) by id, field by field, in the order they were recomputed."""
     mine = _by_id(file_items, problems, what)
     known = {item["id"] for item in rebuilt_items}
@@ -198,16 +212,25 @@ def _compare_public(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
     for key in ("schema", "source", "frozen_at"):
         if file_doc.get(key) != rebuilt[key]:
             problems.append(f"public: field {key}: file has {_show(file_doc.get(key))}, recomputed {_show(rebuilt[key])}")
-    _compare_items("public", file_doc["records"], rebuilt["records"], problems,
-                   order="records are not in ascending issue-number order", key_order=True)
+    _compare_items(
+        "public",
+        file_doc["records"],
+        rebuilt["records"],
+        problems,
+        order="records are not in ascending issue-number order",
+        key_order=True,
+    )
 
 
 def _compare_answers(file_doc: dict, rebuilt: dict, problems: list[str]) -> None:
-    _compare_items("answers", file_doc["answers"], rebuilt["answers"], problems,
-                   order="answers are not in corpus order", key_order=False)
+    _compare_items(
+        "answers", file_doc["answers"], rebuilt["answers"], problems, order="answers are not in corpus order", key_order=False
+    )
     for key, value in rebuilt["aggregates"].items():
         if file_doc["aggregates"].get(key) != value:
-            problems.append(f"answers: aggregates.{key}: file has {_show(file_doc['aggregates'].get(key))}, recomputed {_show(value)}")
+            problems.append(
+                f"answers: aggregates.{key}: file has {_show(file_doc['aggregates'].get(key))}, recomputed {_show(value)}"
+            )
 
 
 def _compare_report(report: dict, rebuilt: dict, public: dict, problems: list[str]) -> None:

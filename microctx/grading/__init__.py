@@ -1,2 +1,1 @@
-"""Scoring a submission against the answers, the per-fact outcome table, and slice statistics.
-"""
+"""Scoring a submission against the answers, the per-fact outcome table, and slice statistics."""

@@ -123,8 +123,15 @@ def _utc_now() -> str:
 
 def grade_summary(grade: dict) -> dict:
     """The part of a grade document the ledger keeps."""
-    keys = ("test_records", "exact_records", "false_positive_facts", "false_negative_facts", "aggregate_errors",
-            "citation_errors", "quality_pass")
+    keys = (
+        "test_records",
+        "exact_records",
+        "false_positive_facts",
+        "false_negative_facts",
+        "aggregate_errors",
+        "citation_errors",
+        "quality_pass",
+    )
     return {k: grade.get(k) for k in keys}
 
 
@@ -132,26 +139,45 @@ def config_digest(manifest: dict | None) -> str | None:
     """A run manifest's configuration digest: SHA-256 of candidate, version and parameters."""
     if not manifest:
         return None
-    return sha256_hex(dumps({"candidate": manifest.get("candidate"), "version": manifest.get("version"),
-                             "parameters": manifest.get("parameters")}))
+    return sha256_hex(
+        dumps(
+            {"candidate": manifest.get("candidate"), "version": manifest.get("version"), "parameters": manifest.get("parameters")}
+        )
+    )
 
 
-def record_look(*, answers_sha256: str, submission_sha256: str | None, candidate: str | None,
-                config_digest: str | None, via: str, grade: dict, path: str | os.PathLike | None = None) -> dict:
+def record_look(
+    *,
+    answers_sha256: str,
+    submission_sha256: str | None,
+    candidate: str | None,
+    config_digest: str | None,
+    via: str,
+    grade: dict,
+    path: str | os.PathLike | None = None,
+) -> dict:
     """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included)."""
     where = Path(path) if path is not None else ledger_path()
-    entry = {"at": _utc_now(), "answers_sha256": answers_sha256, "submission_sha256": submission_sha256,
-             "candidate": candidate, "config_digest": config_digest, "via": via,
-             "summary": orjson.dumps(grade_summary(grade)).decode()}
+    entry = {
+        "at": _utc_now(),
+        "answers_sha256": answers_sha256,
+        "submission_sha256": submission_sha256,
+        "candidate": candidate,
+        "config_digest": config_digest,
+        "via": via,
+        "summary": orjson.dumps(grade_summary(grade)).decode(),
+    }
 
     def append(connection):
         cursor = connection.execute(
             "INSERT INTO looks (at, answers_sha256, submission_sha256, candidate, config_digest, via, summary) "
-            "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary)", entry)
-        answers_looks = connection.execute("SELECT COUNT(*) FROM looks WHERE answers_sha256 = ?",
-                                           (answers_sha256,)).fetchone()[0]
-        candidate_looks = connection.execute("SELECT COUNT(*) FROM looks WHERE answers_sha256 = ? AND candidate IS ?",
-                                             (answers_sha256, candidate)).fetchone()[0]
+            "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary)",
+            entry,
+        )
+        answers_looks = connection.execute("SELECT COUNT(*) FROM looks WHERE answers_sha256 = ?", (answers_sha256,)).fetchone()[0]
+        candidate_looks = connection.execute(
+            "SELECT COUNT(*) FROM looks WHERE answers_sha256 = ? AND candidate IS ?", (answers_sha256, candidate)
+        ).fetchone()[0]
         return {"id": cursor.lastrowid, **entry, "answers_looks": answers_looks, "candidate_looks": candidate_looks}
 
     return _with_retry(where, append)
@@ -187,9 +213,11 @@ def looks(answers_sha256: str, candidate: str | None = None, path: str | os.Path
 def looks_line(entry: dict) -> str:
     """One line for a grade's output: how often this answer bundle and candidate were looked at."""
     times = "time" if entry["answers_looks"] == 1 else "times"
-    return (f"held-out ledger: answers {entry['answers_sha256'][:12]}… looked at {entry['answers_looks']} {times}, "
-            f"{entry['candidate_looks']} by {entry['candidate'] or 'an unnamed candidate'} "
-            f"(entry {entry['id']} in {ledger_path()})")
+    return (
+        f"held-out ledger: answers {entry['answers_sha256'][:12]}… looked at {entry['answers_looks']} {times}, "
+        f"{entry['candidate_looks']} by {entry['candidate'] or 'an unnamed candidate'} "
+        f"(entry {entry['id']} in {ledger_path()})"
+    )
 
 
 def submission_identity(submission_path: str | os.PathLike, manifest: dict | None = None) -> tuple[str, str | None, str | None]:
@@ -200,16 +228,33 @@ def submission_identity(submission_path: str | os.PathLike, manifest: dict | Non
     return file_sha256(submission_path), (str(candidate) if candidate is not None else None), config_digest(manifest)
 
 
-def record_grade(answers_path: str | os.PathLike, grade: dict, *, via: str, submission_path=None, submission=None,
-                 candidate: str | None = None, config: str | None = None, manifest: dict | None = None) -> dict:
+def record_grade(
+    answers_path: str | os.PathLike,
+    grade: dict,
+    *,
+    via: str,
+    submission_path=None,
+    submission=None,
+    candidate: str | None = None,
+    config: str | None = None,
+    manifest: dict | None = None,
+) -> dict:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
     The candidate and configuration come from the submission's run `manifest` when the caller
     read one (`microctx.candidates.runner.read_manifest(submission_path)`); otherwise the
     candidate is the given name (or the file name), the configuration `config`."""
-    sub_sha, found_candidate, found_config = (submission_identity(submission_path, manifest) if submission_path is not None
-                                              else (sha256_hex(dumps(submission)) if submission is not None else None,
-                                                    None, None))
+    sub_sha, found_candidate, found_config = (
+        submission_identity(submission_path, manifest)
+        if submission_path is not None
+        else (sha256_hex(dumps(submission)) if submission is not None else None, None, None)
+    )
     candidate = found_candidate or candidate or (Path(submission_path).name.removesuffix(".json") if submission_path else None)
-    return record_look(answers_sha256=file_sha256(answers_path), submission_sha256=sub_sha, candidate=candidate,
-                       config_digest=config or found_config, via=via, grade=grade)
+    return record_look(
+        answers_sha256=file_sha256(answers_path),
+        submission_sha256=sub_sha,
+        candidate=candidate,
+        config_digest=config or found_config,
+        via=via,
+        grade=grade,
+    )

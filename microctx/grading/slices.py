@@ -81,6 +81,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from microctx._io.atomic import atomic_write
+from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS
 from microctx.contract.patterns import (
     CUE_WORDS,
     derive,
@@ -88,38 +90,109 @@ from microctx.contract.patterns import (
     references,
     scope_contradictions,
 )
+from microctx.contract.score import record_facts
 from microctx.contract.split import SPLITS, components
 from microctx.errors import InputError
-from microctx.files import atomic_write
 from microctx.grading import stats
-from microctx.grading.facts import FACT_COLUMNS, FACT_KINDS
-from microctx.grading.score import record_facts
 from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
 
-__all__ = ["Z95", "mcnemar_exact", "wilson_interval", "load_facts", "facts_frame", "record_table", "slice_table",
-           "slice_frame", "SliceFrame", "compare_table", "paired_comparison", "write_slices_csv", "method_text", "settings",
-           "SLICE_COLUMNS", "PAIRED_COLUMNS", "SLICE_KINDS", "BODY_LENGTH_BUCKETS", "OUTCOMES"]
+__all__ = [
+    "Z95",
+    "mcnemar_exact",
+    "wilson_interval",
+    "load_facts",
+    "facts_frame",
+    "record_table",
+    "slice_table",
+    "slice_frame",
+    "SliceFrame",
+    "compare_table",
+    "paired_comparison",
+    "write_slices_csv",
+    "method_text",
+    "settings",
+    "SLICE_COLUMNS",
+    "PAIRED_COLUMNS",
+    "SLICE_KINDS",
+    "BODY_LENGTH_BUCKETS",
+    "OUTCOMES",
+]
 
 OUTCOMES = ("tp", "fp", "fn")
 QUANTITIES = ("tp", "fp", "fn", "records", "exact")
 SLICE_KINDS = ("overall", "fact_kind", "label", "state", "cue_word", "body_length", "has_references", "split")
 SLICE_COLUMNS = (
-    "slice_kind", "slice", "support", "tp", "fp", "fn", "precision", "recall", "f1",
-    "ci_low", "ci_high", "weak", "too_small", "estimable", "p_value", "p_adjusted", "rest_f1",
-    "n_components", "n_eff", "largest_component_share", "train_support", "tune_support",
-    "records", "exact_records", "exact_rate", "exact_ci_low", "exact_ci_high",
-    "precision_ci_low", "precision_ci_high", "recall_ci_low", "recall_ci_high",
-    "f1_ci_low", "f1_ci_high", "boot_no_gold", "boot_no_submitted", "ci_method",
+    "slice_kind",
+    "slice",
+    "support",
+    "tp",
+    "fp",
+    "fn",
+    "precision",
+    "recall",
+    "f1",
+    "ci_low",
+    "ci_high",
+    "weak",
+    "too_small",
+    "estimable",
+    "p_value",
+    "p_adjusted",
+    "rest_f1",
+    "n_components",
+    "n_eff",
+    "largest_component_share",
+    "train_support",
+    "tune_support",
+    "records",
+    "exact_records",
+    "exact_rate",
+    "exact_ci_low",
+    "exact_ci_high",
+    "precision_ci_low",
+    "precision_ci_high",
+    "recall_ci_low",
+    "recall_ci_high",
+    "f1_ci_low",
+    "f1_ci_high",
+    "boot_no_gold",
+    "boot_no_submitted",
+    "ci_method",
 )
 PAIRED_COLUMNS = (
-    "slice_kind", "slice", "support", "too_small", "estimable", "n_components", "n_eff", "records",
-    "exact_a", "exact_b", "b10", "b01", "exact_p", "exact_p_adjusted",
-    "f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high", "f1_diff_excludes_zero",
-    "p_value", "p_adjusted", "significant", "method",
+    "slice_kind",
+    "slice",
+    "support",
+    "too_small",
+    "estimable",
+    "n_components",
+    "n_eff",
+    "records",
+    "exact_a",
+    "exact_b",
+    "b10",
+    "b01",
+    "exact_p",
+    "exact_p_adjusted",
+    "f1_a",
+    "f1_b",
+    "f1_diff",
+    "f1_diff_ci_low",
+    "f1_diff_ci_high",
+    "f1_diff_excludes_zero",
+    "p_value",
+    "p_adjusted",
+    "significant",
+    "method",
 )
 # (upper bound in characters, name); bodies longer than the last bound are ">8,000 chars"
-BODY_LENGTH_BUCKETS = ((0, "empty"), (500, "1-500 chars"), (2000, "501-2,000 chars"),
-                       (8000, "2,001-8,000 chars"), (None, ">8,000 chars"))
+BODY_LENGTH_BUCKETS = (
+    (0, "empty"),
+    (500, "1-500 chars"),
+    (2000, "501-2,000 chars"),
+    (8000, "2,001-8,000 chars"),
+    (None, ">8,000 chars"),
+)
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
 # the family a slice is compared with: its complement within this slice (by (kind, name))
 FAMILY_OF_KIND = {"label": ("fact_kind", "label"), "cue_word": ("fact_kind", "contradiction")}
@@ -140,6 +213,7 @@ def _check_options(n_boot: int, min_support: int, min_components: int, alpha: fl
 
 # ---------------------------------------------------------------- inputs
 
+
 def load_facts(path: str | os.PathLike) -> pd.DataFrame:
     """Read a `<grade>.facts.csv`: columns record_id, split, kind, value, outcome, detail.
 
@@ -153,8 +227,9 @@ def load_facts(path: str | os.PathLike) -> pd.DataFrame:
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise InputError(path, f"not a readable CSV fact table: {exc}") from None
     if tuple(frame.columns) != FACT_COLUMNS:
-        raise InputError(path, f"expected columns {', '.join(FACT_COLUMNS)}, got {', '.join(map(str, frame.columns))}",
-                         record="header")
+        raise InputError(
+            path, f"expected columns {', '.join(FACT_COLUMNS)}, got {', '.join(map(str, frame.columns))}", record="header"
+        )
     _check_facts(frame, path)
     frame.attrs["path"] = os.fspath(path)
     return frame
@@ -171,13 +246,18 @@ def _check_facts(frame: pd.DataFrame, path) -> None:
     bad_outcome = scored & ~frame["outcome"].isin(OUTCOMES)
     if bad_outcome.any():
         i = int(np.flatnonzero(bad_outcome.to_numpy())[0])
-        raise InputError(path, f"expected one of tp, fp, fn, got {frame['outcome'].iat[i]!r}",
-                         record=f"row {i + 2} ({frame['record_id'].iat[i]})", field="outcome")
+        raise InputError(
+            path,
+            f"expected one of tp, fp, fn, got {frame['outcome'].iat[i]!r}",
+            record=f"row {i + 2} ({frame['record_id'].iat[i]})",
+            field="outcome",
+        )
     known = scored | frame["kind"].isin(("aggregate", "citation", "corpus"))
     if not known.all():
         i = int(np.flatnonzero(~known.to_numpy())[0])
-        raise InputError(path, f"unknown fact kind {frame['kind'].iat[i]!r}",
-                         record=f"row {i + 2} ({frame['record_id'].iat[i]})", field="kind")
+        raise InputError(
+            path, f"unknown fact kind {frame['kind'].iat[i]!r}", record=f"row {i + 2} ({frame['record_id'].iat[i]})", field="kind"
+        )
 
 
 def _body_length_bucket(length: int) -> str:
@@ -209,18 +289,20 @@ def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
     refs = [references(issue_text(r["title"], r["body"])) for r in records]
     numbers = [r["number"] for r in records]
     roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
-    table = pd.DataFrame({
-        "id": [r["id"] for r in records],
-        "number": numbers,
-        "split": [r["split"] for r in records],
-        "state": [r["state"] for r in records],
-        "labels": [list(r["labels"] or []) for r in records],
-        "body_length": [len(r["body"]) for r in records],
-        "has_references": [bool(x) for x in refs],
-        "n_references": [len(x) for x in refs],
-        "cue_words": [scope_contradictions(r["body"]) for r in records],
-        "component": [roots[n] for n in numbers],
-    })
+    table = pd.DataFrame(
+        {
+            "id": [r["id"] for r in records],
+            "number": numbers,
+            "split": [r["split"] for r in records],
+            "state": [r["state"] for r in records],
+            "labels": [list(r["labels"] or []) for r in records],
+            "body_length": [len(r["body"]) for r in records],
+            "has_references": [bool(x) for x in refs],
+            "n_references": [len(x) for x in refs],
+            "cue_words": [scope_contradictions(r["body"]) for r in records],
+            "component": [roots[n] for n in numbers],
+        }
+    )
     table.insert(5, "n_labels", table["labels"].map(len))
     table.insert(7, "body_length_bucket", table["body_length"].map(_body_length_bucket))
     table.insert(11, "has_cue_word", table["cue_words"].map(bool))
@@ -233,6 +315,7 @@ def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- slice definitions
+
 
 @dataclass(frozen=True)
 class _Spec:
@@ -279,14 +362,22 @@ def _prepare(facts: pd.DataFrame, records: pd.DataFrame, name: str) -> _Facts:
     where = pd.Index(records["id"]).get_indexer(scored["record_id"])
     if (where < 0).any():
         rid = scored["record_id"].iat[int(np.flatnonzero(where < 0)[0])]
-        raise InputError(facts.attrs.get("path", name), "record id is not in the public corpus (facts of another corpus?)",
-                         record=rid, field="record_id")
+        raise InputError(
+            facts.attrs.get("path", name),
+            "record id is not in the public corpus (facts of another corpus?)",
+            record=rid,
+            field="record_id",
+        )
     outcome = scored["outcome"].map({o: i for i, o in enumerate(OUTCOMES)})
     if outcome.isna().any():
         bad = scored["outcome"][outcome.isna()].iat[0]
         raise InputError(facts.attrs.get("path", name), f"expected outcome tp, fp or fn, got {bad!r}", field="outcome")
-    return _Facts(scored["kind"].to_numpy(dtype=object), scored["value"].to_numpy(dtype=object),
-                  outcome.to_numpy(dtype=np.int64), where.astype(np.int64))
+    return _Facts(
+        scored["kind"].to_numpy(dtype=object),
+        scored["value"].to_numpy(dtype=object),
+        outcome.to_numpy(dtype=np.int64),
+        where.astype(np.int64),
+    )
 
 
 def _specs(prepared: Sequence[_Facts], records: pd.DataFrame, group_by: Sequence[str]) -> list[_Spec]:
@@ -304,8 +395,10 @@ def _specs(prepared: Sequence[_Facts], records: pd.DataFrame, group_by: Sequence
     buckets = records["body_length_bucket"].to_numpy(dtype=object)
     specs += [_Spec("body_length", name, record_mask=buckets == name) for _, name in BODY_LENGTH_BUCKETS]
     has_refs = records["has_references"].to_numpy(dtype=bool)
-    specs += [_Spec("has_references", WITH_REFERENCES, record_mask=has_refs),
-              _Spec("has_references", WITHOUT_REFERENCES, record_mask=~has_refs)]
+    specs += [
+        _Spec("has_references", WITH_REFERENCES, record_mask=has_refs),
+        _Spec("has_references", WITHOUT_REFERENCES, record_mask=~has_refs),
+    ]
     splits = records["split"].to_numpy(dtype=object)
     specs += [_Spec("split", s, record_mask=splits == s) for s in SPLITS]
     for column in group_by:
@@ -323,20 +416,34 @@ def _group_by_specs(records: pd.DataFrame, column: str) -> list[_Spec]:
     return [_Spec(column, str(name), record_mask=np.array([name in m for m in members], dtype=bool)) for name in names]
 
 
-def settings(*, seed: int = stats.DEFAULT_SEED, n_boot: int = stats.DEFAULT_N_BOOT,
-             min_support: int = stats.DEFAULT_MIN_SUPPORT, min_components: int = stats.DEFAULT_MIN_COMPONENTS) -> dict:
+def settings(
+    *,
+    seed: int = stats.DEFAULT_SEED,
+    n_boot: int = stats.DEFAULT_N_BOOT,
+    min_support: int = stats.DEFAULT_MIN_SUPPORT,
+    min_components: int = stats.DEFAULT_MIN_COMPONENTS,
+) -> dict:
     """Every statistics setting of a slice table, checked (InputError naming the option): the
     four a user sets, then the fixed ones, as a report records them in report.json."""
     _check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
-    return {"seed": int(seed), "n_boot": int(n_boot), "min_support": int(min_support),
-            "min_components": int(min_components), "alpha": stats.ALPHA, "confidence": stats.CONFIDENCE,
-            "adjustment": stats.ADJUSTMENT, "min_gap": 0.0, "exact_flip_limit": stats.EXACT_FLIP_LIMIT,
-            "interval": "percentile cluster bootstrap over split components",
-            "weak_test": "one-sided cluster-bootstrap test of slice F1 against the rest of its family",
-            "paired_test": "two-sided component sign-flip test"}
+    return {
+        "seed": int(seed),
+        "n_boot": int(n_boot),
+        "min_support": int(min_support),
+        "min_components": int(min_components),
+        "alpha": stats.ALPHA,
+        "confidence": stats.CONFIDENCE,
+        "adjustment": stats.ADJUSTMENT,
+        "min_gap": 0.0,
+        "exact_flip_limit": stats.EXACT_FLIP_LIMIT,
+        "interval": "percentile cluster bootstrap over split components",
+        "weak_test": "one-sided cluster-bootstrap test of slice F1 against the rest of its family",
+        "paired_test": "two-sided component sign-flip test",
+    }
 
 
 # ---------------------------------------------------------------- counting
+
 
 @dataclass
 class _Counts:
@@ -410,8 +517,12 @@ def _split_support(records: pd.DataFrame, specs: Sequence[_Spec]) -> dict[str, n
         raise ValueError("records: a record_table() frame is needed (no public_facts column)")
     rows = [(i, kind, value) for i, facts in enumerate(records["public_facts"]) for kind, value in facts]
     index = np.array([r[0] for r in rows], dtype=np.int64)
-    gold = _Facts(np.array([r[1] for r in rows], dtype=object), np.array([r[2] for r in rows], dtype=object),
-                  np.zeros(len(rows), dtype=np.int64), index)
+    gold = _Facts(
+        np.array([r[1] for r in rows], dtype=object),
+        np.array([r[2] for r in rows], dtype=object),
+        np.zeros(len(rows), dtype=np.int64),
+        index,
+    )
     split_of_fact = records["split"].to_numpy(dtype=object)[index] if len(index) else np.array([], dtype=object)
     out = {}
     for split in ("train", "tune"):
@@ -432,15 +543,26 @@ def _family(specs: Sequence[_Spec]) -> np.ndarray:
 
 # ---------------------------------------------------------------- intervals
 
+
 def _metric_replicates(totals: np.ndarray) -> dict[str, np.ndarray]:
     """precision, recall, f1, exact_rate per replicate and slice from (replicates, slices, 5) totals."""
     tp, fp, fn, rec, exact = (totals[..., j] for j in range(5))
-    return {"precision": stats.ratio(tp, tp + fp), "recall": stats.ratio(tp, tp + fn),
-            "f1": stats.f1_score(tp, fp, fn), "exact_rate": stats.ratio(exact, rec)}
+    return {
+        "precision": stats.ratio(tp, tp + fp),
+        "recall": stats.ratio(tp, tp + fn),
+        "f1": stats.f1_score(tp, fp, fn),
+        "exact_rate": stats.ratio(exact, rec),
+    }
 
 
-def _boundary(point: np.ndarray, low: np.ndarray, high: np.ndarray, n: np.ndarray, alpha: float,
-              transform: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _boundary(
+    point: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    n: np.ndarray,
+    alpha: float,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Replace the degenerate bootstrap interval of a metric at exactly 1 (or 0) by the exact
     one-sided bound over its n components (`stats.boundary_bound`), mapped by `transform`
     (F1 is bounded through q = tp / (tp + fp + fn): F1 = 2q / (1 + q))."""
@@ -457,24 +579,48 @@ def _f1_of_q(q: np.ndarray) -> np.ndarray:
     return 2 * q / (1 + q)
 
 
-def method_text(*, n_boot: int, seed: int, n_components: int, min_components: int, min_support: int,
-                alpha: float = stats.ALPHA, min_gap: float = 0.0, adjustment: str = "holm", judged: int | None = None) -> str:
+def method_text(
+    *,
+    n_boot: int,
+    seed: int,
+    n_components: int,
+    min_components: int,
+    min_support: int,
+    alpha: float = stats.ALPHA,
+    min_gap: float = 0.0,
+    adjustment: str = "holm",
+    judged: int | None = None,
+) -> str:
     """The paragraph a report prints under its slice table: how intervals and `weak` were made."""
     adjust = {"holm": "Holm", "bh": "Benjamini-Hochberg"}[adjustment]
     gap = f" by more than {min_gap:g}" if min_gap else ""
     judged_text = f" over the {judged} judged slices" if judged is not None else " over all judged slices"
-    return (f"Intervals: 95% percentile cluster bootstrap over {n_components} split components "
-            f"(components resampled, not facts or records; n_boot={n_boot}, seed={seed}); a metric at exactly 1 "
-            f"(or 0) gets the exact one-sided 95% bound alpha^(1/components) instead. Slices in fewer than "
-            f"{min_components} components are not estimable: counts only, no interval, never weak. "
-            f"Weak: support >= {min_support}, estimable, and F1 below the rest of its family{gap} in a one-sided "
-            f"component-bootstrap test (smallest possible p = 1/(n_boot+1) = {1 / (n_boot + 1):.2g}), p-values "
-            f"{adjust}-adjusted{judged_text}, alpha={alpha:g}.")
+    return (
+        f"Intervals: 95% percentile cluster bootstrap over {n_components} split components "
+        f"(components resampled, not facts or records; n_boot={n_boot}, seed={seed}); a metric at exactly 1 "
+        f"(or 0) gets the exact one-sided 95% bound alpha^(1/components) instead. Slices in fewer than "
+        f"{min_components} components are not estimable: counts only, no interval, never weak. "
+        f"Weak: support >= {min_support}, estimable, and F1 below the rest of its family{gap} in a one-sided "
+        f"component-bootstrap test (smallest possible p = 1/(n_boot+1) = {1 / (n_boot + 1):.2g}), p-values "
+        f"{adjust}-adjusted{judged_text}, alpha={alpha:g}."
+    )
 
 
-def _table(specs: Sequence[_Spec], counts: _Counts, replicates: np.ndarray, split_support: dict[str, np.ndarray], *,
-           min_support: int, min_components: int, min_gap: float, alpha: float, adjustment: str, n_boot: int,
-           seed: int, n_components: int) -> pd.DataFrame:
+def _table(
+    specs: Sequence[_Spec],
+    counts: _Counts,
+    replicates: np.ndarray,
+    split_support: dict[str, np.ndarray],
+    *,
+    min_support: int,
+    min_components: int,
+    min_gap: float,
+    alpha: float,
+    adjustment: str,
+    n_boot: int,
+    seed: int,
+    n_components: int,
+) -> pd.DataFrame:
     totals = counts.totals
     tp, fp, fn, n_records, n_exact = (totals[:, j] for j in range(5))
     weights = counts.facts_per_component
@@ -482,18 +628,24 @@ def _table(specs: Sequence[_Spec], counts: _Counts, replicates: np.ndarray, spli
     facts = weights.sum(axis=1)
     estimable = n_comp >= min_components
     too_small = (tp + fn) < min_support
-    points = {"precision": stats.ratio(tp, tp + fp), "recall": stats.ratio(tp, tp + fn),
-              "f1": stats.f1_score(tp, fp, fn), "exact_rate": stats.ratio(n_exact, n_records)}
+    points = {
+        "precision": stats.ratio(tp, tp + fp),
+        "recall": stats.ratio(tp, tp + fn),
+        "f1": stats.f1_score(tp, fp, fn),
+        "exact_rate": stats.ratio(n_exact, n_records),
+    }
     by = counts.by_component
-    components_of = {"precision": ((by[:, 0] + by[:, 1]) > 0).sum(axis=1),
-                     "recall": ((by[:, 0] + by[:, 2]) > 0).sum(axis=1),
-                     "f1": n_comp, "exact_rate": (by[:, 3] > 0).sum(axis=1)}
+    components_of = {
+        "precision": ((by[:, 0] + by[:, 1]) > 0).sum(axis=1),
+        "recall": ((by[:, 0] + by[:, 2]) > 0).sum(axis=1),
+        "f1": n_comp,
+        "exact_rate": (by[:, 3] > 0).sum(axis=1),
+    }
     metrics = _metric_replicates(replicates)
     intervals = {}
     for name, values in metrics.items():
         low, high, _ = stats.percentile_interval(values)
-        low, high = _boundary(points[name], low, high, components_of[name], stats.ALPHA,
-                              _f1_of_q if name == "f1" else None)
+        low, high = _boundary(points[name], low, high, components_of[name], stats.ALPHA, _f1_of_q if name == "f1" else None)
         intervals[name] = (np.where(estimable, low, np.nan), np.where(estimable, high, np.nan))
 
     # slice against the rest of its family
@@ -514,27 +666,56 @@ def _table(specs: Sequence[_Spec], counts: _Counts, replicates: np.ndarray, spli
 
     with np.errstate(invalid="ignore", divide="ignore"):
         largest = np.where(facts > 0, weights.max(axis=1, initial=0) / np.where(facts > 0, facts, 1), np.nan)
-    table = pd.DataFrame({
-        "slice_kind": [s.kind for s in specs],
-        "slice": [s.name for s in specs],
-        "support": tp + fn, "tp": tp, "fp": fp, "fn": fn,
-        "precision": points["precision"], "recall": points["recall"], "f1": points["f1"],
-        "ci_low": intervals["f1"][0], "ci_high": intervals["f1"][1],
-        "weak": weak, "too_small": too_small, "estimable": estimable,
-        "p_value": p_value, "p_adjusted": p_adjusted, "rest_f1": rest_f1,
-        "n_components": n_comp, "n_eff": stats.kish_n_eff(weights, axis=1), "largest_component_share": largest,
-        "train_support": split_support["train"], "tune_support": split_support["tune"],
-        "records": n_records, "exact_records": n_exact, "exact_rate": points["exact_rate"],
-        "exact_ci_low": intervals["exact_rate"][0], "exact_ci_high": intervals["exact_rate"][1],
-        "precision_ci_low": intervals["precision"][0], "precision_ci_high": intervals["precision"][1],
-        "recall_ci_low": intervals["recall"][0], "recall_ci_high": intervals["recall"][1],
-        "f1_ci_low": intervals["f1"][0], "f1_ci_high": intervals["f1"][1],
-        "boot_no_gold": np.isnan(metrics["recall"]).sum(axis=0),
-        "boot_no_submitted": np.isnan(metrics["precision"]).sum(axis=0),
-        "ci_method": method_text(n_boot=n_boot, seed=seed, n_components=n_components, min_components=min_components,
-                                 min_support=min_support, alpha=alpha, min_gap=min_gap, adjustment=adjustment,
-                                 judged=int(judged.sum())),
-    })
+    table = pd.DataFrame(
+        {
+            "slice_kind": [s.kind for s in specs],
+            "slice": [s.name for s in specs],
+            "support": tp + fn,
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "precision": points["precision"],
+            "recall": points["recall"],
+            "f1": points["f1"],
+            "ci_low": intervals["f1"][0],
+            "ci_high": intervals["f1"][1],
+            "weak": weak,
+            "too_small": too_small,
+            "estimable": estimable,
+            "p_value": p_value,
+            "p_adjusted": p_adjusted,
+            "rest_f1": rest_f1,
+            "n_components": n_comp,
+            "n_eff": stats.kish_n_eff(weights, axis=1),
+            "largest_component_share": largest,
+            "train_support": split_support["train"],
+            "tune_support": split_support["tune"],
+            "records": n_records,
+            "exact_records": n_exact,
+            "exact_rate": points["exact_rate"],
+            "exact_ci_low": intervals["exact_rate"][0],
+            "exact_ci_high": intervals["exact_rate"][1],
+            "precision_ci_low": intervals["precision"][0],
+            "precision_ci_high": intervals["precision"][1],
+            "recall_ci_low": intervals["recall"][0],
+            "recall_ci_high": intervals["recall"][1],
+            "f1_ci_low": intervals["f1"][0],
+            "f1_ci_high": intervals["f1"][1],
+            "boot_no_gold": np.isnan(metrics["recall"]).sum(axis=0),
+            "boot_no_submitted": np.isnan(metrics["precision"]).sum(axis=0),
+            "ci_method": method_text(
+                n_boot=n_boot,
+                seed=seed,
+                n_components=n_components,
+                min_components=min_components,
+                min_support=min_support,
+                alpha=alpha,
+                min_gap=min_gap,
+                adjustment=adjustment,
+                judged=int(judged.sum()),
+            ),
+        }
+    )
     return _sorted(table[list(SLICE_COLUMNS)])
 
 
@@ -544,16 +725,26 @@ def _sorted(table: pd.DataFrame) -> pd.DataFrame:
     order = table.assign(
         _kind=table["slice_kind"].map(lambda k: kinds.get(k, extra.get(k))),
         _not_estimable=~table["estimable"].astype(bool),
-        _f1=table["f1"].fillna(np.inf), _neg_support=-table["support"],
+        _f1=table["f1"].fillna(np.inf),
+        _neg_support=-table["support"],
     ).sort_values(["_kind", "too_small", "_not_estimable", "_f1", "_neg_support", "slice"], kind="mergesort")
     return table.loc[order.index].reset_index(drop=True)
 
 
-def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = stats.DEFAULT_MIN_SUPPORT,
-                min_components: int = stats.DEFAULT_MIN_COMPONENTS, n_boot: int = stats.DEFAULT_N_BOOT,
-                seed: int = stats.DEFAULT_SEED, min_gap: float = 0.0, alpha: float = stats.ALPHA,
-                adjustment: str = stats.ADJUSTMENT, group_by: Sequence[str] = (),
-                records: pd.DataFrame | None = None) -> pd.DataFrame:
+def slice_table(
+    facts: pd.DataFrame,
+    corpus,
+    *,
+    min_support: int = stats.DEFAULT_MIN_SUPPORT,
+    min_components: int = stats.DEFAULT_MIN_COMPONENTS,
+    n_boot: int = stats.DEFAULT_N_BOOT,
+    seed: int = stats.DEFAULT_SEED,
+    min_gap: float = 0.0,
+    alpha: float = stats.ALPHA,
+    adjustment: str = stats.ADJUSTMENT,
+    group_by: Sequence[str] = (),
+    records: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Per-slice metrics of one fact table (see the module docstring for slices and columns).
 
     `facts`: a frame from `load_facts`/`facts_frame` (rows that are not scored facts, such as
@@ -568,9 +759,20 @@ def slice_table(facts: pd.DataFrame, corpus, *, min_support: int = stats.DEFAULT
     component, n_components = _components([prepared], records)
     counts = _count(prepared, specs, component, n_components)
     replicates = stats.bootstrap_totals(counts.per_component(), n_boot, seed).reshape(n_boot, len(specs), len(QUANTITIES))
-    return _table(specs, counts, replicates, _split_support(records, specs), min_support=min_support,
-                  min_components=min_components, min_gap=min_gap, alpha=alpha, adjustment=adjustment, n_boot=n_boot,
-                  seed=seed, n_components=n_components)
+    return _table(
+        specs,
+        counts,
+        replicates,
+        _split_support(records, specs),
+        min_support=min_support,
+        min_components=min_components,
+        min_gap=min_gap,
+        alpha=alpha,
+        adjustment=adjustment,
+        n_boot=n_boot,
+        seed=seed,
+        n_components=n_components,
+    )
 
 
 class SliceFrame:
@@ -597,8 +799,10 @@ class SliceFrame:
         from microctx.display import Summary
 
         o = self.overall
-        return Summary(f"{len(self.table):,} slices ({int(self.table['weak'].sum()):,} weak, {int(self.table['too_small'].sum()):,} too small); "
-                       f"overall F1 {o['f1']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}] on {int(o['support']):,} facts")
+        return Summary(
+            f"{len(self.table):,} slices ({int(self.table['weak'].sum()):,} weak, {int(self.table['too_small'].sum()):,} too small); "
+            f"overall F1 {o['f1']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}] on {int(o['support']):,} facts"
+        )
 
     def __repr__(self) -> str:
         return f"SliceFrame({self.summary})"
@@ -607,11 +811,16 @@ class SliceFrame:
         from microctx.display import card_html, fields_html, table_html
 
         columns = ["slice_kind", "slice", "support", "tp", "fp", "fn", "f1", "ci_low", "ci_high", "weak", "too_small"]
-        rows = [[f"{v:.3f}" if isinstance(v, float) else v for v in row]
-                for row in self.weakest(5)[columns[2:]].reset_index()[columns].itertuples(index=False)]
-        return card_html("Slices", fields_html([("summary", self.summary)]),
-                         "<div style='margin-top:4px'>weakest judged slices (.table has every row)</div>",
-                         table_html(columns, rows))
+        rows = [
+            [f"{v:.3f}" if isinstance(v, float) else v for v in row]
+            for row in self.weakest(5)[columns[2:]].reset_index()[columns].itertuples(index=False)
+        ]
+        return card_html(
+            "Slices",
+            fields_html([("summary", self.summary)]),
+            "<div style='margin-top:4px'>weakest judged slices (.table has every row)</div>",
+            table_html(columns, rows),
+        )
 
     @property
     def overall(self) -> pd.Series:
@@ -676,6 +885,7 @@ def compare_table(facts_by_candidate: Mapping[str, pd.DataFrame], corpus, **kw) 
 
 # ---------------------------------------------------------------- paired comparison
 
+
 def _exact_by_component(counts_a: _Counts, counts_b: _Counts, component: np.ndarray, n_components: int):
     """Per slice and component: records with a slice fact under a or b, those exact under a, under b."""
     n = len(counts_a.records)
@@ -693,6 +903,7 @@ def _exact_by_component(counts_a: _Counts, counts_b: _Counts, component: np.ndar
 def _flip_statistics(a_tot: np.ndarray, b_tot: np.ndarray):
     """Statistics of swapped candidates from kept sums K of a - b over components (columns
     tp, fp, fn, exact): a' = b + K and b' = a - K. Returns (F1 difference, exact difference)."""
+
     def f1_diff(kept: np.ndarray) -> np.ndarray:
         a = b_tot[None, :] + kept
         b = a_tot[None, :] - kept
@@ -704,11 +915,20 @@ def _flip_statistics(a_tot: np.ndarray, b_tot: np.ndarray):
     return f1_diff, exact_diff
 
 
-def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n_boot: int = stats.DEFAULT_N_BOOT,
-                      seed: int = stats.DEFAULT_SEED, min_support: int = stats.DEFAULT_MIN_SUPPORT,
-                      min_components: int = stats.DEFAULT_MIN_COMPONENTS, alpha: float = stats.ALPHA,
-                      adjustment: str = stats.ADJUSTMENT, group_by: Sequence[str] = (),
-                      records: pd.DataFrame | None = None) -> pd.DataFrame:
+def paired_comparison(
+    facts_a: pd.DataFrame,
+    facts_b: pd.DataFrame,
+    corpus,
+    *,
+    n_boot: int = stats.DEFAULT_N_BOOT,
+    seed: int = stats.DEFAULT_SEED,
+    min_support: int = stats.DEFAULT_MIN_SUPPORT,
+    min_components: int = stats.DEFAULT_MIN_COMPONENTS,
+    alpha: float = stats.ALPHA,
+    adjustment: str = stats.ADJUSTMENT,
+    group_by: Sequence[str] = (),
+    records: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Candidate a against candidate b on the same records, per slice (every slice kind).
 
     - f1_diff = F1(a) - F1(b), with a 95% percentile interval from a paired cluster bootstrap:
@@ -732,9 +952,11 @@ def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n
     support_a = counts_a.totals[:, 0] + counts_a.totals[:, 2]
     support_b = counts_b.totals[:, 0] + counts_b.totals[:, 2]
     if support_a[0] != support_b[0] or (support_a != support_b).any():
-        raise InputError(facts_b.attrs.get("path", "facts b"),
-                         f"gold facts differ from facts a ({support_b[0]} against {support_a[0]}): "
-                         "paired comparison needs grades against the same answers")
+        raise InputError(
+            facts_b.attrs.get("path", "facts b"),
+            f"gold facts differ from facts a ({support_b[0]} against {support_a[0]}): "
+            "paired comparison needs grades against the same answers",
+        )
     n_slices = len(specs)
     union, exact_a, exact_b = _exact_by_component(counts_a, counts_b, component, n_components)
     by_a = np.concatenate([counts_a.by_component[:, :3], exact_a[:, None]], axis=1)  # (S, 4, G)
@@ -782,21 +1004,46 @@ def paired_comparison(facts_a: pd.DataFrame, facts_b: pd.DataFrame, corpus, *, n
             exact_p[i] = stats.sign_flip_exact(d, exact_stat, exact_diff_observed[i])
     adjust = stats.ADJUSTMENTS[adjustment]
     f1_p_adjusted, exact_p_adjusted = adjust(f1_p), adjust(exact_p)
-    method = (f"f1_diff: 95% paired percentile cluster bootstrap over {n_components} split components "
-              f"(n_boot={n_boot}, seed={seed}); p_value / exact_p: two-sided component sign-flip tests of the F1 "
-              f"difference / of exact records (exact up to {stats.EXACT_FLIP_LIMIT} discordant components, else "
-              f"{n_boot} random flips, seed={seed + 1}), {adjustment}-adjusted over {int(judged.sum())} judged slices "
-              f"(support >= {min_support}, at least {min_components} components), alpha={alpha:g}")
+    method = (
+        f"f1_diff: 95% paired percentile cluster bootstrap over {n_components} split components "
+        f"(n_boot={n_boot}, seed={seed}); p_value / exact_p: two-sided component sign-flip tests of the F1 "
+        f"difference / of exact records (exact up to {stats.EXACT_FLIP_LIMIT} discordant components, else "
+        f"{n_boot} random flips, seed={seed + 1}), {adjustment}-adjusted over {int(judged.sum())} judged slices "
+        f"(support >= {min_support}, at least {min_components} components), alpha={alpha:g}"
+    )
     rows_out = []
     for i, spec in enumerate(specs):
         n_union = len(np.union1d(counts_a.records[i], counts_b.records[i]))
         b10 = len(np.setdiff1d(counts_b.bad[i], counts_a.bad[i]))
         b01 = len(np.setdiff1d(counts_a.bad[i], counts_b.bad[i]))
-        rows_out.append((spec.kind, spec.name, int(support_a[i]), bool(too_small[i]), bool(estimable[i]), int(n_comp[i]),
-                         float(stats.kish_n_eff(weights[i])), n_union, int(a_tot[i, 3]), int(b_tot[i, 3]), b10, b01,
-                         exact_p[i], exact_p_adjusted[i], f1_a[i], f1_b[i], f1_a[i] - f1_b[i], low[i], high[i],
-                         bool((low[i] > 0) or (high[i] < 0)), f1_p[i], f1_p_adjusted[i],
-                         bool(judged[i] and f1_p_adjusted[i] < alpha), method))
+        rows_out.append(
+            (
+                spec.kind,
+                spec.name,
+                int(support_a[i]),
+                bool(too_small[i]),
+                bool(estimable[i]),
+                int(n_comp[i]),
+                float(stats.kish_n_eff(weights[i])),
+                n_union,
+                int(a_tot[i, 3]),
+                int(b_tot[i, 3]),
+                b10,
+                b01,
+                exact_p[i],
+                exact_p_adjusted[i],
+                f1_a[i],
+                f1_b[i],
+                f1_a[i] - f1_b[i],
+                low[i],
+                high[i],
+                bool((low[i] > 0) or (high[i] < 0)),
+                f1_p[i],
+                f1_p_adjusted[i],
+                bool(judged[i] and f1_p_adjusted[i] < alpha),
+                method,
+            )
+        )
     return pd.DataFrame(rows_out, columns=list(PAIRED_COLUMNS))
 
 

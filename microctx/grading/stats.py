@@ -72,6 +72,7 @@ METHOD_SUMMARY = (
 
 # ---------------------------------------------------------------- classic helpers
 
+
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for k successes in n *independent* trials; (nan, nan) when n == 0.
 
@@ -100,7 +101,7 @@ def mcnemar_exact(b01: int, b10: int) -> float:
     for i in range(min(b01, b10) + 1):
         tail += term
         term = term * (n - i) // (i + 1)
-    return min(1.0, 2 * tail / 2 ** n)  # int / int is correctly rounded, even for huge n
+    return min(1.0, 2 * tail / 2**n)  # int / int is correctly rounded, even for huge n
 
 
 def kish_n_eff(weights: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -154,6 +155,7 @@ ADJUSTMENTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"holm": holm, "bh"
 
 # ---------------------------------------------------------------- ratios
 
+
 def ratio(num, den) -> np.ndarray:
     """num / den elementwise, NaN where den == 0."""
     num = np.asarray(num, dtype=np.float64)
@@ -169,6 +171,7 @@ def f1_score(tp, fp, fn) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the cluster bootstrap
+
 
 def compress(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge identical rows: (distinct rows in a fixed order, how many times each occurs).
@@ -258,8 +261,10 @@ def bootstrap_p_worse(diff: np.ndarray, margin: float = 0.0) -> np.ndarray:
 
 # ---------------------------------------------------------------- the paired sign-flip test
 
-def sign_flip_exact(delta: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], observed: float,
-                    tol: float = 1e-12) -> float:
+
+def sign_flip_exact(
+    delta: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], observed: float, tol: float = 1e-12
+) -> float:
     """Exact two-sided sign-flip p-value over k components (k small: 2**k swaps enumerated).
 
     `delta`: (k, q) per component a-minus-b counts; `statistic(kept)` maps (n, q) sums of delta
@@ -267,7 +272,7 @@ def sign_flip_exact(delta: np.ndarray, statistic: Callable[[np.ndarray], np.ndar
     whose |statistic| is at least |observed|.
     """
     k = delta.shape[0]
-    patterns = ((np.arange(2 ** k)[:, None] >> np.arange(k)) & 1).astype(np.float64)
+    patterns = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1).astype(np.float64)
     values = statistic(patterns @ delta)
     return float(np.mean(np.abs(values) >= abs(observed) - tol))
 
@@ -288,6 +293,7 @@ def sign_flip_p_monte_carlo(values: np.ndarray, observed: np.ndarray, tol: float
 
 # ---------------------------------------------------------------- the Pareto front
 
+
 def pareto_front(cost: Sequence[float], value: Sequence[float]) -> list[bool]:
     """For each point (cost[i], value[i]), whether it is on the Pareto front: lower cost and higher
     value are better, and a point is dominated only when another point is no worse in both and
@@ -299,7 +305,9 @@ def pareto_front(cost: Sequence[float], value: Sequence[float]) -> list[bool]:
         if math.isnan(c) or math.isnan(v):
             front.append(False)
             continue
-        beaten = any(j != i and not math.isnan(c2) and not math.isnan(v2) and c2 <= c and v2 >= v
-                     and (c2 < c or v2 > v) for j, (c2, v2) in enumerate(points))
+        beaten = any(
+            j != i and not math.isnan(c2) and not math.isnan(v2) and c2 <= c and v2 >= v and (c2 < c or v2 > v)
+            for j, (c2, v2) in enumerate(points)
+        )
         front.append(not beaten)
     return front

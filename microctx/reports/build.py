@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from microctx import files
+from microctx._io import atomic
+from microctx._io.paths import safe_name
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
@@ -80,10 +81,10 @@ def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
 
     An existing destination is replaced only if it is empty or holds `marker` (a previous
     report); anything else is refused, so a typo cannot wipe an unrelated folder. On failure
-    the staging folder is removed and the destination is untouched (see `files.staged_folder`:
+    the staging folder is removed and the destination is untouched (see `microctx._io.atomic.staged_folder`:
     the swap is locked against concurrent reports, and every OSError is one line).
     """
-    return files.staged_folder(destination, marker)
+    return atomic.staged_folder(destination, marker)
 
 
 def html_export(notebook_path: Path) -> bytes:
@@ -207,10 +208,7 @@ def grade_report(public: str, answers: str, submission: str, out: str | os.PathL
     full = _statistics(statistics)
     _checked_inputs(public, answers, [submission])
     params = {"public": str(public), "answers": str(answers), "submission": str(submission), **_stat_params(full)}
-    if semantic:
-        from microctx.semantic.freeze import load_semantic
-
-        load_semantic(semantic)  # bad input fails here, before a kernel starts
+    if semantic:  # checked by the caller (microctx.semantic sits above the reports)
         params["semantic"] = str(Path(semantic).resolve())
     return make_report("grade", params, out, statistics=full, **kw)
 
@@ -220,7 +218,7 @@ def compare_report(public: str, answers: str, submissions: Sequence[str], out: s
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
+    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     full = _statistics(statistics)
@@ -252,7 +250,7 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")
-    names = [files.safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
+    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
     n_boot = DEFAULT_N_BOOT if n_boot is None else n_boot
     if len(names) != len(submissions) or len(set(names)) != len(names):
         raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
@@ -269,16 +267,3 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
               "n_boot": int(n_boot), "seed": int(seed)}
     return make_report("frontier", params, out, **kw)
 
-
-def semantic_report(study_dir: str | os.PathLike, semantic: str | os.PathLike, out: str | os.PathLike, *,
-                    examples: int = 10, **kw) -> dict:
-    """semantic_report.ipynb on a study folder and its frozen semantic.json into `out`: agreement
-    per slice with intervals, confusion matrices, annotator quality, disagreements, the lexical
-    rules and the judge against gold (plus agreement.csv and lexical.csv)."""
-    from microctx.semantic.freeze import load_semantic
-    from microctx.semantic.items import StudyFolder
-
-    StudyFolder(study_dir)  # bad input fails here, before a kernel starts
-    load_semantic(semantic)
-    params = {"study_dir": str(Path(study_dir).resolve()), "semantic": str(Path(semantic).resolve()), "examples": int(examples)}
-    return make_report("semantic", params, out, **kw)

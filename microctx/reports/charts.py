@@ -29,7 +29,7 @@ from microctx.contract.patterns import (
     references,
 )
 from microctx.contract.split import SPLITS
-from microctx.files import atomic_write
+from microctx._io.atomic import atomic_write
 
 SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])
 # One colour meaning in every slice, comparison and grade chart: red = a finding that needs

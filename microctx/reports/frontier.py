@@ -111,7 +111,7 @@ def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndar
     import numpy as np
     import pandas as pd
 
-    from microctx.grading.facts import FACT_KINDS
+    from microctx.contract.facts import FACT_KINDS
 
     roots, _ = test_components(records)
     scored = facts[facts["kind"].isin(FACT_KINDS)]
@@ -201,8 +201,8 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
 
     from microctx.candidates.runner import model_counts
     from microctx.grading import slices, stats
-    from microctx.grading.facts import FACT_KINDS
-    from microctx.grading.score import grade
+    from microctx.contract.facts import FACT_KINDS
+    from microctx.contract.score import grade
     from microctx.reports.tables import _record_look
 
     if cost_measure not in COST_MEASURES:
@@ -280,6 +280,6 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
 
 
 def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
-    from microctx.files import atomic_write
+    from microctx._io.atomic import atomic_write
 
     atomic_write(path, frontier.table.to_csv(index=False, lineterminator="\n").encode())

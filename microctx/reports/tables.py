@@ -16,8 +16,8 @@ from typing import Any, Iterator, Sequence
 
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
-from microctx.files import inside, safe_name, safe_name_from
-from microctx.grading.facts import write_grade
+from microctx._io.paths import inside, safe_name, safe_name_from
+from microctx.contract.facts import write_grade
 
 
 @dataclass
@@ -102,7 +102,7 @@ N_BOOT, SEED, MIN_SUPPORT, MIN_COMPONENTS = 10_000, 0, 20, 10
 def grade_one(name: str, inputs: Inputs, *, n_boot: int = N_BOOT, seed: int = SEED, min_support: int = MIN_SUPPORT,
               min_components: int = MIN_COMPONENTS, records=None) -> GradeOutputs:
     from microctx.grading import slices
-    from microctx.grading.score import grade
+    from microctx.contract.score import grade
 
     result = grade(inputs.answers, inputs.submissions[name])
     facts = slices.facts_frame(result.facts)
@@ -311,7 +311,7 @@ def aggregate_errors(answers: dict, submission: dict) -> "object":
     import pandas as pd
 
     from microctx.contract.schemas import AGGREGATE_FIELDS
-    from microctx.grading.score import same_json
+    from microctx.contract.score import same_json
 
     gold = answers["aggregates"]
     given = submission.get("aggregates") or {}
@@ -479,8 +479,8 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
 
 def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     """A sweep folder's sweep.csv (DataFrame) and selected.json."""
-    from microctx.candidates.tuning.sweep import sweep_frame
-    from microctx.files import read_json
+    from microctx.tuning.sweep import sweep_frame
+    from microctx._io.jsonio import read_json
 
     path = Path(sweep_dir) / "selected.json"
     selected = read_json(path)

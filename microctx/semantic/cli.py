@@ -12,7 +12,7 @@ EXIT_OK = 0
 
 
 def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    from microctx.files import read_bytes
+    from microctx._io.jsonio import read_bytes
 
     reader = csv.DictReader(io.StringIO(read_bytes(path).decode()))
     if reader.fieldnames is None or list(reader.fieldnames[: len(required)]) != list(required):
@@ -114,7 +114,7 @@ def cmd_adjudicate(args) -> int:
 
 
 def cmd_agreement(args) -> int:
-    from microctx.files import atomic_write
+    from microctx._io.atomic import atomic_write
     from microctx.semantic.agreement import AGREEMENT_COLUMNS
     from microctx.semantic.figures import study_agreement
     from microctx.semantic.freeze import quality_rows

@@ -109,7 +109,7 @@ def semantic_document(folder: StudyFolder, *, n_boot: int = DEFAULT_N_BOOT, seed
 
 
 def write_semantic(folder: str | os.PathLike, out: str | os.PathLike, **kw) -> dict:
-    from microctx.files import atomic_write
+    from microctx._io.atomic import atomic_write
 
     document = semantic_document(StudyFolder(folder), **kw)
     atomic_write(out, dumps(document))
@@ -133,7 +133,7 @@ def check_binding(
 
 
 def load_semantic(path: str | os.PathLike) -> dict:
-    from microctx.files import parse_json, read_bytes
+    from microctx._io.jsonio import parse_json, read_bytes
 
     document = parse_json(read_bytes(path), path)
     if not isinstance(document, dict) or document.get("schema") != SEMANTIC_SCHEMA:

@@ -106,3 +106,17 @@ def grade_semantic(
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue().encode(), summary(rows)
+
+
+def layer_for(semantic_file: str | os.PathLike | None, answers_path, answers: dict, submission: dict):
+    """For a command's `--semantic`: the (.semantic.csv bytes, summary) to write later, or None."""
+    return grade_semantic(semantic_file, answers_path, answers, submission) if semantic_file else None
+
+
+def write_beside(layer: tuple[bytes, str] | None, output: str | os.PathLike) -> None:
+    """Write `<output>.semantic.csv` beside a grade or slice table and print its summary line."""
+    if layer:
+        from microctx._io.atomic import atomic_write
+
+        atomic_write(semantic_path(output), layer[0])
+        print(layer[1])

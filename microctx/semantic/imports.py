@@ -24,8 +24,8 @@ import os
 
 import orjson
 
+from microctx._io.jsonio import parse_json, read_bytes
 from microctx.errors import InputError
-from microctx.files import parse_json, read_bytes
 from microctx.semantic import events as ev
 from microctx.semantic.items import StudyFolder
 

@@ -15,11 +15,11 @@ import os
 import random
 from pathlib import Path
 
+from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.canonical import dumps
 from microctx.contract.patterns import issue_text, references, scope_contradictions
 from microctx.contract.split import SPLITS
 from microctx.errors import InputError
-from microctx.files import parse_json, read_bytes
 from microctx.semantic.study import Study
 
 ITEMS_SCHEMA = "microctx-study-items/1"
@@ -177,10 +177,10 @@ def init_folder(
     annotators: list[str] | None = None,
 ) -> StudyFolder:
     """`microctx study init`: a new study folder (refused when `out` exists and is not empty)."""
+    from microctx._io.atomic import AtomicOutputs
     from microctx.contract.digests import file_sha256
     from microctx.contract.schemas import load_answers
     from microctx.corpus.public import load_corpus
-    from microctx.files import AtomicOutputs
     from microctx.grading.slices import record_table
     from microctx.semantic import events
     from microctx.semantic.study import load_study, with_annotators

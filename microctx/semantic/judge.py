@@ -34,9 +34,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from microctx._io.atomic import atomic_write
+from microctx._io.paths import safe_name_from
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError, scrub_url
-from microctx.files import atomic_write, safe_name_from
 from microctx.grading.stats import Z95
 from microctx.semantic import events as ev
 from microctx.semantic.agreement import agreement_rows

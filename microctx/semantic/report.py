@@ -8,7 +8,9 @@ judge against gold.
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import pandas as pd
 
@@ -87,3 +89,18 @@ def event_counts(folder: StudyFolder) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=["kind", "events"])
     return frame.groupby("kind").size().rename("events").reset_index()
+
+
+def semantic_report(
+    study_dir: str | os.PathLike, semantic: str | os.PathLike, out: str | os.PathLike, *, examples: int = 10, **kw
+) -> dict:
+    """semantic_report.ipynb (microctx.reports.build) on a study folder and its frozen semantic.json
+    into `out`: agreement per slice with intervals, confusion matrices, annotator quality,
+    disagreements, the lexical rules and the judge against gold (plus agreement.csv, lexical.csv)."""
+    from microctx.reports.build import make_report
+    from microctx.semantic.freeze import load_semantic
+
+    StudyFolder(study_dir)  # bad input fails here, before a kernel starts
+    load_semantic(semantic)
+    params = {"study_dir": str(Path(study_dir).resolve()), "semantic": str(Path(semantic).resolve()), "examples": int(examples)}
+    return make_report("semantic", params, out, **kw)

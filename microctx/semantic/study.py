@@ -15,8 +15,8 @@ from typing import Literal
 
 import msgspec
 
+from microctx._io.jsonio import read_bytes
 from microctx.errors import InputError
-from microctx.files import read_bytes
 
 QUESTION_KINDS = ("cue", "duplicate")
 AGREEMENT_MEASURES = ("percent", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha")

@@ -23,8 +23,17 @@ ANSWERS_SIZE = 305282
 
 def _submit(public_path, output_path, report):
     digest = hashlib.sha256(Path(public_path).read_bytes()).hexdigest()
-    Path(output_path).write_text(json.dumps({"schema": "fak-microcontext-submission/1", "corpus_sha256": digest,
-                                             "answers": [], "aggregates": None, "hostile": report}))
+    Path(output_path).write_text(
+        json.dumps(
+            {
+                "schema": "fak-microcontext-submission/1",
+                "corpus_sha256": digest,
+                "answers": [],
+                "aggregates": None,
+                "hostile": report,
+            }
+        )
+    )
 
 
 def _error(exc):
@@ -80,7 +89,10 @@ def walk_root(public_path, output_path, *, devkit_path=None, params=None):
                 findings.append(path)
                 continue
             try:
-                if os.path.getsize(path) == ANSWERS_SIZE and hashlib.sha256(Path(path).read_bytes()).hexdigest() == ANSWERS_SHA256:
+                if (
+                    os.path.getsize(path) == ANSWERS_SIZE
+                    and hashlib.sha256(Path(path).read_bytes()).hexdigest() == ANSWERS_SHA256
+                ):
                     findings.append(path)
             except OSError:
                 pass
@@ -165,11 +177,13 @@ def grandchild(public_path, output_path, *, devkit_path=None, params=None):
     params = params or {}
     _submit(public_path, output_path, {"left": "a grandchild"})
     targets = [os.path.abspath(output_path), *params.get("targets", [])]
-    code = ("import sys, time\ntime.sleep(float(sys.argv[1]))\n"
-            "for path in sys.argv[3:]:\n"
-            "    try:\n        open(path, 'w').write('{\"corpus_sha256\": \"rewritten by a grandchild\", \"answers\": []}')\n"
-            "    except OSError:\n        pass\n"
-            "time.sleep(600)\n")
+    code = (
+        "import sys, time\ntime.sleep(float(sys.argv[1]))\n"
+        "for path in sys.argv[3:]:\n"
+        '    try:\n        open(path, \'w\').write(\'{"corpus_sha256": "rewritten by a grandchild", "answers": []}\')\n'
+        "    except OSError:\n        pass\n"
+        "time.sleep(600)\n"
+    )
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:

@@ -31,21 +31,33 @@ def run(public_path, output_path, *, devkit_path=None, params=None):
     for r in corpus["records"]:
         text = issue_text(r["title"], r["body"])
         labels = [] if r["number"] % 10 < miss else sorted(r["labels"] or [])
-        answers.append({"id": r["id"], "split": r["split"], "state": r["state"], "labels": labels,
-                        "references": references(text), "duplicate_targets": duplicate_targets(text),
-                        "scope_contradictions": scope_contradictions(r["body"])})
+        answers.append(
+            {
+                "id": r["id"],
+                "split": r["split"],
+                "state": r["state"],
+                "labels": labels,
+                "references": references(text),
+                "duplicate_targets": duplicate_targets(text),
+                "scope_contradictions": scope_contradictions(r["body"]),
+            }
+        )
     import hashlib
 
     from microctx.candidates.devkit import top_ids
 
     digest = hashlib.sha256(open(public_path, "rb").read()).hexdigest()
-    aggregates = {"state_counts": dict(Counter(r["state"] for r in corpus["records"])),
-                  "label_counts": dict(Counter(label for r in corpus["records"] for label in r["labels"] or [])),
-                  "newest_issue_ids": top_ids(corpus["records"], "created_at"),
-                  "most_recently_updated_issue_ids": top_ids(corpus["records"], "updated_at")}
+    aggregates = {
+        "state_counts": dict(Counter(r["state"] for r in corpus["records"])),
+        "label_counts": dict(Counter(label for r in corpus["records"] for label in r["labels"] or [])),
+        "newest_issue_ids": top_ids(corpus["records"], "created_at"),
+        "most_recently_updated_issue_ids": top_ids(corpus["records"], "updated_at"),
+    }
     with open(output_path, "w") as handle:
-        json.dump({"schema": "fak-microcontext-submission/1", "corpus_sha256": digest, "answers": answers,
-                   "aggregates": aggregates}, handle)
+        json.dump(
+            {"schema": "fak-microcontext-submission/1", "corpus_sha256": digest, "answers": answers, "aggregates": aggregates},
+            handle,
+        )
     splits = "none"
     if devkit_path:
         with open(devkit_path, "rb") as handle:

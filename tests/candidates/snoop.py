@@ -78,8 +78,14 @@ def run(public_path, output_path, *, devkit_path=None, params=None):
         "corpus_sha256": hashlib.sha256(corpus).hexdigest(),
         "answers": [],
         "aggregates": None,
-        "snoop": {"findings": findings, "folders": folders, "devkit_splits": devkit_splits, "devkit_ids": devkit_ids,
-                  "cwd": os.getcwd(), "environment": sorted(os.environ)},
+        "snoop": {
+            "findings": findings,
+            "folders": folders,
+            "devkit_splits": devkit_splits,
+            "devkit_ids": devkit_ids,
+            "cwd": os.getcwd(),
+            "environment": sorted(os.environ),
+        },
     }
     Path(output_path).write_text(json.dumps(submission))
     return {"tool_calls": len(folders)}

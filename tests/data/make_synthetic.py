@@ -26,8 +26,10 @@ N = 60
 FIRST = 101  # issue numbers 101..160
 LABELS = ["bug", "enhancement", "docs", "question", "perf", "security"]
 CUES = ["conflict", "contradict", "disagree", "inconsistent", "mismatch"]
-WORDS = ("parser cache index loader export grade split corpus token widget chart report timeline "
-         "label state reference record freeze verify answer bundle digest").split()
+WORDS = (
+    "parser cache index loader export grade split corpus token widget chart report timeline "
+    "label state reference record freeze verify answer bundle digest"
+).split()
 
 
 def make_export() -> list[dict]:
@@ -72,13 +74,19 @@ def make_export() -> list[dict]:
         title = f"{rng.choice(WORDS).capitalize()} {rng.choice(WORDS)} fails when {rng.choice(WORDS)} is empty"
         if k in (50, 51):
             title = "Identical title shared by two issues"
-        rows.append({
-            "number": number, "title": title, "body": body, "state": "CLOSED" if closed else "OPEN",
-            "labels": [{"name": name} for name in labels],
-            "createdAt": created.strftime("%Y-%m-%dT%H:%M:%SZ"), "updatedAt": updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "closedAt": closed_at.strftime("%Y-%m-%dT%H:%M:%SZ") if closed_at else None,
-            "url": f"https://github.com/example/synthetic/issues/{number}",
-        })
+        rows.append(
+            {
+                "number": number,
+                "title": title,
+                "body": body,
+                "state": "CLOSED" if closed else "OPEN",
+                "labels": [{"name": name} for name in labels],
+                "createdAt": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "updatedAt": updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "closedAt": closed_at.strftime("%Y-%m-%dT%H:%M:%SZ") if closed_at else None,
+                "url": f"https://github.com/example/synthetic/issues/{number}",
+            }
+        )
     return rows
 
 

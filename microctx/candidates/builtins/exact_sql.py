@@ -23,8 +23,10 @@ from microctx.contract.schemas import SUBMISSION_SCHEMA
 REFERENCE_RE2 = r"(?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b"
 DUPLICATE_RE2 = r"(?i)\b(?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#([0-9]{1,7})\b"
 
-_RECORD_TYPE = ("STRUCT(id VARCHAR, split VARCHAR, number BIGINT, title VARCHAR, body VARCHAR, "
-                "created_at VARCHAR, updated_at VARCHAR, state VARCHAR, labels VARCHAR[], closed_at VARCHAR)[]")
+_RECORD_TYPE = (
+    "STRUCT(id VARCHAR, split VARCHAR, number BIGINT, title VARCHAR, body VARCHAR, "
+    "created_at VARCHAR, updated_at VARCHAR, state VARCHAR, labels VARCHAR[], closed_at VARCHAR)[]"
+)
 
 
 def _sql_string(text: str) -> str:
@@ -33,8 +35,10 @@ def _sql_string(text: str) -> str:
 
 def _numbers(column: str, pattern: str) -> str:
     """SQL: the sorted unique positive integers captured by `pattern` in `column`."""
-    return (f"list_sort(list_distinct(list_filter(list_transform(regexp_extract_all({column}, {_sql_string(pattern)}, 1), "
-            f"lambda x: CAST(x AS BIGINT)), lambda x: x > 0)))")
+    return (
+        f"list_sort(list_distinct(list_filter(list_transform(regexp_extract_all({column}, {_sql_string(pattern)}, 1), "
+        f"lambda x: CAST(x AS BIGINT)), lambda x: x > 0)))"
+    )
 
 
 def _instant_order(column: str) -> str:
@@ -73,8 +77,9 @@ def answer_corpus(public_path: str, *, threads: int = 1) -> tuple[dict, int]:
     import duckdb
 
     path = Path(public_path)
-    con = duckdb.connect(config={"threads": int(threads), "autoload_known_extensions": False,
-                                 "autoinstall_known_extensions": False})
+    con = duckdb.connect(
+        config={"threads": int(threads), "autoload_known_extensions": False, "autoinstall_known_extensions": False}
+    )
     statements = 0
 
     def query(sql: str) -> list[tuple]:
@@ -82,11 +87,19 @@ def answer_corpus(public_path: str, *, threads: int = 1) -> tuple[dict, int]:
         statements += 1
         return con.execute(sql).fetchall()
 
-    query(LOAD_SQL.format(path=_sql_string(str(path)), record_type=_RECORD_TYPE,
-                          max_size=max(path.stat().st_size + 1, 16 << 20)))
-    answers = [{"id": rid, "split": split, "state": state, "labels": labels, "references": refs,
-                "duplicate_targets": dups, "scope_contradictions": cues}
-               for rid, split, state, labels, refs, dups, cues in query(ANSWERS_SQL)]
+    query(LOAD_SQL.format(path=_sql_string(str(path)), record_type=_RECORD_TYPE, max_size=max(path.stat().st_size + 1, 16 << 20)))
+    answers = [
+        {
+            "id": rid,
+            "split": split,
+            "state": state,
+            "labels": labels,
+            "references": refs,
+            "duplicate_targets": dups,
+            "scope_contradictions": cues,
+        }
+        for rid, split, state, labels, refs, dups, cues in query(ANSWERS_SQL)
+    ]
     aggregates = {
         "state_counts": dict(query(STATE_COUNTS_SQL)),
         "label_counts": dict(query(LABEL_COUNTS_SQL)),
@@ -101,8 +114,7 @@ def answer_corpus(public_path: str, *, threads: int = 1) -> tuple[dict, int]:
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
     """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
     from microctx.contract.canonical import dumps
-    from microctx.files import atomic_write
 
     submission, statements = answer_corpus(public_path, **(params or {}))
-    atomic_write(output_path, dumps(submission))
+    Path(output_path).write_bytes(dumps(submission))  # in the run folder; the runner publishes it atomically
     return {"model_calls": 0, "tool_calls": statements, "input_tokens": 0, "output_tokens": 0}

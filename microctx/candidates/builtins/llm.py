@@ -65,6 +65,7 @@ from pathlib import Path
 
 import orjson
 
+from microctx.candidates.registry import BUILTINS
 from microctx.candidates.sandbox import CACHE_ENV
 from microctx.candidates.usage import read_usage
 from microctx.contract.patterns import CUE_WORDS
@@ -82,22 +83,20 @@ TASKS = {
     "cues": ("scope_contradictions",),
 }
 HIDING_TASKS = ("text", "state", "labels")  # state, labels and closed_at are not shown to the model
-_SHAPES = {"state": '"OPEN" | "CLOSED"', "labels": "[string, ...]", "references": "[integer, ...]",
-           "duplicate_targets": "[integer, ...]", "scope_contradictions": "[string, ...]"}
+_SHAPES = {
+    "state": '"OPEN" | "CLOSED"',
+    "labels": "[string, ...]",
+    "references": "[integer, ...]",
+    "duplicate_targets": "[integer, ...]",
+    "scope_contradictions": "[string, ...]",
+}
 PROMPTS = {"micro": "micro.v1", "window": "window.v1"}
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 CHARS_PER_TOKEN = 4  # the packing estimate for long/chunks windows (a real tokenizer is endpoint-specific)
 OUTPUT_TOKENS_PER_RECORD = 96
 MAX_RESPONSE_BYTES = 16 << 20  # a response larger than this is refused (a runaway or hostile server)
 
-DEFAULTS = {
-    "base_url": "", "model": "", "mode": "micro", "task": "all",
-    "context_tokens": 32768, "chunk_records": 20, "overlap": 0, "concurrency": 4,
-    "price_in": 0.0, "price_out": 0.0, "price_cached": None, "price_file": "",
-    "api_key_env": "", "call_timeout": 120.0, "deadline": 0.0, "retries": 4, "backoff": 0.5, "max_backoff": 30.0,
-    "max_tokens": 0, "temperature": 0.0, "stream": True, "json_mode": True, "cache": "", "retrieval_k": 0,
-    "splits": "all",
-}
+DEFAULTS = BUILTINS["llm"].params  # written once, in the registry
 
 
 class ConfigError(ValueError):
@@ -205,8 +204,9 @@ def make_config(params: dict | None) -> Config:
     for key in ("stream", "json_mode"):
         if not isinstance(p[key], bool):
             raise ConfigError(f"parameter {key}: expected true or false, got {p[key]!r}")
-    splits = ("train", "tune", "test") if p["splits"] == "all" else tuple(
-        x.strip() for x in str(p["splits"]).split(",") if x.strip())
+    splits = (
+        ("train", "tune", "test") if p["splits"] == "all" else tuple(x.strip() for x in str(p["splits"]).split(",") if x.strip())
+    )
     if not splits or not set(splits) <= {"train", "tune", "test"}:
         raise ConfigError(f"parameter splits: expected all or a comma-separated list of train, tune, test, got {p['splits']!r}")
     chunk_records = _integer(p, "chunk_records", 1)
@@ -214,19 +214,35 @@ def make_config(params: dict | None) -> Config:
     if overlap >= chunk_records:
         raise ConfigError(f"parameter overlap: must be smaller than chunk_records ({chunk_records}), got {overlap}")
     return Config(
-        base_url=p["base_url"].rstrip("/"), model=p["model"], mode=p["mode"], task=p["task"],
-        context_tokens=_integer(p, "context_tokens", 256), chunk_records=chunk_records, overlap=overlap,
-        concurrency=_integer(p, "concurrency", 1), price_in=prices["in"], price_out=prices["out"],
-        price_cached=prices["cached"], api_key_env=p["api_key_env"], call_timeout=_number(p, "call_timeout", float, 0.001),
-        deadline=_number(p, "deadline", float, 0), retries=_integer(p, "retries", 0),
-        backoff=_number(p, "backoff", float, 0), max_backoff=_number(p, "max_backoff", float, 0),
-        max_tokens=_integer(p, "max_tokens", 0), temperature=_number(p, "temperature", float, 0),
-        stream=p["stream"], json_mode=p["json_mode"], cache=_absolute(p, "cache") or os.environ.get(CACHE_ENV, ""),
-        retrieval_k=_integer(p, "retrieval_k", 0), splits=splits,
+        base_url=p["base_url"].rstrip("/"),
+        model=p["model"],
+        mode=p["mode"],
+        task=p["task"],
+        context_tokens=_integer(p, "context_tokens", 256),
+        chunk_records=chunk_records,
+        overlap=overlap,
+        concurrency=_integer(p, "concurrency", 1),
+        price_in=prices["in"],
+        price_out=prices["out"],
+        price_cached=prices["cached"],
+        api_key_env=p["api_key_env"],
+        call_timeout=_number(p, "call_timeout", float, 0.001),
+        deadline=_number(p, "deadline", float, 0),
+        retries=_integer(p, "retries", 0),
+        backoff=_number(p, "backoff", float, 0),
+        max_backoff=_number(p, "max_backoff", float, 0),
+        max_tokens=_integer(p, "max_tokens", 0),
+        temperature=_number(p, "temperature", float, 0),
+        stream=p["stream"],
+        json_mode=p["json_mode"],
+        cache=_absolute(p, "cache") or os.environ.get(CACHE_ENV, ""),
+        retrieval_k=_integer(p, "retrieval_k", 0),
+        splits=splits,
     )
 
 
 # ---------------------------------------------------------------- prompts
+
 
 def prompt_text(name: str) -> str:
     """A versioned prompt file of the package (`prompts/<name>.txt`)."""
@@ -240,7 +256,7 @@ def prompt_version(config: Config) -> str:
 
 def system_prompt(name: str, fields: tuple[str, ...]) -> str:
     shape = "{" + ", ".join(['"id": string'] + [f'"{f}": {_SHAPES[f]}' for f in fields]) + "}"
-    return (prompt_text(name).replace("{FIELDS}", ", ".join(f'"{f}"' for f in fields)).replace("{SHAPE}", shape))
+    return prompt_text(name).replace("{FIELDS}", ", ".join(f'"{f}"' for f in fields)).replace("{SHAPE}", shape)
 
 
 def visible_record(record: dict, hide_metadata: bool, max_chars: int | None = None) -> dict:
@@ -276,8 +292,12 @@ class Prompt:
     window: bool
 
     def request(self, config: Config) -> dict:
-        body: dict = {"model": config.model, "messages": self.messages, "temperature": config.temperature,
-                      "max_tokens": self.max_tokens}
+        body: dict = {
+            "model": config.model,
+            "messages": self.messages,
+            "temperature": config.temperature,
+            "max_tokens": self.max_tokens,
+        }
         if config.json_mode:
             body["response_format"] = {"type": "json_object"}
         return body
@@ -290,17 +310,33 @@ class Prompt:
 def micro_prompts(records: list[dict], config: Config, examples: dict[str, list[dict]] | None = None) -> list[Prompt]:
     system = system_prompt(PROMPTS["micro"], config.fields)
     budget = config.max_tokens or OUTPUT_TOKENS_PER_RECORD * 2
-    return [Prompt([{"role": "system", "content": system},
-                    {"role": "user", "content": user_message([visible_record(r, config.hides_metadata)], config.fields,
-                                                             (examples or {}).get(r["id"]))}],
-                   [r["id"]], budget, window=False) for r in records]
+    return [
+        Prompt(
+            [
+                {"role": "system", "content": system},
+                {
+                    "role": "user",
+                    "content": user_message(
+                        [visible_record(r, config.hides_metadata)], config.fields, (examples or {}).get(r["id"])
+                    ),
+                },
+            ],
+            [r["id"]],
+            budget,
+            window=False,
+        )
+        for r in records
+    ]
 
 
 def _window_prompt(shown: list[dict], config: Config, system: str) -> Prompt:
     budget = config.max_tokens or OUTPUT_TOKENS_PER_RECORD * len(shown)
-    return Prompt([{"role": "system", "content": system},
-                   {"role": "user", "content": user_message(shown, config.fields)}],
-                  [r["id"] for r in shown], budget, window=True)
+    return Prompt(
+        [{"role": "system", "content": system}, {"role": "user", "content": user_message(shown, config.fields)}],
+        [r["id"] for r in shown],
+        budget,
+        window=True,
+    )
 
 
 def long_prompts(records: list[dict], config: Config) -> tuple[list[Prompt], int]:
@@ -318,8 +354,11 @@ def long_prompts(records: list[dict], config: Config) -> tuple[list[Prompt], int
             prompts.append(_window_prompt(window, config, system))
             window, used = [], fixed
         if fixed + cost > config.context_tokens:  # too long even alone: cut the body to what fits
-            room = max(0, (config.context_tokens - fixed - OUTPUT_TOKENS_PER_RECORD) * CHARS_PER_TOKEN
-                       - len(orjson.dumps(visible_record(record, config.hides_metadata, 0))))
+            room = max(
+                0,
+                (config.context_tokens - fixed - OUTPUT_TOKENS_PER_RECORD) * CHARS_PER_TOKEN
+                - len(orjson.dumps(visible_record(record, config.hides_metadata, 0))),
+            )
             shown = visible_record(record, config.hides_metadata, room)
             cost = config.context_tokens - fixed
             truncated += 1
@@ -336,7 +375,7 @@ def chunk_prompts(records: list[dict], config: Config) -> list[Prompt]:
     step = config.chunk_records - config.overlap
     prompts = []
     for start in range(0, len(records), step):
-        chunk = records[start:start + config.chunk_records]
+        chunk = records[start : start + config.chunk_records]
         prompts.append(_window_prompt([visible_record(r, config.hides_metadata) for r in chunk], config, system))
         if start + config.chunk_records >= len(records):
             break
@@ -344,6 +383,7 @@ def chunk_prompts(records: list[dict], config: Config) -> list[Prompt]:
 
 
 # ---------------------------------------------------------------- strict answers
+
 
 def _int_list(value, key: str) -> list[int]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**7 for v in value):
@@ -446,6 +486,7 @@ def reduce_answers(answers: list[dict], fields: tuple[str, ...]) -> dict:
 
 # ---------------------------------------------------------------- calling the endpoint
 
+
 @dataclass
 class CallResult:
     content: str | None = None
@@ -507,9 +548,13 @@ class Endpoint:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # trust_env: a recording proxy given through HTTP(S)_PROXY (the sandbox's record mode) is used
-        self.client = httpx.Client(base_url=config.base_url, headers=headers, trust_env=True,
-                                   timeout=httpx.Timeout(config.call_timeout),
-                                   limits=httpx.Limits(max_connections=config.concurrency))
+        self.client = httpx.Client(
+            base_url=config.base_url,
+            headers=headers,
+            trust_env=True,
+            timeout=httpx.Timeout(config.call_timeout),
+            limits=httpx.Limits(max_connections=config.concurrency),
+        )
         self.cache = Path(config.cache) if config.cache else None
         self._log_lock = threading.Lock()
         if self.cache is not None:
@@ -543,10 +588,12 @@ class Endpoint:
     def _store(self, digest: str, content: str, usage: dict) -> None:
         if self.cache is None:
             return
-        from microctx.files import atomic_write
+        from microctx._io.atomic import atomic_write
 
-        atomic_write(self.cache / f"{digest}.json",
-                     orjson.dumps({"digest": digest, "model": self.config.model, "content": content, "usage": usage}))
+        atomic_write(
+            self.cache / f"{digest}.json",
+            orjson.dumps({"digest": digest, "model": self.config.model, "content": content, "usage": usage}),
+        )
 
     def complete(self, prompt: Prompt) -> CallResult:
         """The prompt's answer text: from the cache, or from the endpoint with retries."""
@@ -576,11 +623,18 @@ class Endpoint:
                 content, usage, ttft = self._send(body, timeout)
             except CallFailed as exc:
                 error = str(exc)
-                self._log({"digest": digest, "attempt": attempt, "ok": False, "error": error,
-                           "ms": round((self.clock() - start) * 1000)})
+                self._log(
+                    {
+                        "digest": digest,
+                        "attempt": attempt,
+                        "ok": False,
+                        "error": error,
+                        "ms": round((self.clock() - start) * 1000),
+                    }
+                )
                 if not exc.retryable or attempt == self.config.retries:
                     break
-                wait = exc.retry_after if exc.retry_after is not None else self.config.backoff * 2 ** attempt
+                wait = exc.retry_after if exc.retry_after is not None else self.config.backoff * 2**attempt
                 wait = min(wait, self.config.max_backoff)
                 remaining = self._remaining()
                 if remaining is not None and wait >= remaining:
@@ -601,8 +655,17 @@ class Endpoint:
                     self.stats.cached_tokens += usage["cached_tokens"]
                 else:
                     self.stats.calls_without_usage += 1
-            self._log({"digest": digest, "attempt": attempt, "ok": True, "ms": latency, "ttft_ms": ttft, "usage": usage,
-                       "records": len(prompt.ids)})
+            self._log(
+                {
+                    "digest": digest,
+                    "attempt": attempt,
+                    "ok": True,
+                    "ms": latency,
+                    "ttft_ms": ttft,
+                    "usage": usage,
+                    "records": len(prompt.ids),
+                }
+            )
             self._store(digest, content, usage)
             return CallResult(content)
         with self.stats.lock:
@@ -619,8 +682,11 @@ class Endpoint:
                 if response.status_code != 200:
                     response.read()
                     retry_after = retry_after_seconds(response.headers.get("retry-after"))
-                    raise CallFailed(f"HTTP {response.status_code}", response.status_code in RETRYABLE_STATUS
-                                     or response.status_code >= 500, retry_after)
+                    raise CallFailed(
+                        f"HTTP {response.status_code}",
+                        response.status_code in RETRYABLE_STATUS or response.status_code >= 500,
+                        retry_after,
+                    )
                 if self.config.stream:
                     return self._read_stream(response, start, timeout)
                 chunks, size = [], 0
@@ -696,6 +762,7 @@ def run_prompts(prompts: list[Prompt], endpoint: Endpoint, concurrency: int) -> 
 
 
 # ---------------------------------------------------------------- the candidate
+
 
 def unresolved_records(records: list[dict], config: Config) -> list[dict]:
     """Hybrid: the records the exact frontier cannot answer for the task: all of them when the
@@ -786,15 +853,25 @@ def answer_corpus(public_path: str, config: Config, api_key: str | None, *, endp
     }
     submission = {"schema": SUBMISSION_SCHEMA, "corpus_sha256": corpus.sha256, "answers": answers, "aggregates": aggregates}
     counters = {
-        "model_calls": stats.requests, "tool_calls": statements, "input_tokens": stats.input_tokens,
-        "output_tokens": stats.output_tokens, "cached_tokens": stats.cached_tokens, "cache_hits": stats.cache_hits,
-        "retries": stats.retries, "failed_calls": stats.failed_calls, "failed_answers": len(failed),
-        "calls_without_usage": stats.calls_without_usage, "cost_microdollars": cost_microdollars(stats, config),
+        "model_calls": stats.requests,
+        "tool_calls": statements,
+        "input_tokens": stats.input_tokens,
+        "output_tokens": stats.output_tokens,
+        "cached_tokens": stats.cached_tokens,
+        "cache_hits": stats.cache_hits,
+        "retries": stats.retries,
+        "failed_calls": stats.failed_calls,
+        "failed_answers": len(failed),
+        "calls_without_usage": stats.calls_without_usage,
+        "cost_microdollars": cost_microdollars(stats, config),
         "ttft_ms_median": round(statistics.median(stats.ttft_ms)) if stats.ttft_ms else None,
         "ttft_ms_max": max(stats.ttft_ms) if stats.ttft_ms else None,
         "latency_ms_median": round(statistics.median(stats.latency_ms)) if stats.latency_ms else None,
-        "retry_wait_ms": stats.retry_wait_ms, "model_records": len(to_model), "prompts": len(prompts),
-        "truncated_records": truncated, "prompt_version": int(prompt_version(config).rsplit(".v", 1)[1]),
+        "retry_wait_ms": stats.retry_wait_ms,
+        "model_records": len(to_model),
+        "prompts": len(prompts),
+        "truncated_records": truncated,
+        "prompt_version": int(prompt_version(config).rsplit(".v", 1)[1]),
     }
     notes = [f"{rid}: {problems.get(rid, 'no answer')}" for rid in failed]
     return submission, {k: v for k, v in counters.items() if v is not None}, notes
@@ -802,24 +879,28 @@ def answer_corpus(public_path: str, config: Config, api_key: str | None, *, endp
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
     """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx._io.atomic import atomic_write
     from microctx._version import __version__
     from microctx.contract.canonical import dumps
-    from microctx.files import atomic_write
 
     config = make_config(params)
     api_key = None
     if config.api_key_env:
         api_key = os.environ.get(config.api_key_env)
         if not api_key:
-            raise ConfigError(f"environment variable {config.api_key_env} (api_key_env) is not set in the candidate's "
-                              f"environment; pass it with `microctx run --pass-env {config.api_key_env}`")
+            raise ConfigError(
+                f"environment variable {config.api_key_env} (api_key_env) is not set in the candidate's "
+                f"environment; pass it with `microctx run --pass-env {config.api_key_env}`"
+            )
     submission, counters, notes = answer_corpus(public_path, config, api_key)
     atomic_write(output_path, dumps(submission))
     for note in notes[:20]:
         print(f"llm: failed answer {note}")
     if len(notes) > 20:
         print(f"llm: ... {len(notes) - 20} more failed answers")
-    print(f"llm: mode {config.mode}, task {config.task}, prompt {prompt_version(config)}: "
-          + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(
+        f"llm: mode {config.mode}, task {config.task}, prompt {prompt_version(config)}: "
+        + ", ".join(f"{k} {v}" for k, v in counters.items())
+    )
     counters["version"] = f"{__version__}+prompt.{prompt_version(config)}"
     return counters

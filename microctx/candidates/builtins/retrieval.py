@@ -63,7 +63,7 @@ class BM25Index:
     def nearest(self, queries: list[str], k: int, *, batch: int = 256) -> list[list[tuple[int, float]]]:
         out: list[list[tuple[int, float]]] = []
         for start in range(0, len(queries), batch):
-            block = self.scores(queries[start:start + batch])
+            block = self.scores(queries[start : start + batch])
             for row in block:
                 order = np.lexsort((np.arange(len(row)), -row))[:k]
                 out.append([(int(i), float(row[i])) for i in order if row[i] > 0])
@@ -71,8 +71,16 @@ class BM25Index:
 
 
 def _check(params: dict) -> dict:
-    p = {"k": 10, "rerank": "none", "rerank_depth": 50, "min_share": 0.5, "task": "labels", "k1": 1.5, "b": 0.75,
-         **(params or {})}
+    p = {
+        "k": 10,
+        "rerank": "none",
+        "rerank_depth": 50,
+        "min_share": 0.5,
+        "task": "labels",
+        "k1": 1.5,
+        "b": 0.75,
+        **(params or {}),
+    }
     for key in ("k", "rerank_depth"):
         if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < 1:
             raise ValueError(f"parameter {key}: expected a positive integer, got {p[key]!r}")
@@ -112,7 +120,7 @@ def neighbours(records: list[dict], pool: list[dict], params: dict) -> list[list
             order = np.lexsort((np.arange(len(candidates)), -sims))
             reranked.append([candidates[i] for i in order])
         found = reranked
-    return [f[:p["k"]] for f in found]
+    return [f[: p["k"]] for f in found]
 
 
 def predict(records: list[dict], params: dict | None = None) -> tuple[list[dict], dict]:
@@ -138,11 +146,11 @@ def predict(records: list[dict], params: dict | None = None) -> tuple[list[dict]
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
     """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx._io.atomic import atomic_write
     from microctx.candidates.builtins.exact_sql import answer_corpus
     from microctx.candidates.devkit import top_ids
     from microctx.contract.canonical import dumps
     from microctx.corpus.public import load_corpus
-    from microctx.files import atomic_write
 
     corpus = load_corpus(public_path)
     exact, statements = answer_corpus(public_path)

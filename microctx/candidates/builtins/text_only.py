@@ -54,8 +54,15 @@ class TextMetadataClassifier:
     `label_thresholds_`.
     """
 
-    def __init__(self, alpha: float = 1e-4, epochs: int = 50, min_label_examples: int = 5, min_df: int = 2,
-                 max_features: int = 50000, seed: int = 0):
+    def __init__(
+        self,
+        alpha: float = 1e-4,
+        epochs: int = 50,
+        min_label_examples: int = 5,
+        min_df: int = 2,
+        max_features: int = 50000,
+        seed: int = 0,
+    ):
         self.alpha = alpha
         self.epochs = epochs
         self.min_label_examples = min_label_examples
@@ -72,8 +79,9 @@ class TextMetadataClassifier:
     def fit(self, texts: list[str], states: list[str], labels: list[list[str]]) -> TextMetadataClassifier:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        self.vectorizer_ = TfidfVectorizer(sublinear_tf=True, min_df=self.min_df, max_features=self.max_features,
-                                           ngram_range=(1, 2))
+        self.vectorizer_ = TfidfVectorizer(
+            sublinear_tf=True, min_df=self.min_df, max_features=self.max_features, ngram_range=(1, 2)
+        )
         features = self.vectorizer_.fit_transform(texts)
         closed = [s == "CLOSED" for s in states]
         if len(set(closed)) < 2:
@@ -100,8 +108,9 @@ class TextMetadataClassifier:
         """Pick each threshold on held-apart (tune) records: fewest false positives plus false negatives."""
         state_scores, label_scores = self._scores(texts)
         self.state_threshold_ = _best_threshold(state_scores, [s == "CLOSED" for s in states])
-        self.label_thresholds_ = {label: _best_threshold(scores, [label in ls for ls in labels])
-                                  for label, scores in label_scores.items()}
+        self.label_thresholds_ = {
+            label: _best_threshold(scores, [label in ls for ls in labels]) for label, scores in label_scores.items()
+        }
         return self
 
     def predict(self, texts: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -159,13 +168,16 @@ def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, pa
 
     visible = [_visible(r) for r in records]
     known = {a["id"]: a for a in devkit["answers"] if a["split"] in ("train", "tune")}
-    by_split = {split: [r for r in visible if r["id"] in known and known[r["id"]]["split"] == split]
-                for split in ("train", "tune")}
+    by_split = {
+        split: [r for r in visible if r["id"] in known and known[r["id"]]["split"] == split] for split in ("train", "tune")
+    }
     if by_split["train"] and not by_split["tune"] and not any(a["split"] == "tune" for a in devkit["answers"]):
         # a train-only devkit (a sweep grades this run on tune, so it keeps tune for itself):
         # thresholds are chosen on a fifth of train held apart by a hash of the record id
-        by_split = {"train": [r for r in by_split["train"] if not _calibration(r["id"])],
-                    "tune": [r for r in by_split["train"] if _calibration(r["id"])]}
+        by_split = {
+            "train": [r for r in by_split["train"] if not _calibration(r["id"])],
+            "tune": [r for r in by_split["train"] if _calibration(r["id"])],
+        }
     if not by_split["train"] or not by_split["tune"]:
         raise ValueError("the devkit must hold train and tune answers for records of this corpus")
 
@@ -180,12 +192,21 @@ def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, pa
 
     answers = []
     for r in visible:
-        state, record_labels = ((known[r["id"]]["state"], list(known[r["id"]]["labels"])) if r["id"] in known
-                                else predicted[r["id"]])
+        state, record_labels = (
+            (known[r["id"]]["state"], list(known[r["id"]]["labels"])) if r["id"] in known else predicted[r["id"]]
+        )
         text = issue_text(r["title"], r["body"])
-        answers.append({"id": r["id"], "split": r["split"], "state": state, "labels": record_labels,
-                        "references": references(text), "duplicate_targets": duplicate_targets(text),
-                        "scope_contradictions": scope_contradictions(r["body"])})
+        answers.append(
+            {
+                "id": r["id"],
+                "split": r["split"],
+                "state": state,
+                "labels": record_labels,
+                "references": references(text),
+                "duplicate_targets": duplicate_targets(text),
+                "scope_contradictions": scope_contradictions(r["body"]),
+            }
+        )
     aggregates = {
         "state_counts": dict(sorted(Counter(a["state"] for a in answers).items())),
         "label_counts": dict(sorted(Counter(label for a in answers for label in a["labels"]).items())),
@@ -198,10 +219,10 @@ def predict_submission(records: list[dict], devkit: dict, corpus_sha256: str, pa
 
 def run(public_path: str, output_path: str, *, devkit_path: str | None = None, params: dict | None = None) -> dict:
     """Candidate entry point (see microctx.candidates.registry): write the submission, return the counters."""
+    from microctx._io.atomic import atomic_write
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
     from microctx.corpus.public import load_corpus
-    from microctx.files import atomic_write
 
     if devkit_path is None:
         raise ValueError("text-only tunes on the devkit; run it with --devkit (make one with `microctx devkit`)")
@@ -211,8 +232,12 @@ def run(public_path: str, output_path: str, *, devkit_path: str | None = None, p
         raise ValueError(f"the devkit is bound to corpus {devkit['corpus_sha256']}, not {corpus.sha256}")
     submission, model = predict_submission(corpus.records, devkit, corpus.sha256, params)
     atomic_write(output_path, dumps(submission))
-    print(f"text-only: state threshold {model.state_threshold_:.3f}; {len(model.label_models_)} label models: "
-          + ", ".join(f"{label}@{t:.2f}" for label, t in model.label_thresholds_.items()))
-    print(f"text-only: {len(model.skipped_labels_)} labels too rare to learn (< {model.min_label_examples} train records): "
-          + ", ".join(sorted(model.skipped_labels_)))
+    print(
+        f"text-only: state threshold {model.state_threshold_:.3f}; {len(model.label_models_)} label models: "
+        + ", ".join(f"{label}@{t:.2f}" for label, t in model.label_thresholds_.items())
+    )
+    print(
+        f"text-only: {len(model.skipped_labels_)} labels too rare to learn (< {model.min_label_examples} train records): "
+        + ", ".join(sorted(model.skipped_labels_))
+    )
     return {"model_calls": 0, "tool_calls": 0, "input_tokens": 0, "output_tokens": 0}

@@ -78,31 +78,35 @@ class ExplorerData:
         del lowered
         numbers = [r["number"] for r in records]
         roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
-        table = pd.DataFrame({
-            "id": [r["id"] for r in records],
-            "number": numbers,
-            "split": pd.Categorical([r["split"] for r in records]),
-            "state": pd.Categorical([r["state"] for r in records]),
-            "labels": [list(r["labels"] or []) for r in records],
-            "title": [r["title"] for r in records],
-            "references": refs,
-            "duplicate_targets": dups,
-            "cue_words": cues,
-            "component": [roots[x] for x in numbers],
-        })
+        table = pd.DataFrame(
+            {
+                "id": [r["id"] for r in records],
+                "number": numbers,
+                "split": pd.Categorical([r["split"] for r in records]),
+                "state": pd.Categorical([r["state"] for r in records]),
+                "labels": [list(r["labels"] or []) for r in records],
+                "title": [r["title"] for r in records],
+                "references": refs,
+                "duplicate_targets": dups,
+                "cue_words": cues,
+                "component": [roots[x] for x in numbers],
+            }
+        )
         table["has_duplicate"] = [bool(x) for x in dups]
         table["component_size"] = table.groupby("component")["id"].transform("size")
         self.table = table
-        self._codes = {column: (table[column].cat.categories, table[column].cat.codes.to_numpy())
-                       for column in ("split", "state")}
+        self._codes = {
+            column: (table[column].cat.categories, table[column].cat.codes.to_numpy()) for column in ("split", "state")
+        }
         self.position = {x: i for i, x in enumerate(numbers)}
         self.id_position = {rid: i for i, rid in enumerate(table["id"])}
         self.splits = list(table["split"].cat.categories)
         self.states = list(table["state"].cat.categories)
         exploded = table["labels"].explode().dropna()
         self.labels = list(exploded.value_counts().index)  # most common first
-        self._label_rows = {label: np.asarray(rows, dtype=np.int64)
-                            for label, rows in exploded.groupby(exploded, sort=False).groups.items()}
+        self._label_rows = {
+            label: np.asarray(rows, dtype=np.int64) for label, rows in exploded.groupby(exploded, sort=False).groups.items()
+        }
         roots_array = table["component"].to_numpy()
         order = np.argsort(roots_array, kind="stable")
         bounds = np.flatnonzero(np.r_[True, roots_array[order][1:] != roots_array[order][:-1], True])
@@ -116,6 +120,7 @@ class ExplorerData:
         self._in_error = np.zeros(n, dtype=bool)
         if grade is not None:
             self.set_grade(grade)
+
     def __len__(self) -> int:
         return len(self.table)
 
@@ -210,8 +215,14 @@ class ExplorerData:
     def record_html(self, i: int) -> str:
         record = self.corpus.records[i]
         t = self.table
-        labels = " ".join(f'<span class="microctx-label" style="background:#e8eef7;border-radius:3px;padding:0 4px">'
-                          f"{html.escape(label)}</span>" for label in record["labels"] or []) or "<i>no labels</i>"
+        labels = (
+            " ".join(
+                f'<span class="microctx-label" style="background:#e8eef7;border-radius:3px;padding:0 4px">'
+                f"{html.escape(label)}</span>"
+                for label in record["labels"] or []
+            )
+            or "<i>no labels</i>"
+        )
         refs = list(t["references"].iat[i])
         dups = list(t["duplicate_targets"].iat[i])
         cues = list(t["cue_words"].iat[i])
@@ -225,8 +236,10 @@ class ExplorerData:
             elif wrong:
                 missed = ", ".join(f"{k}:{html.escape(v)}" for o, k, v in wrong if o == "fn") or "none"
                 false = ", ".join(f"{k}:{html.escape(v)}" for o, k, v in wrong if o == "fp") or "none"
-                facts = (f"<div class='microctx-facts'><b style='color:#c62828'>missed</b> {missed}<br>"
-                         f"<b style='color:#e65100'>false</b> {false}</div>")
+                facts = (
+                    f"<div class='microctx-facts'><b style='color:#c62828'>missed</b> {missed}<br>"
+                    f"<b style='color:#e65100'>false</b> {false}</div>"
+                )
         size = int(t["component_size"].iat[i])
         return (
             f"<div class='microctx-record'><div style='font-size:1.15em;font-weight:bold'>#{record['number']} "
@@ -264,12 +277,15 @@ class Explorer:
         self.split = w.Dropdown(options=[ANY, *data.splits], description="split", layout=layout)
         self.state = w.Dropdown(options=[ANY, *data.states], description="state", layout=layout)
         self.label = w.Dropdown(options=[ANY, *data.labels], description="label", layout=w.Layout(width="280px"))
-        self.component = w.Text(placeholder="#N or issue-N", description="component", continuous_update=False,
-                                layout=w.Layout(width="240px"))
-        self.text = w.Text(placeholder="words in title or body", description="text", continuous_update=False,
-                           layout=w.Layout(width="320px"))
-        self.errors = w.Checkbox(value=False, description="records with grade errors only", indent=False,
-                                 disabled=not data.fact_outcomes)
+        self.component = w.Text(
+            placeholder="#N or issue-N", description="component", continuous_update=False, layout=w.Layout(width="240px")
+        )
+        self.text = w.Text(
+            placeholder="words in title or body", description="text", continuous_update=False, layout=w.Layout(width="320px")
+        )
+        self.errors = w.Checkbox(
+            value=False, description="records with grade errors only", indent=False, disabled=not data.fact_outcomes
+        )
         self.count = w.HTML()
         self.results = w.Select(options=[], rows=14, layout=w.Layout(width="100%"))
         self.view = w.HTML("<i>choose a record</i>")
@@ -277,11 +293,16 @@ class Explorer:
         for control in (self.split, self.state, self.label, self.component, self.text, self.errors):
             control.observe(self._refilter, names="value")
         self.results.observe(self._chosen, names="value")
-        self.widget = w.VBox([
-            w.HBox([self.split, self.state, self.label], layout=w.Layout(flex_flow="row wrap")),
-            w.HBox([self.component, self.text, self.errors], layout=w.Layout(flex_flow="row wrap")),
-            self.count, self.results, self.nearby, self.view,
-        ])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.split, self.state, self.label], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox([self.component, self.text, self.errors], layout=w.Layout(flex_flow="row wrap")),
+                self.count,
+                self.results,
+                self.nearby,
+                self.view,
+            ]
+        )
         self.widget.add_class("microctx-explorer")
         self.count.add_class("microctx-count")
         self.results.add_class("microctx-results")
@@ -289,14 +310,16 @@ class Explorer:
         self._refilter()
 
     def filters(self) -> Filters:
-        return Filters(self.split.value, self.state.value, self.label.value, self.component.value, self.text.value,
-                       self.errors.value)
+        return Filters(
+            self.split.value, self.state.value, self.label.value, self.component.value, self.text.value, self.errors.value
+        )
 
     def _refilter(self, _change=None) -> None:
         self.rows = self.data.filter(self.filters())
         shown = self.rows[:LISTED]
-        self.count.value = (f"<b class='microctx-matches'>{len(self.rows):,}</b> of {len(self.data):,} records match"
-                            + (f" (first {LISTED} listed)" if len(self.rows) > LISTED else ""))
+        self.count.value = f"<b class='microctx-matches'>{len(self.rows):,}</b> of {len(self.data):,} records match" + (
+            f" (first {LISTED} listed)" if len(self.rows) > LISTED else ""
+        )
         self.results.options = [(self.data.option(int(i)), int(i)) for i in shown]
 
     def _chosen(self, change) -> None:
@@ -320,8 +343,11 @@ class Explorer:
             button.on_click(lambda _b, j=j: self.open(j))
             buttons.append(button)
         size = len(self.data.component_rows(i))
-        header = w.HTML(f"<b>one click away</b> (references, cited by, then the rest of its component of {size:,}):"
-                        if buttons else "<i>no other record in its component, no reference into the corpus</i>")
+        header = w.HTML(
+            f"<b>one click away</b> (references, cited by, then the rest of its component of {size:,}):"
+            if buttons
+            else "<i>no other record in its component, no reference into the corpus</i>"
+        )
         whole = w.Button(description="list its component", layout=w.Layout(width="auto"), button_style="info")
         whole.on_click(lambda _b, n=int(self.data.table["number"].iat[i]): setattr(self.component, "value", f"#{n}"))
         self.nearby.children = [header, *buttons, *([whole] if size > 1 else [])]

@@ -2,7 +2,7 @@
 
 `microctx evaluate DIR/selected.json --public P --answers A --out DIR2` is the one look at the
 held-out answers that a sweep's protocol allows: the configuration was chosen on tune (see
-`microctx.candidates.tuning.sweep`), and this run uses exactly it, the candidate seeing the same devkit
+`microctx.tuning.sweep`), and this run uses exactly it, the candidate seeing the same devkit
 it saw in the sweep (`DIR/candidate-devkit.json`, checked against its digest). The grade is
 recorded in the held-out ledger before it is written.
 
@@ -26,8 +26,8 @@ MARKER = "evaluation.json"
 
 
 def load_selected(path: str | os.PathLike) -> dict:
-    from microctx.candidates.tuning.sweep import SELECTED_SCHEMA
-    from microctx.files import read_json
+    from microctx._io.jsonio import read_json
+    from microctx.tuning.sweep import SELECTED_SCHEMA
 
     document = read_json(path)
     if not isinstance(document, dict) or document.get("schema") != SELECTED_SCHEMA:
@@ -62,12 +62,12 @@ def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tupl
 
 def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
     """Run the frozen configuration once, grade it on test, record the look; returns the outcome."""
+    from microctx._io.atomic import atomic_write
     from microctx.candidates.runner import manifest_path, run_candidate
+    from microctx.contract.facts import write_grade
     from microctx.contract.schemas import load_answers, load_submission
-    from microctx.files import atomic_write
-    from microctx.grading.facts import write_grade
+    from microctx.contract.score import grade
     from microctx.grading.ledger import config_digest, looks_line, record_look
-    from microctx.grading.score import grade
 
     selected_path = Path(selected_path)
     selected = load_selected(selected_path)
@@ -78,8 +78,9 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         raise InputError(public, f"the configuration was chosen on corpus {selected['corpus_sha256']}, this is {corpus_sha256}")
     gold = load_answers(answers)
     if gold["corpus_sha256"] != corpus_sha256:
-        raise InputError(answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}",
-                         field="corpus_sha256")
+        raise InputError(
+            answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
+        )
     devkit = selected_path.parent / selected["candidate_devkit"]["path"]
     if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
@@ -90,19 +91,43 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     cand = selected["candidate"]
     name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
     submission = out / "submission.json"
-    manifest = run_candidate(name, public, submission, devkit=devkit, params=selected["parameters"],
-                             timeout=timeout if timeout is not None else cand.get("timeout"), cmd=cmd,
-                             sandbox=sandbox, pass_env=pass_env)  # isolation and network as in the sweep
+    manifest = run_candidate(
+        name,
+        public,
+        submission,
+        devkit=devkit,
+        params=selected["parameters"],
+        timeout=timeout if timeout is not None else cand.get("timeout"),
+        cmd=cmd,
+        sandbox=sandbox,
+        pass_env=pass_env,
+    )  # isolation and network as in the sweep
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
-    outcome: dict = {"schema": EVALUATION_SCHEMA, "selected": str(selected_path), "selected_sha256": file_sha256(selected_path),
-                     "config_key": selected["config_key"], "config_digest": digest, "parameters": selected["parameters"],
-                     "candidate_version": cand.get("version"), "run_version": manifest.get("version"),
-                     "run_ok": manifest["ok"], "error": manifest["error"], "manifest": str(manifest_path(submission)),
-                     "grade": None, "ledger": None}
+    outcome: dict = {
+        "schema": EVALUATION_SCHEMA,
+        "selected": str(selected_path),
+        "selected_sha256": file_sha256(selected_path),
+        "config_key": selected["config_key"],
+        "config_digest": digest,
+        "parameters": selected["parameters"],
+        "candidate_version": cand.get("version"),
+        "run_version": manifest.get("version"),
+        "run_ok": manifest["ok"],
+        "error": manifest["error"],
+        "manifest": str(manifest_path(submission)),
+        "grade": None,
+        "ledger": None,
+    }
     if manifest["ok"]:
         result = grade(gold, load_submission(submission))
-        look = record_look(answers_sha256=file_sha256(answers), submission_sha256=manifest["submission_sha256"],
-                           candidate=cand["name"], config_digest=digest, via="evaluate", grade=result.grade)
+        look = record_look(
+            answers_sha256=file_sha256(answers),
+            submission_sha256=manifest["submission_sha256"],
+            candidate=cand["name"],
+            config_digest=digest,
+            via="evaluate",
+            grade=result.grade,
+        )
         write_grade(result, out / "grade.json")
         outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
     atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))

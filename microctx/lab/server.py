@@ -15,22 +15,31 @@ import shutil
 import sys
 from pathlib import Path
 
+from microctx._io.atomic import atomic_write
 from microctx.corpus.snapshot import DATA_DIR_ENV, data_dir
-from microctx.files import atomic_write
 from microctx.reports.build import NOTEBOOKS, NOTEBOOKS_DIR
 
 WORKBENCH = "workbench.ipynb"
 
 _WORKBENCH_CELLS = [
-    ("markdown", "# microctx workbench\n\nThe published s8f corpus, explored, graded and charted. "
-                 "Every result shows a summary when typed in a cell; charts render offline."),
-    ("code", "import microctx\nfrom microctx.corpus import snapshot\n\n"
-             "paths = snapshot.s8f()  # MICROCTX_DATA_DIR, microctx.toml, the cache, or a download\n"
-             "corpus = microctx.load_corpus(paths.public)\ncorpus"),
-    ("code", "from microctx.reports.examples import planted_submission  # the answers with known faults\n\n"
-             "answers = microctx.load_answers(paths.answers)\n"
-             "result = microctx.grade(answers, planted_submission(answers))  # or a path to your submission\n"
-             "result"),
+    (
+        "markdown",
+        "# microctx workbench\n\nThe published s8f corpus, explored, graded and charted. "
+        "Every result shows a summary when typed in a cell; charts render offline.",
+    ),
+    (
+        "code",
+        "import microctx\nfrom microctx.corpus import snapshot\n\n%load_ext microctx\n\n"
+        "paths = snapshot.s8f()  # MICROCTX_DATA_DIR, microctx.toml, the cache, or a download\n"
+        "corpus = microctx.load_corpus(paths.public)\ncorpus",
+    ),
+    (
+        "code",
+        "from microctx.reports.examples import planted_submission  # the answers with known faults\n\n"
+        "answers = microctx.load_answers(paths.answers)\n"
+        "result = microctx.grade(answers, planted_submission(answers))  # or a path to your submission\n"
+        "result",
+    ),
     ("code", "result.slices(corpus)  # slice statistics, weakest first; .table is the DataFrame"),
     ("code", "microctx.explore(corpus, grade=result)"),
     ("code", "microctx.charts.state_by_split(corpus.frame())  # an altair chart, rendered offline as an image"),

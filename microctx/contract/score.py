@@ -1,7 +1,7 @@
 """Grading a submission against the answer bundle (schema fak-microcontext-grade/1).
 
 Only gold answers of split `test` are scored (the contract's grade). `grade(..., split="tune")`
-scores the `tune` answers of a devkit instead, for tuning (see microctx.candidates.tuning.sweep): the
+scores the `tune` answers of a devkit instead, for tuning (see microctx.tuning.sweep): the
 same counts, `test_records` then counting that split's records, aggregates not scored (the
 gold aggregates span every split, a devkit's only its own), ids the devkit does not hold (the
 test records) not counted as citation errors, and the document says which split
@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import repeat
 
+from microctx._io.jsonio import gc_paused
+from microctx.contract.facts import FACT_KINDS, FactRow
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
 from microctx.display import MAX_ROWS, Markup, card_html, fields_html, short_digest, table_html, verdict_html
-from microctx.files import gc_paused
-from microctx.grading.facts import FACT_KINDS, FactRow
 
 
 @dataclass
@@ -52,9 +52,11 @@ class GradeResult:
         if self.corpus_mismatch:
             return f"FAIL: the corpus digests differ: {self.corpus_mismatch}"
         verdict = "PASS" if g["quality_pass"] else "FAIL"
-        return (f"{verdict}: {g['exact_records']}/{g['test_records']} {g.get('split', 'test')} records exact, "
-                f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
-                f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors")
+        return (
+            f"{verdict}: {g['exact_records']}/{g['test_records']} {g.get('split', 'test')} records exact, "
+            f"{g['false_positive_facts']} false positive facts, {g['false_negative_facts']} false negative facts, "
+            f"{g['aggregate_errors']} aggregate errors, {g['citation_errors']} citation errors"
+        )
 
     # notebook side: the same verdict as `ok`, the fact table as a frame, writing, the views
     @property
@@ -66,7 +68,7 @@ class GradeResult:
         detail; every cell a string, as `slices.load_facts` reads a facts.csv)."""
         import pandas as pd
 
-        from microctx.grading.facts import FACT_COLUMNS
+        from microctx.contract.facts import FACT_COLUMNS
 
         data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in self.facts]
         return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
@@ -75,7 +77,7 @@ class GradeResult:
 
     def write(self, path) -> None:
         """Write the grade JSON and its fact table beside it (`<grade>.facts.csv`), atomically."""
-        from microctx.grading.facts import write_grade
+        from microctx.contract.facts import write_grade
 
         write_grade(self, path)
 
@@ -92,21 +94,28 @@ class GradeResult:
 
     def _repr_html_(self) -> str:
         g = self.grade
-        fields = fields_html([
-            ("quality floor", Markup(verdict_html(self.passed))),
-            ("summary", self.summary()),
-            ("exact test records", f"{g['exact_records']:,} / {g['test_records']:,}"),
-            ("false positive facts", f"{g['false_positive_facts']:,}"),
-            ("false negative facts", f"{g['false_negative_facts']:,}"),
-            ("aggregate errors", f"{g['aggregate_errors']:,}"), ("citation errors", f"{g['citation_errors']:,}"),
-            ("corpus sha256", Markup(f"<code>{g['corpus_sha256']}</code>")),
-        ])
+        fields = fields_html(
+            [
+                ("quality floor", Markup(verdict_html(self.passed))),
+                ("summary", self.summary()),
+                ("exact test records", f"{g['exact_records']:,} / {g['test_records']:,}"),
+                ("false positive facts", f"{g['false_positive_facts']:,}"),
+                ("false negative facts", f"{g['false_negative_facts']:,}"),
+                ("aggregate errors", f"{g['aggregate_errors']:,}"),
+                ("citation errors", f"{g['citation_errors']:,}"),
+                ("corpus sha256", Markup(f"<code>{g['corpus_sha256']}</code>")),
+            ]
+        )
         rows = [(kind, c["tp"], c["fp"], c["fn"]) for kind, c in self._outcomes().items()]
         misses = [r for r in self.facts if r.outcome != "tp"]
         shown = [(r.record_id, r.kind, r.value, r.outcome, r.detail) for r in misses[:MAX_ROWS]]
-        return card_html("Grade", fields, table_html(("fact kind", "tp", "fp", "fn"), rows),
-                         "<div style='margin-top:4px'>facts in error</div>",
-                         table_html(("record", "kind", "value", "outcome", "detail"), shown, total=len(misses)))
+        return card_html(
+            "Grade",
+            fields,
+            table_html(("fact kind", "tp", "fp", "fn"), rows),
+            "<div style='margin-top:4px'>facts in error</div>",
+            table_html(("record", "kind", "value", "outcome", "detail"), shown, total=len(misses)),
+        )
 
 
 def record_facts(answer: dict) -> set[tuple[str, str]]:
@@ -166,8 +175,14 @@ def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "te
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
         grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
-        row = FactRow("", "", "corpus", str(submission.get("corpus_sha256")), "error",
-                      f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored")
+        row = FactRow(
+            "",
+            "",
+            "corpus",
+            str(submission.get("corpus_sha256")),
+            "error",
+            f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
+        )
         return GradeResult(grade_doc, [row])
 
     gold_by_id = {a["id"]: a for a in answers["answers"]}
@@ -177,15 +192,23 @@ def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "te
     aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
     aggregate_errors = 1 if aggregate_rows else 0
     citation_errors = len(citation_rows)
-    passed = (records.test > 0 and records.exact == records.test and records.fp == 0 and records.fn == 0
-              and aggregate_errors == 0 and citation_errors == 0)
-    grade_doc = _grade_doc(digest, records.test, records.exact, records.fp, records.fn, aggregate_errors,
-                           citation_errors, passed, split)
+    passed = (
+        records.test > 0
+        and records.exact == records.test
+        and records.fp == 0
+        and records.fn == 0
+        and aggregate_errors == 0
+        and citation_errors == 0
+    )
+    grade_doc = _grade_doc(
+        digest, records.test, records.exact, records.fp, records.fn, aggregate_errors, citation_errors, passed, split
+    )
     return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
 
 
-def _citations(submitted_answers: list[dict], gold_by_id: dict[str, dict], *,
-               unknown_is_error: bool = True) -> tuple[dict[str, dict], list[FactRow]]:
+def _citations(
+    submitted_answers: list[dict], gold_by_id: dict[str, dict], *, unknown_is_error: bool = True
+) -> tuple[dict[str, dict], list[FactRow]]:
     """The submitted answers by id (the last one of a repeated id counts), and a row per
     citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
     ids), or a repeated one."""
@@ -212,8 +235,7 @@ class _RecordScore:
     rows: list[FactRow] = field(default_factory=list)
 
 
-def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool,
-                   split: str = "test") -> _RecordScore:
+def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool, split: str = "test") -> _RecordScore:
     """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
     out = _RecordScore()
     for gold in gold_answers:
@@ -268,5 +290,3 @@ def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, ci
     if split != "test":
         doc["split"] = split
     return doc
-
-

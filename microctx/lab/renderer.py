@@ -4,8 +4,8 @@
 returns is rendered by vl-convert (in the kernel, no browser, no network) to a PNG at twice its
 size shown at its own size, the way the packaged reports show theirs. The output is a plain image,
 so JupyterLab shows it offline and `jupyter nbconvert --to html` inlines it as a data URI: no
-`<script src="https://cdn.jsdelivr.net/...">` anywhere. `import microctx` inside a running
-IPython kernel calls it once; call it yourself to switch back after choosing another renderer.
+`<script src="https://cdn.jsdelivr.net/...">` anywhere. Call it (or `%load_ext microctx`) once in a
+kernel; importing microctx alone changes no renderer.
 
 Charts whose point is interaction (a brush) are shown live with `microctx.charts.show_interactive`,
 which embeds them with the vega libraries inlined (again no network).

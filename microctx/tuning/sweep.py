@@ -109,6 +109,7 @@ _KEYS = {
 
 # ================================================================ the sweep file
 
+
 @dataclass(frozen=True)
 class SweepSpec:
     path: str
@@ -157,8 +158,9 @@ def _type_error(path, key: str, expected: str, value: object) -> InputError:
 
 
 def _positive_seconds(path, key: str, value: object) -> None:
-    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                              or not math.isfinite(value) or value <= 0):
+    if value is not None and (
+        not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0
+    ):
         raise _type_error(path, key, "a positive, finite number of seconds", value)
 
 
@@ -201,15 +203,21 @@ def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, 
     try:
         settings = SandboxSettings(**options)
     except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
-        where = {"--isolation": "isolation", "--network": "network", "--allow-host": "allow_hosts", "--memory": "memory",
-                 "--max-processes": "max_processes", "--cpu-seconds": "cpu_seconds"}.get(exc.file, "cache_dir")
+        where = {
+            "--isolation": "isolation",
+            "--network": "network",
+            "--allow-host": "allow_hosts",
+            "--memory": "memory",
+            "--max-processes": "max_processes",
+            "--cpu-seconds": "cpu_seconds",
+        }.get(exc.file, "cache_dir")
         raise InputError(path, exc.message, field=f"sandbox.{where}") from None
     return settings, pass_env
 
 
 def load_sweep(path: str | os.PathLike) -> SweepSpec:
     """Parse and check SWEEP.toml; every problem is an InputError naming the file and the key."""
-    from microctx.files import read_bytes
+    from microctx._io.jsonio import read_bytes
 
     data = read_bytes(path)
     try:
@@ -254,8 +262,12 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
     timeout = cand.get("timeout")
     _positive_seconds(path, "candidate.timeout", timeout)  # inf and nan are refused too
     splits = cand.get("devkit_splits", ["train"])
-    if (not isinstance(splits, list) or not splits or any(s not in ("train", "tune") for s in splits)
-            or len(set(splits)) != len(splits)):
+    if (
+        not isinstance(splits, list)
+        or not splits
+        or any(s not in ("train", "tune") for s in splits)
+        or len(set(splits)) != len(splits)
+    ):
         raise _type_error(path, "candidate.devkit_splits", 'a non-empty list of "train" and "tune"', splits)
     kind = {"builtin": "builtin", "function": "function", "cmd": "command"}[how]
     if kind == "function" and entry.split(":")[0].endswith(".py"):
@@ -305,8 +317,12 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
     elif budget is not None:
         raise InputError(path, 'a budget needs method = "random"', field="search.budget")
     elif size > MAX_CONFIGS:
-        raise InputError(path, f"the grid has {size} configurations, past the limit of {MAX_CONFIGS}; "
-                               'narrow it or use [search] method = "random" with a budget', field="grid")
+        raise InputError(
+            path,
+            f"the grid has {size} configurations, past the limit of {MAX_CONFIGS}; "
+            'narrow it or use [search] method = "random" with a budget',
+            field="grid",
+        )
 
     select = doc["select"]
     metric = select.get("metric", "f1")
@@ -320,15 +336,36 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
         if not isinstance(floor, (int, float)) or isinstance(floor, bool) or not 0 <= floor <= 1:
             raise _type_error(path, "select.floor", "a number from 0 to 1", floor)
         if not isinstance(cost, str) or not (cost in COSTS or (cost.startswith("param:") and cost[6:] in grid)):
-            raise InputError(path, f"expected one of {', '.join(COSTS)} or param:NAME (a grid key), got {cost!r}",
-                             field="select.cost")
+            raise InputError(
+                path, f"expected one of {', '.join(COSTS)} or param:NAME (a grid key), got {cost!r}", field="select.cost"
+            )
     elif floor is not None or cost is not None:
-        raise InputError(path, 'floor and cost go with rule = "least-cost-meeting-floor"',
-                         field="select.floor" if floor is not None else "select.cost")
+        raise InputError(
+            path,
+            'floor and cost go with rule = "least-cost-meeting-floor"',
+            field="select.floor" if floor is not None else "select.cost",
+        )
     sandbox, pass_env = load_sandbox(path, doc.get("sandbox", {}))
-    return SweepSpec(str(path), name, kind, entry, None if version is None else str(version), timeout, tuple(splits),
-                     grid, method, budget, seed, metric, rule, None if floor is None else float(floor), cost, sha256_hex(data),
-                     sandbox, pass_env)
+    return SweepSpec(
+        str(path),
+        name,
+        kind,
+        entry,
+        None if version is None else str(version),
+        timeout,
+        tuple(splits),
+        grid,
+        method,
+        budget,
+        seed,
+        metric,
+        rule,
+        None if floor is None else float(floor),
+        cost,
+        sha256_hex(data),
+        sandbox,
+        pass_env,
+    )
 
 
 def configurations(spec: SweepSpec) -> list[dict]:
@@ -353,14 +390,20 @@ def configurations(spec: SweepSpec) -> list[dict]:
 def config_key(spec: SweepSpec, params: dict, corpus_sha256: str, devkit_sha256: str, candidate_devkit_sha256: str) -> str:
     """The configuration's key: SHA-256 of candidate identity and version, parameters, the input digests and,
     when the sweep file has a [sandbox] table, the isolation it asks for."""
-    document = {"candidate": spec.identity, "parameters": params, "corpus_sha256": corpus_sha256,
-                "devkit_sha256": devkit_sha256, "candidate_devkit_sha256": candidate_devkit_sha256}
+    document = {
+        "candidate": spec.identity,
+        "parameters": params,
+        "corpus_sha256": corpus_sha256,
+        "devkit_sha256": devkit_sha256,
+        "candidate_devkit_sha256": candidate_devkit_sha256,
+    }
     if spec.sandbox is not None or spec.pass_env:
         document["sandbox"] = spec.sandbox_identity
     return sha256_hex(dumps(document))
 
 
 # ================================================================ one task: run + tune grade
+
 
 @dataclass
 class Task:
@@ -396,8 +439,18 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
     runner = runner or run_candidate
     root = Path(tempfile.mkdtemp(prefix="microctx-sweep-"))
     started = time.monotonic()
-    result: dict = {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
-                    "status": "failed", "error": "", "manifest": None, "grade": None, "metrics": None, "files": {}}
+    result: dict = {
+        "schema": RESULT_SCHEMA,
+        "key": task.key,
+        "index": task.index,
+        "parameters": task.params,
+        "status": "failed",
+        "error": "",
+        "manifest": None,
+        "grade": None,
+        "metrics": None,
+        "files": {},
+    }
     try:
         public_path = _materialise(public, root, "public.json")
         cdevkit_path = _materialise(candidate_devkit, root, "candidate-devkit.json")
@@ -405,8 +458,17 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
         submission = root / "out" / "submission.json"
         submission.parent.mkdir()
         try:
-            manifest = runner(task.candidate, public_path, submission, devkit=cdevkit_path, params=task.params,
-                              timeout=task.timeout, cmd=task.cmd, sandbox=task.sandbox, pass_env=task.pass_env)
+            manifest = runner(
+                task.candidate,
+                public_path,
+                submission,
+                devkit=cdevkit_path,
+                params=task.params,
+                timeout=task.timeout,
+                cmd=task.cmd,
+                sandbox=task.sandbox,
+                pass_env=task.pass_env,
+            )
         except SandboxUnavailable as exc:  # this machine's fault, not the configuration's: resume reruns it
             result.update(error=f"refused: {exc}", transient=True)
             return result
@@ -453,16 +515,17 @@ def _components(public_path: Path) -> dict:
 
 def tune_grade(public_path, devkit_path, submission_path) -> tuple[dict, bytes, dict]:
     """The tune grade of a submission against a devkit: grade document, fact table, metrics."""
+    from microctx.contract.facts import facts_csv
     from microctx.contract.schemas import load_answers, load_submission
-    from microctx.grading.facts import facts_csv
-    from microctx.grading.score import grade
+    from microctx.contract.score import grade
 
     result = grade(load_answers(devkit_path), load_submission(submission_path), split="tune")
     return result.grade, facts_csv(result.facts), tune_metrics(result, _components(Path(public_path)))
 
 
-def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int | None = None,
-                 min_components: int | None = None) -> dict:
+def tune_metrics(
+    result, components: dict, n_boot: int | None = None, seed: int | None = None, min_components: int | None = None
+) -> dict:
     """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
 
     Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
@@ -504,8 +567,14 @@ def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int 
     if len(per) >= min_components:
         totals = stats.bootstrap_totals(np.array(list(per.values()), dtype=np.int64), n_boot, seed)
         btp, bfp, bfn, brecords, bexact = (totals[:, i] for i in range(5))
-        replicates = np.column_stack([stats.ratio(bexact, brecords), stats.ratio(btp, btp + bfp), stats.ratio(btp, btp + bfn),
-                                      stats.f1_score(btp, bfp, bfn)])
+        replicates = np.column_stack(
+            [
+                stats.ratio(bexact, brecords),
+                stats.ratio(btp, btp + bfp),
+                stats.ratio(btp, btp + bfn),
+                stats.f1_score(btp, bfp, bfn),
+            ]
+        )
         low, high, undefined = stats.percentile_interval(replicates)
         for i, name in enumerate(names):
             metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"] = float(low[i]), float(high[i])
@@ -518,6 +587,7 @@ def tune_metrics(result, components: dict, n_boot: int | None = None, seed: int 
 
 
 # ================================================================ executing many tasks
+
 
 @dataclass
 class Inputs:
@@ -550,12 +620,18 @@ def connect(scheduler: str, timeout: float = 5.0):
         raise InputError("--scheduler", "dask.distributed is not installed") from None
     import logging
 
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # our one line says it
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # while connecting: our one line says why it failed
     try:
         return Client(scheduler, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(scheduler, f"cannot reach the Dask scheduler within {timeout:g} s: {message}", field="--scheduler") from None
+        raise InputError(
+            scheduler, f"cannot reach the Dask scheduler within {timeout:g} s: {message}", field="--scheduler"
+        ) from None
+    finally:
+        logger.setLevel(level)  # loggers are left as found
 
 
 def _probe_sandbox() -> str:
@@ -592,19 +668,34 @@ def _dask(tasks: list[Task], inputs: Inputs, client, retries: int) -> Iterator[d
     contents = [inputs.public.read_bytes(), inputs.candidate_devkit.read_bytes(), inputs.devkit.read_bytes()]
     shipped = client.scatter(contents, broadcast=True, hash=True)  # every worker holds a copy
     run_id = uuid.uuid4().hex[:8]
-    futures = {client.submit(run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}",
-                             retries=retries, pure=False): t for t in tasks}
+    futures = {
+        client.submit(
+            run_task, t, *shipped, key=f"microctx-sweep-{run_id}-{t.index}-{t.key[:12]}", retries=retries, pure=False
+        ): t
+        for t in tasks
+    }
     for future in as_completed(list(futures), loop=client.loop):
         try:
             yield future.result()
         except Exception as exc:  # lost too often (KilledWorker) or a bug on the worker: a failed row
             task = futures[future]
-            yield {"schema": RESULT_SCHEMA, "key": task.key, "index": task.index, "parameters": task.params,
-                   "status": "failed", "error": f"task error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                   "manifest": None, "grade": None, "metrics": None, "files": {}, "transient": True}
+            yield {
+                "schema": RESULT_SCHEMA,
+                "key": task.key,
+                "index": task.index,
+                "parameters": task.params,
+                "status": "failed",
+                "error": f"task error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                "manifest": None,
+                "grade": None,
+                "metrics": None,
+                "files": {},
+                "transient": True,
+            }
 
 
 # ================================================================ the sweep
+
 
 @dataclass
 class SweepResult:
@@ -628,11 +719,11 @@ def _check_out(out: Path) -> None:
 
 def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
     """Check the corpus and the devkit, then create `out` and write the candidate's devkit there."""
+    from microctx._io.atomic import atomic_write
     from microctx.candidates.devkit import make_devkit
     from microctx.candidates.runner import _check_devkit, _check_public
     from microctx.contract.schemas import load_answers
     from microctx.corpus.public import load_corpus
-    from microctx.files import atomic_write
 
     public, devkit = Path(public), Path(devkit)
     corpus_sha256 = _check_public(public)
@@ -650,7 +741,7 @@ def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
 
 
 def _read_result(folder: Path) -> dict | None:
-    from microctx.files import read_json
+    from microctx._io.jsonio import read_json
 
     path = folder / "result.json"
     if not path.is_file():
@@ -664,7 +755,7 @@ def _read_result(folder: Path) -> dict | None:
 
 def _save_result(out: Path, result: dict) -> dict:
     """Write one configuration's files and result.json (last, so a result means a complete folder)."""
-    from microctx.files import AtomicOutputs
+    from microctx._io.atomic import AtomicOutputs
 
     folder = out / "runs" / result["key"]
     folder.mkdir(parents=True, exist_ok=True)
@@ -676,9 +767,19 @@ def _save_result(out: Path, result: dict) -> dict:
     return result
 
 
-def run_sweep(spec: SweepSpec | str | os.PathLike, public, devkit, out, *, workers: int | None = None,
-              scheduler=None, retries: int = 3, connect_timeout: float = 5.0, progress: bool | None = None,
-              runner: Callable | None = None) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec | str | os.PathLike,
+    public,
+    devkit,
+    out,
+    *,
+    workers: int | None = None,
+    scheduler=None,
+    retries: int = 3,
+    connect_timeout: float = 5.0,
+    progress: bool | None = None,
+    runner: Callable | None = None,
+) -> SweepResult:
     """Run (or resume) a sweep; write DIR/runs/*, DIR/sweep.csv and DIR/selected.json.
 
     `scheduler`: a Dask scheduler address (or a distributed Client); else a local pool of
@@ -691,23 +792,45 @@ def run_sweep(spec: SweepSpec | str | os.PathLike, public, devkit, out, *, worke
     _check_out(out)
     own_client = connect(scheduler, connect_timeout) if isinstance(scheduler, str) else None  # fail fast, write nothing
     try:
-        return _run_sweep(spec, public, devkit, out, workers=workers, client=own_client or scheduler, retries=retries,
-                          progress=progress, runner=runner, started=started)
+        return _run_sweep(
+            spec,
+            public,
+            devkit,
+            out,
+            workers=workers,
+            client=own_client or scheduler,
+            retries=retries,
+            progress=progress,
+            runner=runner,
+            started=started,
+        )
     finally:
         if own_client is not None:
             own_client.close()
 
 
-def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, retries, progress, runner,
-               started: float) -> SweepResult:
+def _run_sweep(
+    spec: SweepSpec, public, devkit, out: Path, *, workers, client, retries, progress, runner, started: float
+) -> SweepResult:
     from tqdm.auto import tqdm
 
     inputs = _check_inputs(public, devkit, out, spec)
     candidate, cmd = spec.run_args()
     params_list = configurations(spec)
-    tasks = [Task(config_key(spec, p, inputs.corpus_sha256, inputs.devkit_sha256, inputs.candidate_devkit_sha256),
-                  i, candidate, cmd, p, spec.timeout, spec.sandbox, spec.pass_env) for i, p in enumerate(params_list)]
-    from microctx.files import atomic_write
+    tasks = [
+        Task(
+            config_key(spec, p, inputs.corpus_sha256, inputs.devkit_sha256, inputs.candidate_devkit_sha256),
+            i,
+            candidate,
+            cmd,
+            p,
+            spec.timeout,
+            spec.sandbox,
+            spec.pass_env,
+        )
+        for i, p in enumerate(params_list)
+    ]
+    from microctx._io.atomic import atomic_write
 
     results: dict[str, dict] = {}
     for task in tasks:
@@ -721,19 +844,37 @@ def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, r
         from microctx.candidates.runner import _check_pass_env
 
         _check_pass_env(spec.pass_env)
-    atomic_write(out / SWEEP_MARKER, dumps({"schema": "microctx-sweep/1", "sweep": spec.path, "sweep_sha256": spec.sha256,
-                                            "candidate": spec.identity, "sandbox": spec.sandbox_identity,
-                                            "corpus_sha256": inputs.corpus_sha256,
-                                            "devkit_sha256": inputs.devkit_sha256,
-                                            "candidate_devkit_sha256": inputs.candidate_devkit_sha256,
-                                            "configurations": len(tasks)}))
+    atomic_write(
+        out / SWEEP_MARKER,
+        dumps(
+            {
+                "schema": "microctx-sweep/1",
+                "sweep": spec.path,
+                "sweep_sha256": spec.sha256,
+                "candidate": spec.identity,
+                "sandbox": spec.sandbox_identity,
+                "corpus_sha256": inputs.corpus_sha256,
+                "devkit_sha256": inputs.devkit_sha256,
+                "candidate_devkit_sha256": inputs.candidate_devkit_sha256,
+                "configurations": len(tasks),
+            }
+        ),
+    )
     ran: list[str] = []
-    bar = tqdm(total=len(tasks), initial=len(results), desc=f"sweep {spec.name}", unit="config",
-               disable=None if progress is None else not progress)
+    bar = tqdm(
+        total=len(tasks),
+        initial=len(results),
+        desc=f"sweep {spec.name}",
+        unit="config",
+        disable=None if progress is None else not progress,
+    )
     try:
         if todo:
-            stream = (_dask(todo, inputs, client, retries) if client is not None
-                      else _local(todo, inputs, workers or os.cpu_count() or 1, runner))
+            stream = (
+                _dask(todo, inputs, client, retries)
+                if client is not None
+                else _local(todo, inputs, workers or os.cpu_count() or 1, runner)
+            )
             for result in stream:
                 if result["key"] in results:  # written once per key, whatever the cluster did
                     continue
@@ -749,6 +890,7 @@ def _run_sweep(spec: SweepSpec, public, devkit, out: Path, *, workers, client, r
 
 
 # ================================================================ rows, selection, outputs
+
 
 def _row(result: dict, spec: SweepSpec) -> dict:
     row: dict = {"index": result["index"], "key": result["key"], "status": result["status"], "error": result.get("error", "")}
@@ -791,26 +933,35 @@ def select(rows: list[dict], spec: SweepSpec) -> dict | None:
     least-cost-meeting-floor: among configurations whose tune metric is at least the floor, the
     lowest cost; ties go to the higher metric, then to the earlier configuration.
     """
-    ok = [r for r in rows if r["status"] == "ok" and isinstance(r.get(spec.metric), (int, float))
-          and not math.isnan(r[spec.metric])]
+    ok = [
+        r for r in rows if r["status"] == "ok" and isinstance(r.get(spec.metric), (int, float)) and not math.isnan(r[spec.metric])
+    ]
     failed = len(rows) - len(ok)
     tail = f" ({failed} failed configuration{'s' if failed != 1 else ''} not considered)" if failed else ""
     if not ok:
         return {"row": None, "reason": f"no configuration ran and graded on tune{tail}"}
     if spec.rule == "max":
         best = max(ok, key=lambda r: (r[spec.metric], -r["index"]))
-        return {"row": best, "reason": f"highest tune {spec.metric} ({best[spec.metric]:.4f}) of {len(ok)} "
-                                       f"configurations; ties go to the earlier one{tail}"}
+        return {
+            "row": best,
+            "reason": f"highest tune {spec.metric} ({best[spec.metric]:.4f}) of {len(ok)} "
+            f"configurations; ties go to the earlier one{tail}",
+        }
     assert spec.floor is not None and spec.cost is not None
     meeting = [r for r in ok if r[spec.metric] >= spec.floor]
     if not meeting:
         top = max(r[spec.metric] for r in ok)
-        return {"row": None, "reason": f"no configuration meets the tune {spec.metric} floor {spec.floor:g} "
-                                       f"(best {top:.4f}){tail}"}
+        return {
+            "row": None,
+            "reason": f"no configuration meets the tune {spec.metric} floor {spec.floor:g} (best {top:.4f}){tail}",
+        }
     best = min(meeting, key=lambda r: (_cost(r, spec.cost or ""), -r[spec.metric], r["index"]))
-    return {"row": best, "reason": f"least {spec.cost} ({_cost(best, spec.cost):g}) of the {len(meeting)} of {len(ok)} "
-                                   f"configurations whose tune {spec.metric} meets the floor {spec.floor:g} "
-                                   f"(this one {best[spec.metric]:.4f}){tail}"}
+    return {
+        "row": best,
+        "reason": f"least {spec.cost} ({_cost(best, spec.cost):g}) of the {len(meeting)} of {len(ok)} "
+        f"configurations whose tune {spec.metric} meets the floor {spec.floor:g} "
+        f"(this one {best[spec.metric]:.4f}){tail}",
+    }
 
 
 def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
@@ -824,14 +975,18 @@ def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
 
 
 def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict | None, inputs: Inputs) -> None:
-    from microctx.files import AtomicOutputs
+    from microctx._io.atomic import AtomicOutputs
 
     row = selected["row"] if selected else None
     document = {
         "schema": SELECTED_SCHEMA,
         "ok": row is not None,
-        "sweep": {"path": spec.path, "sha256": spec.sha256, "configurations": len(rows),
-                  "failed": sum(r["status"] != "ok" for r in rows)},
+        "sweep": {
+            "path": spec.path,
+            "sha256": spec.sha256,
+            "configurations": len(rows),
+            "failed": sum(r["status"] != "ok" for r in rows),
+        },
         "candidate": {**spec.identity, "timeout": spec.timeout},
         "sandbox": spec.sandbox_identity if spec.sandbox is not None or spec.pass_env else None,
         "parameters": None if row is None else _params(row, spec),
@@ -839,11 +994,19 @@ def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict |
         "config_digest": None if row is None else row.get("config_digest"),
         "corpus_sha256": inputs.corpus_sha256,
         "devkit_sha256": inputs.devkit_sha256,
-        "candidate_devkit": {"path": CANDIDATE_DEVKIT, "splits": list(spec.devkit_splits),
-                             "sha256": inputs.candidate_devkit_sha256},
+        "candidate_devkit": {
+            "path": CANDIDATE_DEVKIT,
+            "splits": list(spec.devkit_splits),
+            "sha256": inputs.candidate_devkit_sha256,
+        },
         "selection": {"metric": spec.metric, "rule": spec.rule, "floor": spec.floor, "cost": spec.cost},
-        "tune": None if row is None else {k: v for k, v in row.items() if not k.startswith("param.")
-                                          and k not in ("index", "key", "status", "error", "config_digest")},
+        "tune": None
+        if row is None
+        else {
+            k: v
+            for k, v in row.items()
+            if not k.startswith("param.") and k not in ("index", "key", "status", "error", "config_digest")
+        },
         "reason": selected["reason"] if selected else "",
     }
     with AtomicOutputs() as staged:

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from microctx._io.atomic import AtomicOutputs
 from microctx.contract.canonical import dumps
-from microctx.files import AtomicOutputs
 
 FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
 
@@ -43,7 +43,6 @@ def facts_path(grade_path: str | os.PathLike) -> str:
     """Where the fact table goes beside a grade file: `<G without .json>.facts.csv`."""
     text = os.fspath(grade_path)
     return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"
-
 
 
 def write_grade(result, grade_path: str | os.PathLike) -> None:

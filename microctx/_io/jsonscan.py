@@ -1,0 +1,186 @@
+"""Streaming JSON readers: the objects of a large array one batch at a time (exports, corpora)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import orjson
+
+from microctx.errors import InputError
+
+_WS = b" \t\r\n"
+_ITEM_END = re.compile(rb"\}[ \t\r\n]*[,\]]")
+
+
+class IrregularJSON(Exception):
+    """The streaming reader cannot take this file; parse it whole instead (see `iter_json_array`)."""
+
+
+def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Iterator[object]:
+    """Yield the objects of a JSON array one at a time, holding one block of the file in memory.
+
+    A large export parsed whole holds its bytes and every string at once; this reads blocks and
+    parses each object on its own. An object ends at a `}` followed by `,` or `]`; a candidate
+    end inside a string leaves an unterminated string, so parsing fails and the next candidate is
+    tried: the first slice that parses is the object. Anything unexpected (not an array of
+    objects, bad JSON, invalid UTF-8) raises IrregularJSON, possibly after some objects were
+    yielded: the caller then parses the whole file with `read_json`, whose errors name the problem.
+    """
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with handle:
+        yield from _scan_array(handle, block_size)
+
+
+def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
+    """Parse a JSON object whose last key is a large array, holding one block of the file at a time.
+
+    `orjson.loads` of a whole file holds the file's bytes, the parser's own copy and the Python
+    objects at once; this parses the head before `"list_key": [` on its own and the array's
+    items in batches (see `iter_json_array`). Anything else (another layout, keys after the
+    array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
+    """
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    with handle:
+        start = handle.read(1 << 20)
+        match = re.compile(rb'"' + re.escape(list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
+        if match is None:
+            raise IrregularJSON
+        try:
+            head = orjson.loads(start[: match.end()] + b"]}")
+        except orjson.JSONDecodeError:
+            raise IrregularJSON from None
+        if not isinstance(head, dict) or list(head)[-1:] != [list_key]:
+            raise IrregularJSON
+        handle.seek(match.end() - 1)
+        head[list_key] = list(_scan_array(handle, block_size, trailer=ord("}")))
+    return head
+
+
+class _Blocks:
+    """A file read block by block into a buffer, with a read position (`pos`) in it."""
+
+    def __init__(self, handle: BinaryIO, block_size: int) -> None:
+        self.handle = handle
+        self.block_size = block_size
+        self.buf = bytearray()
+        self.pos = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Append the next block (dropping what lies before `pos` when that is most of the buffer)."""
+        if self.eof:
+            return False
+        block = self.handle.read(self.block_size)
+        if not block:
+            self.eof = True
+            return False
+        if self.pos > len(self.buf) // 2:
+            del self.buf[: self.pos]
+            self.pos = 0
+        self.buf += block
+        return True
+
+    def skip_ws(self) -> int | None:
+        """Move past white space; the next byte, or None at the end of the file."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return None
+
+    def at_end(self, trailer: int | None) -> bool:
+        """After the closing bracket: only the trailer (if any) and white space to the end."""
+        if trailer is not None:
+            if self.skip_ws() != trailer:
+                return False
+            self.pos += 1
+        return self.skip_ws() is None
+
+
+def _scan_array(handle: BinaryIO, block_size: int, batch_size: int = 1 << 20, trailer: int | None = None) -> Iterator[object]:
+    """Objects of a top-level array, parsed about `batch_size` bytes at a time.
+
+    A batch is the text from the current object to a candidate end (`}` then `,` or `]`),
+    wrapped in brackets and parsed as an array. A candidate inside a string or a nested object
+    makes the batch invalid, and the next candidate is tried; batching spreads those retries
+    over many objects.
+    """
+    blocks = _Blocks(handle, block_size)
+    if blocks.skip_ws() != ord("["):
+        raise IrregularJSON
+    blocks.pos += 1
+    if blocks.skip_ws() == ord("]"):
+        blocks.pos += 1
+        if not blocks.at_end(trailer):
+            raise IrregularJSON
+        return
+    item_end = _ITEM_END
+    while True:
+        if blocks.skip_ws() != ord("{"):
+            raise IrregularJSON
+        items, end, item_end = _next_batch(blocks, batch_size, item_end)
+        yield from items
+        if item_end is _ITEM_END and isinstance(items[0], dict) and items[0]:
+            # Objects of one export share their first key: an end followed by it is far more
+            # likely to be an object's end than one inside a nested label object or a string.
+            key = orjson.dumps(next(iter(items[0])))
+            item_end = re.compile(rb"\}(?=[ \t\r\n]*(?:,[ \t\r\n]*\{[ \t\r\n]*" + re.escape(key) + rb"[ \t\r\n]*:|\]))")
+        blocks.pos = end
+        sep = blocks.skip_ws()
+        blocks.pos += 1
+        if sep == ord(","):
+            continue
+        if sep == ord("]") and blocks.at_end(trailer):
+            return
+        raise IrregularJSON
+
+
+def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple[list, int, re.Pattern]:
+    """The objects from `blocks.pos` to the first candidate end past `batch_size` bytes that
+    parses (or a closer one), the end's offset, and the end pattern in use."""
+    buf = blocks.buf
+    while len(buf) - blocks.pos < batch_size and blocks.more():
+        pass
+    candidates = []
+    if blocks.eof:
+        tail = buf.rfind(b"]")
+        last = buf.rfind(b"}", blocks.pos, tail) if tail > blocks.pos else -1
+        if last > 0 and not buf[last + 1 : tail].strip() and not buf[tail + 1 :].strip():
+            candidates.append(last + 1)  # the whole rest in one batch
+    search_from = blocks.pos + batch_size if len(buf) - blocks.pos > batch_size else blocks.pos
+    looked_closer = search_from == blocks.pos
+    while True:
+        if candidates:
+            end = candidates.pop()
+        else:
+            match = item_end.search(buf, search_from)
+            if match is None and item_end is not _ITEM_END:
+                item_end = _ITEM_END  # an object without the usual first key: any end will do
+                continue
+            if match is None:
+                if not looked_closer:
+                    search_from = blocks.pos  # nothing ends past the batch size: look closer
+                    looked_closer = True
+                    continue
+                ahead = search_from - blocks.pos  # `more` may move the buffer's start
+                if not blocks.more():
+                    raise IrregularJSON
+                search_from = blocks.pos + ahead
+                continue
+            end = match.start() + 1
+            search_from = end
+        try:
+            return orjson.loads(b"[" + bytes(buf[blocks.pos : end]) + b"]"), end, item_end
+        except orjson.JSONDecodeError:
+            pass

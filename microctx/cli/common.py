@@ -1,0 +1,102 @@
+"""What every command shares: exit codes, the one-line error, the argument parser, numbers, paths, the held-out look."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+
+EXIT_INTERNAL = 70  # a bug in microctx (EX_SOFTWARE): one line, the traceback with MICROCTX_DEBUG=1
+
+
+def _say(message: str) -> None:
+    """One line on stderr, whatever the message holds (a file name or a parser's message with a
+    newline in it would otherwise break the one-line promise)."""
+    print(" ".join(str(message).split()), file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong and where to look), exit 2."""
+
+    def error(self, message: str):
+        _say(f"{self.prog}: {message} (see `{self.prog} -h`)")
+        sys.exit(EXIT_INPUT)
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (`inf`, `nan`, 0 and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    return value
+
+
+def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None = None) -> None:
+    from microctx._io.paths import check_paths
+
+    check_paths(inputs, outputs or {}, folders)
+
+
+def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
+    """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
+    from microctx.candidates.runner import read_manifest
+    from microctx.grading.ledger import looks_line, record_grade
+
+    return looks_line(
+        record_grade(answers, grade, via=via, submission_path=submission, config=config, manifest=read_manifest(submission))
+    )
+
+
+def _stats_options(p) -> None:
+    """The statistics options shared by `slices` and `report grade|compare`."""
+    p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")
+    p.add_argument("--n-boot", type=int, default=None, metavar="N", help="bootstrap resamples (default 10000)")
+    p.add_argument(
+        "--min-support", type=int, default=None, metavar="N", help="gold facts a slice needs to be judged (default 20)"
+    )
+    p.add_argument(
+        "--min-components",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split components a slice needs for an interval (default 10)",
+    )
+
+
+def _stats_kw(args) -> dict:
+    """The statistics options given on the command line, defaults filled in from the package."""
+    from microctx.grading import stats
+
+    chosen = {"seed": args.seed, "n_boot": args.n_boot, "min_support": args.min_support, "min_components": args.min_components}
+    defaults = {
+        "seed": stats.DEFAULT_SEED,
+        "n_boot": stats.DEFAULT_N_BOOT,
+        "min_support": stats.DEFAULT_MIN_SUPPORT,
+        "min_components": stats.DEFAULT_MIN_COMPONENTS,
+    }
+    return {k: defaults[k] if v is None else v for k, v in chosen.items()}
+
+
+def _s8f_default(args) -> None:
+    """Fill --public/--answers left out from the data layer (the s8f corpus)."""
+    if not args.public or (hasattr(args, "answers") and not args.answers):
+        from microctx.corpus import snapshot as data
+
+        paths = data.s8f()
+        args.public = args.public or str(paths.public)
+        if hasattr(args, "answers"):
+            args.answers = args.answers or str(paths.answers)
+
+
+def _report_done(manifest: dict, out: str) -> int:
+    print(
+        f"{manifest['kind']} report -> {out}/{manifest['notebook'].replace('.ipynb', '.html')} "
+        f"({len(manifest['charts'])} charts, {manifest['seconds']:.1f} s)"
+    )
+    return EXIT_OK

@@ -1,0 +1,183 @@
+"""`microctx freeze`, `verify`, `grade`, `data` and `fetch`."""
+
+from __future__ import annotations
+
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _held_out_look, _say, _seconds
+from microctx.errors import InputError
+
+
+def cmd_freeze(args) -> int:
+    from microctx.corpus.export import read_export
+    from microctx.corpus.freeze import freeze, write_frozen
+    from microctx.corpus.redact import load_rules
+
+    _check_paths(
+        {"RAW": args.raw, "--redactions": args.redactions},
+        {"--public": args.public, "--answers": args.answers, "--report": args.report},
+    )
+    rules = load_rules(args.redactions) if args.redactions else []
+    frozen = freeze(read_export(args.raw), args.source, rules)
+    write_frozen(frozen, args.public, args.answers, args.report)
+    r = frozen.report
+    print(
+        f"froze {r['records']} records (train {r['train_records']}, tune {r['tune_records']}, test {r['test_records']}); "
+        f"public {frozen.public_sha256}, answers {frozen.answers_sha256}"
+    )
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    from microctx.corpus.verify import verify_files
+
+    result = verify_files(args.public, args.answers, args.report)
+    for problem in result.problems:
+        print(f"FAIL {problem}")
+    if result.ok:
+        print(f"ok: {result.summary}")
+        return EXIT_OK
+    print(f"{len(result.problems)} problems found")
+    return EXIT_FAIL
+
+
+def cmd_grade(args) -> int:
+    from microctx.contract.facts import facts_path, write_grade
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.score import grade
+
+    gold = args.devkit if args.split == "tune" else args.answers
+    _check_paths(
+        {"--devkit" if args.split == "tune" else "--answers": gold, "--submission": args.submission},
+        {"--output": args.output, "the fact table": facts_path(args.output)},
+    )
+    if args.split == "tune":  # tuning: against a devkit's tune answers, not a look at the held-out test
+        if not args.devkit or args.answers:
+            raise InputError("--devkit", "--split tune grades against a devkit: give --devkit (not --answers)")
+        result = grade(load_answers(args.devkit), load_submission(args.submission), split="tune")
+        write_grade(result, args.output)
+        print(result.summary())
+        return EXIT_OK if result.passed else EXIT_FAIL
+    if not args.answers or args.devkit:
+        raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
+    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
+
+    layer = layer_for(args.semantic, args.answers, answers, submission)
+    look = _held_out_look(args.answers, result.grade, "grade", args.submission)
+    write_grade(result, args.output)
+    print(result.summary())
+    print(look)
+    write_beside(layer, args.output)
+    return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def cmd_data(args) -> int:
+    from microctx.corpus import snapshot as data
+
+    paths = data.s8f(download=not args.offline)
+    print(f"public\t{paths.public}\nanswers\t{paths.answers}\nreport\t{paths.report}")
+    return EXIT_OK
+
+
+def _core_parsers(sub) -> None:
+    p = sub.add_parser("freeze", help="freeze a raw issue export into public corpus, answers and report")
+    p.add_argument("raw", help="raw export: `gh issue list --json ...` output or GitHub REST API issues")
+    p.add_argument("--public", required=True, help="public corpus to write")
+    p.add_argument("--answers", required=True, help="answer bundle to write")
+    p.add_argument("--report", required=True, help="corpus report to write")
+    p.add_argument("--source", required=True, help="provenance string recorded in the public corpus")
+    p.add_argument("--redactions", help="TOML redaction map ([[rule]] pattern/replacement); none by default")
+    p.set_defaults(func=cmd_freeze)
+
+    p = sub.add_parser("verify", help="check three artifacts against the contract and recompute every derived value")
+    p.add_argument("--public", required=True)
+    p.add_argument("--answers", required=True)
+    p.add_argument("--report", required=True)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("grade", help="grade a submission; writes the grade and <grade>.facts.csv")
+    p.add_argument("--answers", help="answer bundle (the test grade; recorded in the held-out ledger)")
+    p.add_argument("--submission", required=True)
+    p.add_argument(
+        "--split",
+        choices=["test", "tune"],
+        default="test",
+        help="test (default): the contract's grade; tune: against --devkit's tune answers, for tuning",
+    )
+    p.add_argument("--devkit", help="devkit (from `microctx devkit`) to grade --split tune against")
+    p.add_argument("--output", required=True, help="grade JSON to write; the fact table goes beside it")
+    p.add_argument(
+        "--semantic",
+        metavar="semantic.json",
+        help="also score cue and duplicate answers against a study's adjudicated gold (<grade>.semantic.csv)",
+    )
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("data", help="locate published artifacts, checked against their pinned SHA-256")
+    p.add_argument("name", choices=["s8f"])
+    p.add_argument(
+        "--offline", action="store_true", help="never download: use only MICROCTX_DATA_DIR and the cache (MICROCTX_CACHE_DIR)"
+    )
+    p.set_defaults(func=cmd_data)
+
+
+def cmd_fetch(args) -> int:
+    from microctx.corpus.fetch import (
+        RetryPolicy,
+        check_output_folder,
+        check_request,
+        fetch_issues,
+        source_string,
+        token_from_env,
+        write_export,
+    )
+
+    check_output_folder(args.output)
+    check_request(args.repo, args.state, args.limit, args.api_url)  # before saying anything else
+    token = token_from_env()
+    if token is None:
+        _say("microctx fetch: no GITHUB_TOKEN or GH_TOKEN set; unauthenticated requests are limited to 60 an hour")
+    result = fetch_issues(
+        args.repo,
+        state=args.state,
+        limit=args.limit,
+        api_url=args.api_url,
+        token=token,
+        policy=RetryPolicy(deadline_seconds=args.deadline),
+    )
+    write_export(result.rows, args.output)
+    print(
+        f"fetched {len(result.rows)} issues from {result.pages} pages ({result.pull_requests_skipped} pull "
+        f"requests skipped) -> {args.output}"
+    )
+    print(f"source string for freeze: {source_string(args.repo, args.state, args.limit, args.api_url)}")
+    return EXIT_OK
+
+
+DEFAULT_FETCH_DEADLINE = 4 * 3600.0  # GitHub's rate limit resets within the hour; three waits and the pages
+
+
+def _fetch_parsers(sub) -> None:
+    p = sub.add_parser(
+        "fetch",
+        help="fetch a repository's issues from the GitHub REST API as a raw export for freeze",
+        description="Fetch issues (pull requests skipped) through the GitHub REST API into a "
+        "`gh issue list --json` shaped export. Token: GITHUB_TOKEN or GH_TOKEN (optional).",
+    )
+    p.add_argument("repo", metavar="OWNER/REPO")
+    p.add_argument("--output", required=True, metavar="RAW", help="export JSON to write (atomically)")
+    p.add_argument("--state", choices=["all", "open", "closed"], default="all")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N issues (pull requests do not count)")
+    p.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        help="API root (GitHub Enterprise: https://HOST/api/v3); default %(default)s",
+    )
+    p.add_argument(
+        "--deadline",
+        type=_seconds,
+        default=DEFAULT_FETCH_DEADLINE,
+        metavar="SECONDS",
+        help="give up (exit 2) when the whole fetch, rate-limit waits included, takes longer; default %(default)g",
+    )
+    p.set_defaults(func=cmd_fetch)

@@ -1,0 +1,262 @@
+"""`microctx slices`, `microctx report corpus|grade|compare|frontier` and `microctx demo`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from microctx.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    _check_paths,
+    _held_out_look,
+    _report_done,
+    _s8f_default,
+    _say,
+    _seconds,
+    _stats_kw,
+    _stats_options,
+)
+
+
+def _semantic(args) -> str | None:
+    """`--semantic`, checked before a kernel starts (microctx.semantic sits above the reports)."""
+    if getattr(args, "semantic", None):
+        from microctx.semantic.freeze import load_semantic
+
+        load_semantic(args.semantic)
+    return getattr(args, "semantic", None)
+
+
+def cmd_report_semantic(args) -> int:
+    from microctx.reports.build import ReportError
+    from microctx.semantic.report import semantic_report
+
+    _check_paths({"DIR": args.study_dir, "--semantic": args.semantic}, {}, {"--out": args.out})
+    try:
+        manifest = semantic_report(args.study_dir, args.semantic, args.out)
+    except ReportError as exc:
+        _say(f"microctx report semantic: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def cmd_slices(args) -> int:
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.score import grade
+    from microctx.corpus.public import load_corpus
+    from microctx.grading import slices
+
+    _check_paths(
+        {"--public": args.public, "--answers": args.answers, "--submission": args.submission}, {"--output": args.output}
+    )  # an --output that is an input (the gold answers) is refused
+    kw = _stats_kw(args)
+    corpus = load_corpus(args.public)
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
+    table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
+    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
+
+    layer = layer_for(args.semantic, args.answers, answers, submission)
+    look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
+    slices.write_slices_csv(table, args.output)
+    judged = int((table["estimable"] & ~table["too_small"] & (table["slice_kind"] != "overall")).sum())
+    print(
+        f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
+        f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})"
+    )
+    print(look)
+    write_beside(layer, args.output)
+    return EXIT_OK
+
+
+def _slices_parsers(sub) -> None:
+    p = sub.add_parser(
+        "slices",
+        help="grade a submission and write its slice table (slices.csv)",
+        description="Grade SUBMISSION against ANSWERS and write the slice table: counts, cluster-"
+        "bootstrap intervals, estimability and the Holm-adjusted weak-slice test per slice "
+        "(docs/statistics.md). Same inputs and options, same bytes. Exit 0 written, "
+        "2 unusable input.",
+    )
+    p.add_argument("--public", required=True, help="public corpus the answers are bound to")
+    p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
+    p.add_argument("--submission", required=True, help="submission to grade and slice")
+    p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
+    p.add_argument("--semantic", metavar="semantic.json", help="also score cue and duplicate answers against adjudicated gold")
+    _stats_options(p)
+    p.set_defaults(func=cmd_slices)
+
+
+def cmd_report(args) -> int:
+    from microctx.reports import build as reports
+
+    _s8f_default(args)
+    given = getattr(args, "submission", None)
+    submissions = given if isinstance(given, list) else [given]
+    _check_paths(
+        {
+            "--public": args.public,
+            "--answers": getattr(args, "answers", None),
+            **{f"--submission {s}": s for s in submissions if s},
+        },
+        {},
+        {"--out": args.out},
+    )
+    try:
+        if args.report_kind == "corpus":
+            manifest = reports.corpus_report(args.public, args.out)
+        elif args.report_kind == "grade":
+            manifest = reports.grade_report(
+                args.public, args.answers, args.submission, args.out, statistics=_stats_kw(args), semantic=_semantic(args)
+            )
+        else:
+            manifest = reports.compare_report(
+                args.public, args.answers, args.submission, args.out, names=args.name or (), statistics=_stats_kw(args)
+            )
+    except reports.ReportError as exc:
+        _say(f"microctx report {args.report_kind}: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def cmd_demo(args) -> int:
+    from microctx.demo import run_demo
+    from microctx.reports.build import ReportError
+
+    try:
+        manifest = run_demo(args.out, mode=args.submissions, timeout=args.timeout)
+    except ReportError as exc:
+        _say(f"microctx demo: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    print(f"demo ({manifest['mode']}) -> {args.out}  [{manifest['seconds']:.0f} s]")
+    print(f"verify: {manifest['verify']}")
+    for name, g in manifest["grades"].items():
+        verdict = "PASS" if g["quality_pass"] else "FAIL"
+        print(f"grade {name}: {verdict} {g['exact_records']}/{g['test_records']} exact -> {args.out}/grades/{name}.json")
+    for key, folder in manifest["reports"].items():
+        print(f"report {key}: {args.out}/{folder}")
+    return EXIT_OK
+
+
+def _report_parsers(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="execute a report notebook with papermill: .ipynb, offline .html, charts",
+        description="Execute a report notebook with papermill into a new folder OUT (built beside it and "
+        "renamed into place when complete): the executed .ipynb, a self-contained .html, "
+        "charts/*.png and *.svg, report.json; grade and compare also write slices.csv. "
+        "--public/--answers default to the s8f corpus from the data layer.",
+    )
+    kinds = p.add_subparsers(dest="report_kind", required=True, metavar="KIND")
+    k = kinds.add_parser("corpus", help="corpus_overview: classes per split, density, cue words, timeline, components")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--out", required=True, metavar="DIR")
+    k.set_defaults(func=cmd_report)
+    k = kinds.add_parser("grade", help="grade_report: one submission, slices worst first, errors spelled out")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    k.add_argument("--submission", required=True)
+    k.add_argument("--semantic", metavar="semantic.json", help="show lexical and semantic verdicts side by side")
+    k.add_argument("--out", required=True, metavar="DIR")
+    _stats_options(k)
+    k.set_defaults(func=cmd_report)
+    k = kinds.add_parser(
+        "semantic", help="semantic_report: a study's agreement, annotators, lexical rules and judge against gold"
+    )
+    k.add_argument("study_dir", metavar="DIR", help="a study folder (microctx study init)")
+    k.add_argument("--semantic", required=True, help="the semantic.json frozen from it")
+    k.add_argument("--out", required=True, metavar="R")
+    k.set_defaults(func=cmd_report_semantic)
+    k = kinds.add_parser("compare", help="compare_candidates: submissions side by side, paired tests, run costs")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    k.add_argument("--submission", action="append", required=True, help="repeat for each submission (two or more)")
+    k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
+    k.add_argument("--out", required=True, metavar="DIR")
+    _stats_options(k)
+    k.set_defaults(func=cmd_report)
+    _frontier_parser(kinds)
+
+    p = sub.add_parser(
+        "demo",
+        help="the main job end to end on s8f: verify, run candidates, grade, all reports",
+        description="Verify the s8f artifacts, make submissions (the built-in candidates, or the "
+        "published answers and a planted imperfect submission), grade them, and write the "
+        "corpus, grade and compare reports into OUT. Offline with MICROCTX_DATA_DIR set.",
+    )
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument(
+        "--submissions",
+        choices=["auto", "candidates", "planted"],
+        default="auto",
+        help="candidates: run exact-sql and text-only; planted: oracle + planted faults; auto (default): candidates",
+    )
+    p.add_argument("--timeout", type=_seconds, help="seconds allowed per candidate run")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_report_frontier(args) -> int:
+    from microctx.reports import build as reports
+
+    _s8f_default(args)
+    _check_paths(
+        {"--public": args.public, "--answers": args.answers, **{f"--submission {s}": s for s in args.submission}},
+        {},
+        {"--out": args.out},
+    )
+    try:
+        manifest = reports.frontier_report(
+            args.public,
+            args.answers,
+            args.submission,
+            args.out,
+            names=args.name or (),
+            baseline=args.baseline or "",
+            cost=args.cost,
+            cpu_dollars_per_hour=args.cpu_dollars_per_hour,
+            n_boot=args.n_boot,
+            seed=args.seed,
+        )
+    except reports.ReportError as exc:
+        _say(f"microctx report frontier: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
+def _price(text: str) -> float:
+    """A non-negative, finite number of dollars (`inf`, `nan` and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative, finite number of dollars, got {text!r}")
+    return value
+
+
+def _frontier_parser(kinds) -> None:
+    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+
+    k = kinds.add_parser("frontier", help="frontier_report: net-true facts against cost, Pareto front, payoff vs exact-sql")
+    k.add_argument("--public", help="public corpus (default: s8f)")
+    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    k.add_argument(
+        "--submission",
+        action="append",
+        required=True,
+        help="repeat for each submission; costs come from its run manifest <S>.run.json",
+    )
+    k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
+    k.add_argument("--baseline", help="name of the candidate to pay off against (default: the exact-sql run, else the first)")
+    k.add_argument("--cost", choices=list(COST_MEASURES), default="dollars", help="cost measure, per record (default dollars)")
+    k.add_argument(
+        "--cpu-dollars-per-hour",
+        type=_price,
+        default=DEFAULT_CPU_DOLLARS_PER_HOUR,
+        help="assumed price of a CPU-hour for the compute part of dollars (default %(default)s)",
+    )
+    k.add_argument("--n-boot", type=int, default=None, help="bootstrap replicates (default 10000)")
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--out", required=True, metavar="DIR")
+    k.set_defaults(func=cmd_report_frontier)

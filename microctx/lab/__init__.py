@@ -1,0 +1,1 @@
+"""The Jupyter side: the corpus explorer widget, `microctx lab` (server), the offline chart renderer."""
