@@ -61,15 +61,32 @@ def jupyterlab(root: Path, scratch: Path) -> Iterator[tuple[str, str]]:
     """A JupyterLab server on 127.0.0.1 (a free port, a token) serving `root`; (base URL, token).
     Settings, workspaces and runtime files go to `scratch`, the server's output to scratch/server.log."""
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(scratch / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(scratch / "workspaces"), "JUPYTER_RUNTIME_DIR": str(scratch / "runtime")}
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(scratch / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(scratch / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+    }
     log = open(scratch / "server.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                               f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-                               f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
-                               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                               "--LabApp.extension_manager=readonly", "--allow-root"],
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            "--allow-root",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
