@@ -184,3 +184,31 @@ def test_hostile_imports_are_refused_whole(study, tmp_path):
     with pytest.raises(InputError, match="record 6: field 'label': label 'definitely' is not one of"):
         import_labels(study.path, "csv", path)
     assert ev.read(study.events_path) == []  # all or none
+
+
+def test_label_studio_picks_the_question_s_region_among_several(study, tmp_path):
+    name = sorted(study.items)[0]
+    a = study.items[name]["annotators"][0]
+    question = study.items[name]["question"]
+    region = {"type": "choices", "to_name": "text", "value": {"choices": ["no"]}}
+    task = {
+        "id": 1,
+        "data": {"item": name},
+        "annotations": [
+            {
+                "completed_by": USER_IDS[a],
+                "result": [
+                    {**region, "from_name": "confidence", "value": {"choices": ["unsure"]}},
+                    {**region, "from_name": question},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "ls.json"
+    path.write_text(json.dumps([task]))
+    import_labels(study.path, "label-studio", path, {str(n): x for x, n in USER_IDS.items()})
+    assert annotator_labels(study)[name] == {a: "no"}
+    task["annotations"][0]["result"][1]["from_name"] = "other"
+    path.write_text(json.dumps([task]))
+    with pytest.raises(InputError, match="several choices regions and none named"):
+        import_labels(study.path, "label-studio", path, {str(n): x for x, n in USER_IDS.items()})

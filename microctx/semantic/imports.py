@@ -72,19 +72,28 @@ def _json_array(data: bytes, path: str, what: str) -> list:
     return parsed
 
 
+def _choice(regions: list, question: str, where: tuple) -> str | None:
+    """The chosen label of a Label Studio annotation: its `choices` region named after the
+    question (or `label`), else its only `choices` region; several unnamed ones are ambiguous."""
+    choices = [r for r in regions if isinstance(r, dict) and r.get("type") == "choices" and (r.get("value") or {}).get("choices")]
+    named = [r for r in choices if r.get("from_name") in (question, "label")]
+    if len(named) > 1 or (not named and len(choices) > 1):
+        raise InputError(
+            where[0], f"several choices regions and none named {question!r} or 'label'", record=where[1], field=where[2]
+        )
+    chosen = named or choices
+    return chosen[0]["value"]["choices"][0] if chosen else None
+
+
 def from_label_studio(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
     tasks = _json_array(data, path, "tasks (Label Studio's JSON export)")
     found = []
     for t, task in enumerate(tasks):
         item = (task.get("data") or {}).get("item") if isinstance(task, dict) else None
+        question = folder.item(str(item), path, t)["question"]
         for a, annotation in enumerate(task.get("annotations") or []):
             where = (path, f"{t} (item {item})", f"annotations[{a}].result")
-            choices = [
-                r["value"]["choices"]
-                for r in annotation.get("result") or []
-                if r.get("type") == "choices" and r.get("value", {}).get("choices")
-            ]
-            label = None if annotation.get("was_cancelled") or not choices else choices[0][0]
+            label = None if annotation.get("was_cancelled") else _choice(annotation.get("result") or [], question, where)
             found.append(_label_event(folder, item, annotation.get("completed_by"), label, users, where))
     return found
 
