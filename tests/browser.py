@@ -107,9 +107,11 @@ def jupyterlab(root: Path, scratch: Path) -> Iterator[tuple[str, str]]:
         log.close()
 
 
-def run_all_cells(page, base: str, token: str, notebook: str) -> None:
-    """Open `notebook` in JupyterLab, wait for its kernel, and run every cell."""
-    page.goto(f"{base}/lab/tree/{notebook}?token={token}")
+def run_all_cells(page, base: str, token: str, notebook: str, workspace: str = "") -> None:
+    """Open `notebook` in JupyterLab, wait for its kernel, and run every cell. With `workspace`, in
+    that fresh workspace (reset): no tab of an earlier notebook is restored beside it."""
+    where = f"workspaces/{workspace}/tree/{notebook}?reset&" if workspace else f"tree/{notebook}?"
+    page.goto(f"{base}/lab/{where}token={token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel is up
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()

@@ -85,17 +85,18 @@ def test_annotate_three_items_in_jupyterlab(s8f, tmp_path):
         content = page.content()
         assert SECRET not in content and "ben" not in page.locator(".microctx-annotate").inner_text()
         assert page.evaluate("window.__pwned") is None
-        run_all_cells(page, base, token, "adjudicate.ipynb")
-        widget = page.locator(".microctx-annotate")
+        run_all_cells(page, base, token, "adjudicate.ipynb", workspace="adjudicate")
+        widget = page.locator(".microctx-annotate >> visible=true")
         widget.locator(".microctx-given").wait_for(timeout=90_000)
-        total = page.locator(".microctx-progress").inner_text()
+        total = widget.locator(".microctx-progress").inner_text()
         assert total.startswith("0 / ") and total.endswith(" decided")
         given = widget.locator(".microctx-given").inner_text()
         assert "ben" not in given and "cat" not in given and "ann" not in given and "=" not in given  # names hidden
         widget.locator(".microctx-note").fill("the body names both versions")
         shown = widget.locator(".microctx-title").inner_text()
         widget.locator("button.microctx-label[data-label='no']").click()
-        page.wait_for_function("() => document.querySelector('.microctx-progress').innerText.startsWith('1 / ')", timeout=30_000)
+        visible = "[...document.querySelectorAll('.microctx-progress')].find(e => e.offsetParent !== null)"
+        page.wait_for_function(f"() => {visible}.innerText.startsWith('1 / ')", timeout=30_000)
         page.screenshot(path=str(tmp_path / "adjudicate.png"), full_page=True)
     events = [e for e in ev.read(folder.events_path) if e["annotator"] == "ann"]
     assert [(e["item"], e["kind"], e["label"]) for e in events] == [

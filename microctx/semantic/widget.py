@@ -28,8 +28,13 @@ function render({ model, el: root }) {
   root.setAttribute("tabindex", "0");
   root.setAttribute("data-lm-suppress-shortcuts", "true");
   root.setAttribute("data-p-suppress-shortcuts", "true");
+  let shownItem = null;
   const draw = () => {
     const item = model.get("item"), progress = model.get("progress");
+    // a redraw for the same item (a late status or progress change) keeps the note being typed
+    const typed = root.querySelector(".microctx-note");
+    const kept = typed && shownItem === item.item ? typed.value : "";
+    shownItem = item.item;
     root.replaceChildren();
     const bar = el("div", "microctx-progress", `${progress.done} / ${progress.total} ${progress.unit || "labelled"}`);
     root.append(bar);
@@ -49,7 +54,7 @@ function render({ model, el: root }) {
         if (item.notes) given.append(el("div", "microctx-given-notes", "notes: " + item.notes));
         root.append(given);
       }
-      const note = el("input", "microctx-note");
+      const note = el("input", "microctx-note"); note.value = kept;
       note.placeholder = item.given ? "reason (required)" : "note (optional)"; root.append(note);
       const buttons = el("div", "microctx-buttons");
       const send = (msg) => { model.send({ ...msg, item: item.item, note: note.value }); };
