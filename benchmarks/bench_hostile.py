@@ -1,10 +1,11 @@
 """How `microctx fetch` ends against hostile local servers: wall time, peak memory, exit code.
 
 Each case runs `microctx fetch` as its own process against a server on 127.0.0.1 that loops its
-`Link` header, drips a byte a second, or serves a gzip bomb (tests/fake_github.py HostileServer);
-peak memory is the child's maximum resident set size. Figures are printed, not asserted.
+`Link` header, drips a byte a second, serves a gzip bomb, a lying `Content-Encoding` or a redirect
+loop (tests/fake_github.py HostileServer); peak memory is the child's maximum resident set size.
+Figures are printed, not asserted.
 
-    python benchmarks/bench_hostile.py [--deadline 3] [--bomb-mib 512]
+    python benchmarks/bench_hostile.py [--deadline 3] [--bomb-mib 512] [--modes loop,drip,...]
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deadline", type=float, default=3.0)
     parser.add_argument("--bomb-mib", type=int, default=512)
+    parser.add_argument("--modes", default="loop,cycle,empty,drip,bomb,lying_gzip,redirect_loop")
     args = parser.parse_args()
-    for mode in ("loop", "cycle", "empty", "drip", "bomb"):
+    for mode in args.modes.split(","):
         run(mode, args.deadline, args.bomb_mib)
 
 

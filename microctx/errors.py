@@ -76,3 +76,35 @@ def scrub_url(url: str) -> str:
 def scrub_urls(text: str) -> str:
     """`text` with every URL in it passed through `scrub_url`."""
     return _URL.sub(lambda m: scrub_url(m.group(0)), text)
+
+
+# --- secrets in messages: hidden by value, in every form they can come back in -------------------
+
+SECRET_SHOWN_AS = "[token hidden]"
+
+
+def _escaped_char(char: str) -> str:
+    """A regex for one character as itself or escaped: percent-encoded, a JSON or Python `\\uXXXX`
+    / `\\xXX` escape, an HTML character reference (hex digits in either case)."""
+    code = ord(char)
+    forms = [re.escape(char), f"%{code:02x}", f"\\\\u{code:04x}", f"\\\\x{code:02x}", f"&#0*{code};", f"&#x0*{code:x};"]
+    return "(?:" + "|".join(forms) + ")"
+
+
+def secret_pattern(value: str) -> re.Pattern[str]:
+    """A pattern matching `value` in any mix of its raw and escaped forms (case-insensitively, so
+    an over-match hides a little more, never less)."""
+    return re.compile("".join(_escaped_char(c) for c in value), re.IGNORECASE)
+
+
+def scrub_secret(text: str, pattern: re.Pattern[str] | None) -> str:
+    """`text` with every form of the secret `pattern` matches hidden. Call it before a message is
+    cut or has its whitespace folded: a cut secret no longer matches."""
+    return pattern.sub(SECRET_SHOWN_AS, text) if pattern is not None else text
+
+
+def shown(text: str, limit: int, pattern: re.Pattern[str] | None = None) -> str:
+    """`text` fit for one line of a message: secrets scrubbed by value, URLs scrubbed, whitespace
+    folded, then cut to `limit` characters (in that order, so a cut never shows part of a secret).
+    Secrets are scrubbed again after the URLs: showing a URL decodes its query once."""
+    return " ".join(scrub_secret(scrub_urls(scrub_secret(text, pattern)), pattern).split())[:limit]

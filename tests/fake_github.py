@@ -5,7 +5,7 @@ s8f records by `rest_issue`) in pages linked by `Link` headers, filters by `stat
 planted faults per page (a 403 with a rate-limit reset, a 502, ...). It records every request
 (path and headers) so tests can check what the client sent.
 
-`FileServer` serves fixed bytes by name, for the pooch downloads of the published files.
+`FileServer` serves fixed bytes by name, for the downloads of the published files.
 """
 
 from __future__ import annotations
@@ -204,6 +204,9 @@ class FileServer(_Server):
         return Reply(200, self.files[name], {"Content-Type": "application/octet-stream"})
 
 
+_EDGE_MODES = ("bad_link", "lying_gzip", "unknown_encoding", "redirect_loop")
+
+
 class HostileServer:
     """A server that misbehaves on purpose, one way per `mode` (127.0.0.1, a free port, bounded):
 
@@ -213,6 +216,18 @@ class HostileServer:
     - "drip": a 200 whose body comes one byte every `drip_seconds` (at most `drip_bytes` bytes);
     - "bomb": a 200 whose gzip body inflates to `bomb_bytes` of spaces (about 1,000 times its size);
     - "secret_link": page 1 links to a next page carrying `access_token=` in its query, which 404s.
+    The `echo_*` modes send back the token the client sent (its `Authorization: Bearer` value), as a
+    hostile or careless server would; every next page they link to 404s with the link in its message:
+    - "echo_path": the next page's path holds the token (`/repositories/TOKEN/issues`);
+    - "echo_query": the next page's query holds it under an ordinary name (`q=TOKEN`);
+    - "echo_encoded": the next page holds it percent-encoded, every character (`%67%68...`), in
+      the path and the query;
+    - "echo_cut": a 403 whose message holds the token across its 200th character;
+    - "echo_escaped": a 403 whose body is not JSON and holds the token JSON-escaped (`\\u0067...`)
+      and as HTML character references (`&#103;...`).
+    Edge inputs: "bad_link" (a `Link` header whose next URL cannot be parsed), "lying_gzip"
+    (`Content-Encoding: gzip` on a plain body), "unknown_encoding" (`Content-Encoding: br`),
+    "redirect_loop" (a 302 to itself, forever).
     Every loop is bounded in count and time; `requests` counts what was asked.
     """
 
@@ -287,6 +302,8 @@ class HostileServer:
                 self._json(handler, b"[]", [f'<{base}&page=2&access_token={self.secret}>; rel="next"'])
             else:
                 self._json(handler, b'{"message": "Not Found"}', status=404)
+        elif self.mode.startswith("echo_") or self.mode in _EDGE_MODES:
+            self._misbehave(handler, page, base, handler.headers.get("Authorization", "").removeprefix("Bearer "))
         elif self.mode == "drip":
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")
@@ -303,6 +320,37 @@ class HostileServer:
             self._json(handler, self.bomb, extra={"Content-Encoding": "gzip"})
         else:  # pragma: no cover
             raise ValueError(self.mode)
+
+    def _misbehave(self, handler, page: int, base: str, token: str) -> None:
+        """The `echo_*` and edge modes (see the class docstring)."""
+        encoded = "".join(f"%{ord(c):02X}" for c in token)
+        if page > 1:  # every next page: a 404 that names the URL asked for
+            return self._json(handler, json.dumps({"message": f"Not Found: {handler.path}"}).encode(), status=404)
+        nexts = {
+            "echo_path": f"{self.url}/repositories/{token}/issues?state=all&page=2",
+            "echo_query": f"{base}&page=2&q={token}",
+            "echo_encoded": f"{self.url}/repositories/{encoded}/issues?state=all&page=2&q={encoded}",
+            "bad_link": "http://[::1/issues?page=2",
+        }
+        if self.mode in nexts:
+            return self._json(handler, b"[]", [f'<{nexts[self.mode]}>; rel="next"'])
+        if self.mode == "echo_cut":
+            message = "x" * 180 + token + " was not accepted here"
+            return self._json(handler, json.dumps({"message": message}).encode(), status=403)
+        if self.mode == "echo_escaped":
+            escaped = "".join(f"\\u{ord(c):04x}" for c in token) + " or " + "".join(f"&#{ord(c)};" for c in token)
+            return self._json(handler, f"refused: {escaped}".encode(), status=403)
+        if self.mode == "lying_gzip":
+            return self._json(handler, b"[]" + b" " * 100, extra={"Content-Encoding": "gzip"})
+        if self.mode == "unknown_encoding":
+            return self._json(handler, b"[]", extra={"Content-Encoding": "br"})
+        if self.mode == "redirect_loop":
+            handler.send_response(302)
+            handler.send_header("Location", handler.path)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return None
+        raise ValueError(self.mode)
 
     def __enter__(self):
         self.thread.start()

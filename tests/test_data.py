@@ -1,4 +1,4 @@
-"""The data layer: MICROCTX_DATA_DIR offline, the cache, and pooch downloads from a local server.
+"""The data layer: MICROCTX_DATA_DIR offline, the cache, and downloads (through the HTTP layer) from a local server.
 
 Downloads come from `tests/fake_github.FileServer` through MICROCTX_S8F_BASE_URL; the cache is a
 temporary MICROCTX_CACHE_DIR. Nothing here touches the internet.

@@ -137,13 +137,13 @@ def test_notebooks_are_stored_without_outputs():
         assert not dirty, f"{path.name}: cells {dirty} carry outputs; clear them before committing"
 
 
-def _imported_microctx_modules(code: str) -> list[str]:
+def _imported_microctx_modules(code: str, cwd: Path = ROOT) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(m for m in sys.modules if m.startswith('microctx')))"],
         capture_output=True,
         text=True,
         check=True,
-        cwd=ROOT,
+        cwd=cwd,
     )
     return [line for line in out.stdout.splitlines() if line == "microctx" or line.startswith("microctx.")]
 
@@ -169,7 +169,7 @@ def test_the_sandboxed_exact_sql_child_imports_few_microctx_modules(synthetic, t
         "try:\n    runpy.run_module('microctx.candidates.registry', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as exc:\n    assert not exc.code, exc.code"
     )
-    modules = _imported_microctx_modules(code)
+    modules = _imported_microctx_modules(code, cwd=tmp_path)  # the child writes counters.json in its folder
     assert (tmp_path / "sub.json").stat().st_size > 1000  # it really ran
     modules = [m for m in modules if m != "microctx.candidates.registry"]  # the child's __main__
     assert len(modules) < 10, modules

@@ -37,12 +37,11 @@ def read_usage(raw: object) -> dict | None:
 def usage_from_response(content_type: str, body: bytes) -> dict | None:
     """prompt/completion/cached tokens of a chat completion response (JSON or SSE), or None."""
     if "text/event-stream" in (content_type or ""):
+        from microctx._io.http import SSE_DONE, sse_data
+
         found = None
-        for line in body.splitlines():
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
+        for payload in sse_data(body.decode("utf-8", "replace").splitlines()):
+            if payload == SSE_DONE:
                 break
             try:
                 event = orjson.loads(payload)

@@ -137,14 +137,17 @@ def cmd_fetch(args) -> int:
     token = token_from_env()
     if token is None:
         _say("microctx fetch: no GITHUB_TOKEN or GH_TOKEN set; unauthenticated requests are limited to 60 an hour")
-    result = fetch_issues(
-        args.repo,
-        state=args.state,
-        limit=args.limit,
-        api_url=args.api_url,
-        token=token,
-        policy=RetryPolicy(deadline_seconds=args.deadline),
-    )
+    try:
+        result = fetch_issues(
+            args.repo,
+            state=args.state,
+            limit=args.limit,
+            api_url=args.api_url,
+            token=token,
+            policy=RetryPolicy(deadline_seconds=args.deadline),
+        )
+    except InputError as exc:
+        raise exc if token is None else token.scrub_error(exc) from None
     write_export(result.rows, args.output)
     print(
         f"fetched {len(result.rows)} issues from {result.pages} pages ({result.pull_requests_skipped} pull "

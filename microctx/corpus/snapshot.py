@@ -6,27 +6,27 @@ is looked for, in order:
    nothing touches the network: tests and CI run this way), else in the project-local setting:
    `data_dir` in the nearest `microctx.toml` (or `[tool.microctx]` of a `pyproject.toml`) in the
    current folder or a parent (`project_data_dir`);
-2. in the user cache: MICROCTX_CACHE_DIR, else `pooch.os_cache("microctx")`;
-3. downloaded into that cache with pooch from its pinned URL (`S8F[key].url`, or
+2. in the user cache: MICROCTX_CACHE_DIR, else `platformdirs.user_cache_dir("microctx")`;
+3. downloaded into that cache through the HTTP layer (microctx/_io/http.py: a total deadline, a
+   size cap) from its pinned URL (`S8F[key].url`, or
    `$MICROCTX_S8F_BASE_URL/<file name>` when that is set: a mirror, or a local server in tests),
    unless `download=False`.
 Every file is checked against its pinned SHA-256 wherever it was found. A file with another
 digest is refused with both digests shown: in MICROCTX_DATA_DIR and in the cache it is refused,
-not replaced (delete it to download it again); a download with another digest is deleted by
-pooch and refused.
+not replaced (delete it to download it again); a download with another digest is never moved
+into place: it is deleted and refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
-import re
-import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from microctx.contract.digests import file_sha256
-from microctx.corpus.deadline import TimeUp, call_within
 from microctx.errors import InputError, scrub_url, scrub_urls
 
 DATA_DIR_ENV = "MICROCTX_DATA_DIR"
@@ -134,13 +134,14 @@ OFFLINE_HINT = (
 
 
 def cache_dir() -> Path:
-    """Where downloads are kept: MICROCTX_CACHE_DIR, else the user cache (`pooch.os_cache("microctx")`)."""
+    """Where downloads are kept: MICROCTX_CACHE_DIR, else the user cache
+    (`platformdirs.user_cache_dir("microctx")`, the folder pooch used)."""
     value = os.environ.get(CACHE_DIR_ENV)
     if value:
         return Path(value)
-    import pooch
+    import platformdirs
 
-    return Path(pooch.os_cache("microctx"))
+    return Path(platformdirs.user_cache_dir("microctx"))
 
 
 def download_url(item: Published) -> str:
@@ -210,47 +211,60 @@ def check_cached(path: Path, item: Published) -> Path:
         raise InputError(path, f"{exc.message} (a corrupted cache; delete it to download it again)") from None
 
 
-_POOCH_GOT = re.compile(r"but got ([0-9a-fA-F]{64})")
-
-
 def fetch_published(item: Published, cache: Path) -> Path:
-    """Download one published file into `cache` with pooch, checked against its pinned SHA-256.
+    """Download one published file into `cache`, checked against its pinned SHA-256.
 
-    pooch streams to a temporary file and moves it into place only when the digest matches;
-    otherwise it deletes the download and we refuse it, naming the file and both digests.
+    The body streams into a temporary file in the cache (hashed as it comes, within the deadline
+    and the size cap) that replaces the cached name only when the digest matches; otherwise it is
+    deleted and refused, naming the file and both digests.
     """
-    import pooch
-    import requests
+    from microctx._io.atomic import atomic_write
+    from microctx._io.http import Bounds, Budget, HttpFailure, make_client, open_stream
 
     url = download_url(item)
-    logger = pooch.get_logger()  # its INFO line shows the URL unscrubbed (a mirror's credentials)
-    level = logger.level
-    logger.setLevel("WARNING")
+    seconds = download_deadline()
+    bounds = Bounds(min(READ_TIMEOUT_SECONDS, seconds), seconds, MAX_DOWNLOAD_BYTES)
+    where = scrub_url(url)
     try:
-        path = pooch.retrieve(
-            url, known_hash=f"sha256:{item.sha256}", fname=item.name, path=cache, downloader=_bounded_downloader(item, url)
-        )
-    except ValueError as exc:  # pooch's digest mismatch
-        got = _POOCH_GOT.search(str(exc))
-        actual = got.group(1).lower() if got else f"unknown ({exc})"
-        raise InputError(
-            scrub_url(url), f"downloaded {item.name} has SHA-256 {actual}, not the pinned {item.sha256}; refused and deleted"
-        ) from None
-    except requests.exceptions.ConnectionError as exc:
-        reason = _root_cause(exc)
-        raise InputError(
-            scrub_url(url),
-            f"cannot download {item.name}: network failure "
-            f"({type(reason).__name__}: {scrub_urls(str(reason).split(': ')[-1][:160])})",
-        ) from None
-    except requests.exceptions.RequestException as exc:
-        raise InputError(scrub_url(url), f"cannot download {item.name}: {scrub_urls(str(exc))}") from None
+        cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(cache, f"cannot write the cache: {exc.strerror or exc}") from None
-    finally:
-        logger.setLevel(level)
-    # pooch checked it; check again with our own reader so the guarantee does not rest on one library
-    return check_digest(Path(path), item.sha256)
+    try:
+        with make_client(bounds=bounds) as client, open_stream(client, "GET", url, bounds=bounds, budget=Budget(seconds)) as got:
+            if got.status >= 400:
+                kind = "Client" if got.status < 500 else "Server"
+                raise InputError(
+                    where,
+                    f"cannot download {item.name}: {got.status} {kind} Error: {got.response.reason_phrase} for url: {where}",
+                )
+            atomic_write(cache / item.name, _checked(got.chunks(), item, where))
+    except HttpFailure as exc:
+        raise InputError(where, f"cannot download {item.name}: {_download_problem(exc, seconds)}") from None
+    # checked as it came; check again with the reader every other place uses
+    return check_digest(cache / item.name, item.sha256)
+
+
+def _download_problem(exc, seconds: float) -> str:
+    if exc.kind == "deadline":
+        return f"not complete within {seconds:g} s (the deadline, {DEADLINE_ENV}); giving up"
+    if exc.kind == "too_large":
+        return f"the download is larger than {MAX_DOWNLOAD_BYTES} bytes; refused"
+    if exc.kind in ("connect", "network", "timeout"):
+        return f"network failure ({scrub_urls(str(exc))[:200]})"
+    return scrub_urls(str(exc))[:200]
+
+
+def _checked(chunks: Iterator[bytes], item: Published, where: str) -> Iterator[bytes]:
+    """The chunks, passed on as they come; at the end, InputError (so nothing is moved into place)
+    unless they hash to the pinned digest."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
+    if digest.hexdigest() != item.sha256:
+        raise InputError(
+            where, f"downloaded {item.name} has SHA-256 {digest.hexdigest()}, not the pinned {item.sha256}; refused and deleted"
+        )
 
 
 def download_deadline() -> float:
@@ -263,58 +277,3 @@ def download_deadline() -> float:
     if not math.isfinite(value) or value <= 0:
         raise InputError(DEADLINE_ENV, f"expected a positive number of seconds, got {text!r}")
     return value
-
-
-class _Capped:
-    """A file that refuses to grow past `limit` bytes (a download that never ends, or inflates)."""
-
-    def __init__(self, handle, limit: int, name: str) -> None:
-        self.handle, self.limit, self.name, self.size = handle, limit, name, 0
-
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
-        if self.size > self.limit:
-            raise InputError(self.name, f"the download is larger than {self.limit} bytes; refused")
-        return self.handle.write(data)
-
-    def flush(self) -> None:
-        self.handle.flush()
-
-
-def _bounded_downloader(item: Published, url: str):
-    """pooch's HTTP downloader within a total deadline and a size cap: the download runs in a
-    worker thread, abandoned (and refused) when the deadline passes, so a slow mirror that drips
-    bytes cannot hang `microctx data`; each read also times out on its own."""
-    import pooch
-
-    seconds = download_deadline()
-    inner = pooch.HTTPDownloader(progressbar=sys.stderr.isatty(), timeout=min(READ_TIMEOUT_SECONDS, seconds))
-
-    def download(source: str, output_file, pooch_obj, check_only: bool = False):
-        if check_only:
-            return inner(source, output_file, pooch_obj, check_only=True)
-
-        def work() -> None:
-            with open(output_file, "w+b") as handle:
-                inner(source, _Capped(handle, MAX_DOWNLOAD_BYTES, item.name), pooch_obj)
-
-        try:
-            call_within(work, seconds, "microctx-download")
-        except TimeUp:
-            raise InputError(
-                scrub_url(url),
-                f"cannot download {item.name}: not complete within {seconds:g} s (the deadline, {DEADLINE_ENV}); giving up",
-            ) from None
-        return None
-
-    return download
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost exception (requests wraps urllib3 wraps socket errors), for a short message."""
-    seen = exc
-    while True:
-        inner = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
-        if not isinstance(inner, BaseException) or inner is seen:
-            return seen
-        seen = inner

@@ -50,6 +50,7 @@ Secrets: `api_key_env` names the environment variable holding the key (the runne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -59,7 +60,6 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from importlib import resources
 from pathlib import Path
 
@@ -520,25 +520,18 @@ class CallFailed(Exception):
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """A Retry-After header as seconds from now (delta-seconds or an HTTP date); None if absent or bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+    """A Retry-After header as seconds from now (the HTTP layer's one rule: delta-seconds or an HTTP
+    date); None if absent or bad."""
+    from microctx._io.http import retry_after
+
+    return retry_after(value)
 
 
 class Endpoint:
     """Chat completions over httpx: retries, deadlines, streaming, usage, a response cache."""
 
     def __init__(self, config: Config, api_key: str | None, stats: Stats, clock=time.monotonic, sleep=time.sleep):
-        import httpx
+        from microctx._io.http import Bounds, make_client
 
         self.config = config
         self.stats = stats
@@ -548,12 +541,13 @@ class Endpoint:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # trust_env: a recording proxy given through HTTP(S)_PROXY (the sandbox's record mode) is used
-        self.client = httpx.Client(
+        self.client = make_client(
             base_url=config.base_url,
             headers=headers,
             trust_env=True,
-            timeout=httpx.Timeout(config.call_timeout),
-            limits=httpx.Limits(max_connections=config.concurrency),
+            bounds=Bounds(config.call_timeout, config.call_timeout, MAX_RESPONSE_BYTES),
+            max_connections=config.concurrency,
+            follow_redirects=False,
         )
         self.cache = Path(config.cache) if config.cache else None
         self._log_lock = threading.Lock()
@@ -606,102 +600,93 @@ class Endpoint:
         body = prompt.request(self.config)
         if self.config.stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        error = ""
-        for attempt in range(self.config.retries + 1):
+        try:
+            content, usage, ttft, latency, attempt = self._call(body, digest)
+        except CallFailed as exc:
+            with self.stats.lock:
+                self.stats.failed_calls += 1
+            return CallResult(None, str(exc) or "no attempt was made")
+        with self.stats.lock:
+            self.stats.latency_ms.append(latency)
+            if ttft is not None:
+                self.stats.ttft_ms.append(ttft)
+            if usage:
+                self.stats.input_tokens += usage["prompt_tokens"]
+                self.stats.output_tokens += usage["completion_tokens"]
+                self.stats.cached_tokens += usage["cached_tokens"]
+            else:
+                self.stats.calls_without_usage += 1
+        self._log(
+            {
+                "digest": digest,
+                "attempt": attempt,
+                "ok": True,
+                "ms": latency,
+                "ttft_ms": ttft,
+                "usage": usage,
+                "records": len(prompt.ids),
+            }
+        )
+        self._store(digest, content, usage)
+        return CallResult(content)
+
+    def _call(self, body: dict, digest: str) -> tuple[str, dict, int | None, int, int]:
+        """(content, usage, ttft ms, latency ms, attempt index) of the first attempt that answers,
+        retried through the HTTP layer (`retrying`); CallFailed when none does."""
+        from microctx._io.http import Attempts, Budget, backoff, retrying
+
+        counts = Attempts()
+
+        def attempt() -> tuple[str, dict, int | None, int, int]:
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
-                error = "the total deadline passed"
-                break
+                raise CallFailed("the total deadline passed", False)
             timeout = self.config.call_timeout if remaining is None else min(self.config.call_timeout, remaining)
-            if attempt:
-                with self.stats.lock:
-                    self.stats.retries += 1
             with self.stats.lock:
                 self.stats.requests += 1
+                self.stats.retries += counts.attempts > 1
             start = self.clock()
             try:
                 content, usage, ttft = self._send(body, timeout)
             except CallFailed as exc:
-                error = str(exc)
-                self._log(
-                    {
-                        "digest": digest,
-                        "attempt": attempt,
-                        "ok": False,
-                        "error": error,
-                        "ms": round((self.clock() - start) * 1000),
-                    }
-                )
-                if not exc.retryable or attempt == self.config.retries:
-                    break
-                wait = exc.retry_after if exc.retry_after is not None else self.config.backoff * 2**attempt
-                wait = min(wait, self.config.max_backoff)
-                remaining = self._remaining()
-                if remaining is not None and wait >= remaining:
-                    error += "; no time left for a retry before the total deadline"
-                    break
-                with self.stats.lock:
-                    self.stats.retry_wait_ms += round(wait * 1000)
-                self.sleep(wait)
-                continue
-            latency = round((self.clock() - start) * 1000)
+                ms = round((self.clock() - start) * 1000)
+                self._log({"digest": digest, "attempt": counts.attempts - 1, "ok": False, "error": str(exc), "ms": ms})
+                raise
+            return content, usage, ttft, round((self.clock() - start) * 1000), counts.attempts - 1
+
+        def decide(result: object, error: BaseException | None, number: int) -> float | None:
+            if not isinstance(error, CallFailed) or not error.retryable or number > self.config.retries:
+                return None
+            wait = error.retry_after if error.retry_after is not None else backoff(number - 1, self.config.backoff, math.inf)
+            wait = min(wait, self.config.max_backoff)
+            remaining = self._remaining()
+            if remaining is not None and wait >= remaining:
+                raise CallFailed(f"{error}; no time left for a retry before the total deadline", False)
             with self.stats.lock:
-                self.stats.latency_ms.append(latency)
-                if ttft is not None:
-                    self.stats.ttft_ms.append(ttft)
-                if usage:
-                    self.stats.input_tokens += usage["prompt_tokens"]
-                    self.stats.output_tokens += usage["completion_tokens"]
-                    self.stats.cached_tokens += usage["cached_tokens"]
-                else:
-                    self.stats.calls_without_usage += 1
-            self._log(
-                {
-                    "digest": digest,
-                    "attempt": attempt,
-                    "ok": True,
-                    "ms": latency,
-                    "ttft_ms": ttft,
-                    "usage": usage,
-                    "records": len(prompt.ids),
-                }
-            )
-            self._store(digest, content, usage)
-            return CallResult(content)
-        with self.stats.lock:
-            self.stats.failed_calls += 1
-        return CallResult(None, error or "no attempt was made")
+                self.stats.retry_wait_ms += round(wait * 1000)
+            return wait
+
+        return retrying(attempt, decide, budget=Budget(sleep=self.sleep), counts=counts)
 
     def _send(self, body: dict, timeout: float) -> tuple[str, dict, int | None]:
-        """One HTTP attempt: (content, usage, ms to first token or None); CallFailed otherwise."""
-        import httpx
+        """One HTTP attempt through the HTTP layer: (content, usage, ms to first token or None);
+        CallFailed otherwise."""
+        from microctx._io.http import Bounds, Budget, HttpFailure, open_stream
 
+        bounds = Bounds(timeout, timeout, MAX_RESPONSE_BYTES)
         start = self.clock()
         try:
-            with self.client.stream("POST", "/chat/completions", json=body, timeout=httpx.Timeout(timeout)) as response:
-                if response.status_code != 200:
-                    response.read()
-                    retry_after = retry_after_seconds(response.headers.get("retry-after"))
-                    raise CallFailed(
-                        f"HTTP {response.status_code}",
-                        response.status_code in RETRYABLE_STATUS or response.status_code >= 500,
-                        retry_after,
-                    )
+            with open_stream(self.client, "POST", "/chat/completions", bounds=bounds, budget=Budget(timeout), json=body) as got:
+                if got.status != 200:
+                    with contextlib.suppress(HttpFailure):
+                        got.read()  # within the cap: the connection can be used again
+                    retryable = got.status in RETRYABLE_STATUS or got.status >= 500
+                    raise CallFailed(f"HTTP {got.status}", retryable, retry_after_seconds(got.headers.get("retry-after")))
                 if self.config.stream:
-                    return self._read_stream(response, start, timeout)
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_RESPONSE_BYTES:
-                        raise CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes", False)
-                    chunks.append(chunk)
-                data = b"".join(chunks)
-                if self.clock() - start > timeout:
-                    raise CallFailed(f"the call took longer than {timeout:g} s", True)
-        except httpx.TimeoutException:
-            raise CallFailed(f"timed out (call deadline {timeout:g} s)", True) from None
-        except httpx.TransportError as exc:
-            raise CallFailed(f"connection failed: {type(exc).__name__}", True) from None
+                    return self._read_stream(got.lines(), start)
+                data = got.read()
+        except HttpFailure as exc:
+            raise _call_failure(exc, timeout) from None
         try:
             envelope = orjson.loads(data)
             content = envelope["choices"][0]["message"]["content"]
@@ -711,22 +696,16 @@ class Endpoint:
             raise CallFailed(f"not a chat completion response: {type(exc).__name__}", False) from None
         return content, _usage(envelope.get("usage")), None
 
-    def _read_stream(self, response, start: float, timeout: float) -> tuple[str, dict, int | None]:
+    def _read_stream(self, lines, start: float) -> tuple[str, dict, int | None]:
+        """The content, usage and ms to first token of a streamed answer (the layer's SSE reader)."""
+        from microctx._io.http import SSE_DONE, sse_data
+
         parts: list[str] = []
         usage: dict = {}
         ttft = None
         done = False
-        size = 0
-        for line in response.iter_lines():
-            if self.clock() - start > timeout:
-                raise CallFailed(f"the call took longer than {timeout:g} s", True)
-            size += len(line) + 1
-            if size > MAX_RESPONSE_BYTES:
-                raise CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes", False)
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
+        for payload in sse_data(lines):
+            if payload == SSE_DONE:
                 done = True
                 break
             try:
@@ -746,6 +725,19 @@ class Endpoint:
         if not done:
             raise CallFailed("the stream ended without [DONE]", True)
         return "".join(parts), usage, ttft
+
+
+def _call_failure(exc, timeout: float) -> CallFailed:
+    """The HTTP layer's failure as this client's CallFailed (its message, whether to retry)."""
+    if exc.kind == "timeout":
+        return CallFailed(f"timed out (call deadline {timeout:g} s)", True)
+    if exc.kind == "deadline":
+        return CallFailed(f"the call took longer than {timeout:g} s", True)
+    if exc.kind == "too_large":
+        return CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes", False)
+    if exc.kind in ("connect", "network"):
+        return CallFailed(f"connection failed: {exc.cause or exc.kind}", True)
+    return CallFailed(str(exc), False)
 
 
 def _usage(raw: object) -> dict:
