@@ -81,3 +81,17 @@ os.environ["MICROCTX_LEDGER"] = str(Path(__import__("tempfile").mkdtemp(prefix="
 @pytest.fixture(autouse=True)
 def _own_ledger(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite"))
+
+
+# A real PostgreSQL server for the grading-service tests (tests/postgres.py), one per session, started
+# only when a test asks for it; a test fails, saying why, when it cannot start.
+@pytest.fixture(scope="session")
+def pg():
+    from postgres import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer().start()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"PostgreSQL could not start, so the PostgreSQL half of the service tests cannot run: {exc}")
+    yield server
+    server.stop()

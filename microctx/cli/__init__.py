@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parsers(sub)
     report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
     _tuning_parsers(sub, report_kinds)
+    from microctx.service.cli import register_service_commands  # the grader as a service (issue 21)
+
+    register_service_commands(sub)
     from microctx.semantic.cli import add_parsers as _study_parsers  # `microctx study` (docs/semantic.md)
 
     _study_parsers(sub)

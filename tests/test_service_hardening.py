@@ -1,0 +1,187 @@
+"""The grading service under attack: slow clients, a scorer that fails, a readable answer file,
+a second answer bundle, and the state's schema (Alembic) and append-only ledger, on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from service_support import InProcessService, add_team, body, cli, get, post, private_answers, submission
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_url(request, tmp_path):
+    return f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue("pg").new_database()
+
+
+@pytest.fixture
+def built(tmp_path, s8f):
+    from microctx.service.server import build_service
+
+    answers = private_answers(s8f.answers, tmp_path / "private")
+    service = build_service(str(answers), str(s8f.public), f"sqlite:///{tmp_path / 'state.db'}", daily_quota=3)
+    yield service
+    service.engine.dispose()
+
+
+def test_a_failure_of_the_service_is_refunded(built, s8f_answers, monkeypatch):
+    from microctx.service import intake
+
+    token = add_team(str(built.engine.url), "unlucky")
+
+    def broken_scorer(comp, document):
+        raise RuntimeError("planted: the scorer fell over")
+
+    with InProcessService(built) as running:
+        monkeypatch.setattr(intake, "score", broken_scorer)
+        for _ in range(4):  # more than the quota of 3: none of them counts
+            refused = post(running.url, token, body(submission(s8f_answers)))
+            assert refused.status_code == 503 and refused.json()["counted"] is False
+            assert get(running.url, f"/v1/submissions/{refused.json()['submission_id']}", token).json()["state"] == "refunded"
+        assert get(running.url, "/v1/quota", token).json()["used_today"] == 0
+        monkeypatch.undo()
+        assert post(running.url, token, body(submission(s8f_answers))).status_code == 201
+        assert get(running.url, "/v1/quota", token).json() | {"resets_at": ""} == {
+            "team": "unlucky",
+            "daily_quota": 3,
+            "total_quota": None,
+            "used_today": 1,
+            "used_total": 1,
+            "remaining_today": 2,
+            "remaining_total": None,
+            "resets_at": "",
+        }
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def test_a_client_slow_with_its_headers_is_cut_off(built, monkeypatch):
+    from microctx.service import server
+
+    monkeypatch.setattr(server, "HEADER_TIMEOUT", 1.0)
+    with InProcessService(built) as running:
+        sock = _connect(running.url)
+        sock.sendall(b"GET /v1/leaderboard HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        started = time.monotonic()
+        assert sock.recv(100) == b""  # closed by the service
+        assert time.monotonic() - started < 10
+        sock.close()
+        assert get(running.url, "/v1/leaderboard").status_code == 200  # and others are served
+
+
+def test_a_client_slow_with_its_body_gets_408(built, s8f_answers):
+    token = add_team(str(built.engine.url), "slow")
+    built.body_timeout = 1.0
+    with InProcessService(built) as running:
+        sock = _connect(running.url)
+        sock.sendall(
+            b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        started = time.monotonic()
+        reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 10
+        sock.close()
+        assert get(running.url, "/v1/quota", token).json()["used_today"] == 0
+
+
+def test_serve_refuses_an_answer_file_others_can_read(tmp_path, s8f):
+    answers = private_answers(s8f.answers, tmp_path)
+    answers.chmod(0o640)
+    done = cli(
+        "serve",
+        "--answers",
+        str(answers),
+        "--public",
+        str(s8f.public),
+        "--state",
+        str(tmp_path / "s.db"),
+        "--port",
+        "1",
+        check=False,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert str(answers) in done.stderr and "readable by others" in done.stderr and "-rw-r-----" in done.stderr
+
+
+def test_a_state_is_bound_to_one_answer_bundle(tmp_path, s8f, synthetic):
+    from microctx.service.server import build_service
+
+    state = f"sqlite:///{tmp_path / 's.db'}"
+    build_service(str(private_answers(s8f.answers, tmp_path / "a")), str(s8f.public), state).engine.dispose()
+    other = private_answers(synthetic.answers, tmp_path / "b")
+    done = cli("serve", "--answers", str(other), "--public", str(synthetic.public), "--state", state, "--port", "1", check=False)
+    assert done.returncode == 2 and "this state's competition grades answers" in done.stderr
+
+
+def test_unusable_state_urls_are_one_line(tmp_path):
+    for url in ("mysql://x@y/z", "postgresql://nobody:s3cretpw@127.0.0.1:1/none", "postgresql://a:s3cretpw@[::1"):
+        done = cli("serve", "admin", "public-key", "--state", url, check=False)
+        assert done.returncode == 2 and done.stderr.startswith("microctx serve: --state:"), done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "s3cretpw" not in done.stderr
+
+
+def test_the_migrated_schema_is_the_tables_and_the_ledger_is_append_only(state_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import insert, text
+
+    from microctx.service.db import METADATA, ledger, open_state
+
+    engine = open_state(state_url)
+    open_state(state_url).dispose()  # a second open is a no-op
+    with engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), METADATA) == []
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+    with engine.begin() as connection:
+        connection.execute(
+            insert(ledger).values(
+                at="t",
+                answers_sha256="a",
+                via="service",
+                summary="{}",
+                team="t",
+                submission_id="s",
+                part="public",
+                raw_score=0.5,
+                decision="d",
+            )
+        )
+    for statement in ("UPDATE ledger SET raw_score = 1", "DELETE FROM ledger"):
+        with pytest.raises(Exception, match="append-only"):
+            with engine.begin() as connection:
+                connection.execute(text(statement))
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT raw_score FROM ledger")).scalar() == 0.5
+    engine.dispose()
+
+
+def test_the_total_quota_and_the_run_manifest(tmp_path, s8f, s8f_answers):
+    import base64
+
+    import orjson
+    from sqlalchemy import text
+
+    from microctx.grading.ledger import config_digest
+    from microctx.service.server import build_service
+
+    answers = private_answers(s8f.answers, tmp_path / "private")
+    service = build_service(str(answers), str(s8f.public), f"sqlite:///{tmp_path / 'state.db'}", total_quota=2)
+    token = add_team(str(service.engine.url), "thrifty")
+    manifest = {"candidate": "exact-sql", "version": "1", "parameters": {"k": 3}}
+    header = base64.b64encode(orjson.dumps(manifest)).decode()
+    with InProcessService(service) as running:
+        assert post(running.url, token, body(submission(s8f_answers)), **{"X-Microctx-Manifest": "%%%"}).status_code == 422
+        assert post(running.url, token, body(submission(s8f_answers)), **{"X-Microctx-Manifest": header}).status_code == 201
+        assert post(running.url, token, body(submission(s8f_answers))).status_code == 201
+        over = post(running.url, token, body(submission(s8f_answers)))
+        assert over.status_code == 429 and (over.json()["remaining_total"], over.json()["remaining_today"]) == (0, None)
+    with service.engine.connect() as connection:
+        rows = connection.execute(text("SELECT candidate, config_digest, via FROM ledger ORDER BY id")).all()
+    assert [tuple(r) for r in rows] == [("exact-sql", config_digest(manifest), "service"), ("thrifty", None, "service")]
+    service.engine.dispose()
