@@ -1,4 +1,5 @@
-"""Ship the top-level notebooks/ inside the wheel as microctx/reports/notebooks/ (pyproject has the rest)."""
+"""Ship the top-level notebooks/ and sweeps/ inside the wheel as microctx/reports/notebooks/ and
+microctx/tuning/sweeps/ (pyproject has the rest)."""
 
 import shutil
 from pathlib import Path
@@ -18,6 +19,10 @@ class BuildWithNotebooks(build_py):
         target.mkdir(parents=True, exist_ok=True)
         for notebook in sorted((HERE / "notebooks").glob("*.ipynb")):
             shutil.copyfile(notebook, target / notebook.name)
+        sweeps = Path(self.build_lib) / "microctx" / "tuning" / "sweeps"
+        sweeps.mkdir(parents=True, exist_ok=True)
+        for sweep in sorted((HERE / "sweeps").glob("*.toml")):
+            shutil.copyfile(sweep, sweeps / sweep.name)
 
 
 setup(cmdclass={"build_py": BuildWithNotebooks})

@@ -39,7 +39,10 @@ __all__ = [
 
 
 class Grade(GradeResult):
-    """What `microctx.grade` returns: a GradeResult that also slices itself."""
+    """What `microctx.grade` returns: a GradeResult that also slices itself, and `look`, the
+    held-out ledger entry its grading made (None with `record_look=False`)."""
+
+    look: dict | None = None
 
     def slices(self, corpus: Corpus, **kw):
         """The slice statistics of this grade on `corpus` (a SliceFrame: `.table` is the DataFrame,
@@ -72,14 +75,43 @@ def freeze(
     return _freeze(issues, source, rules)
 
 
-def grade(answers: PathLike | dict, submission: PathLike | dict) -> Grade:
-    """Grade a submission (path or parsed dict) against an answer bundle (path or parsed dict)."""
-    if not isinstance(answers, dict):
-        answers = load_answers(answers)
-    if not isinstance(submission, dict):
-        submission = load_submission(submission)
-    result = _grade(answers, submission)
-    return Grade(result.grade, result.facts)
+def grade(answers: PathLike | dict, submission: PathLike | dict, *, record_look: bool = True) -> Grade:
+    """Grade a submission (path or parsed dict) against an answer bundle (path or parsed dict).
+
+    A grade on test is a look at the held-out answers: like `microctx grade`, it appends one entry
+    to the held-out ledger (`Grade.look`; candidate and configuration digest from the run manifest
+    beside a submission path). The oracle and planted example submissions, and gradings inside
+    `microctx demo`, are kept marked and never counted. `record_look=False` is for the documented
+    cases only: a check of the grader itself (the oracle self-check), never to take a look unseen."""
+    answers_path = None if isinstance(answers, dict) else answers
+    submission_path = None if isinstance(submission, dict) else submission
+    gold = answers if isinstance(answers, dict) else load_answers(answers)
+    given = submission if isinstance(submission, dict) else load_submission(submission)
+    result = _grade(gold, given)
+    graded = Grade(result.grade, result.facts)
+    if record_look:
+        graded.look = _record_look(gold, given, answers_path, submission_path, graded.grade)
+    return graded
+
+
+def _record_look(answers: dict, submission: dict, answers_path, submission_path, grade: dict) -> dict:
+    from microctx.candidates.runner import read_manifest
+    from microctx.contract.canonical import dumps
+    from microctx.contract.digests import sha256_hex
+    from microctx.grading.ledger import record_grade
+    from microctx.reports.examples import look_mark
+
+    manifest = read_manifest(submission_path) if submission_path is not None else None
+    return record_grade(
+        answers_path,
+        grade,
+        via="python grade",
+        submission_path=submission_path,
+        submission=None if submission_path is not None else submission,
+        manifest=manifest,
+        marked=look_mark(answers, submission, manifest),
+        answers_sha256=None if answers_path is not None else sha256_hex(dumps(answers)),
+    )
 
 
 def verify(public: PathLike, answers: PathLike, report: PathLike) -> Verification:

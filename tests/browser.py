@@ -1,8 +1,8 @@
 """A real headless Chromium for tests: the Debian package `chromium`, driven by playwright.
 
 playwright's own browser download is never used (`executable_path` points at the system
-browser). Without chromium the tests that need it fail under CI (CI installs it) and are skipped
-elsewhere, saying what to install.
+browser). Without chromium the tests that need it fail under CI and under `make test`
+(MICROCTX_REQUIRE_BROWSER=1: both install it) and are skipped elsewhere, saying what to install.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 
 def need_browser() -> str:
     if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed and CI is set: install the Debian package `chromium`")
+        if os.environ.get("CI") or os.environ.get("MICROCTX_REQUIRE_BROWSER"):
+            pytest.fail("chromium is not installed (CI or `make test`): install the Debian package `chromium`")
         pytest.skip("needs the Debian package `chromium`")
     return CHROMIUM
 

@@ -1,7 +1,9 @@
 """Shared fixtures: the published s8f artifacts, found through the data layer.
 
-Tests read them from MICROCTX_DATA_DIR (CI points it at ../shared/s8f). When it is unset and the
-checkout sits beside ../shared/s8f, that folder is used, so `pytest` works in a fresh clone.
+Tests find them the way the CLI does: MICROCTX_DATA_DIR, else the `microctx.toml` that `make setup`
+writes when ../shared/s8f sits beside the checkout, else the cache or a download. When none of
+these can give them (offline, a lone clone), the session stops once, saying what to set, instead
+of failing every test that reads s8f.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_BESIDE = ROOT.parent / "shared" / "s8f"
-if not os.environ.get("MICROCTX_DATA_DIR") and _BESIDE.is_dir():
-    os.environ["MICROCTX_DATA_DIR"] = str(_BESIDE)
 
 
 @pytest.fixture(scope="session")
 def s8f():
     """Paths of the published public corpus, answers and report (digests checked)."""
     from microctx.corpus import snapshot as data
+    from microctx.errors import InputError
 
-    paths = data.s8f()
+    try:
+        paths = data.s8f()
+    except InputError as exc:  # said once, not once per test
+        hint = "" if data.OFFLINE_HINT in str(exc) else f"; {data.OFFLINE_HINT}"
+        pytest.exit(f"the s8f files are not reachable: {exc}{hint}", returncode=2)
     # a lone clone: found in the cache (or downloaded into it); from here on the session reads
     # them through MICROCTX_DATA_DIR like any other run, so the isolation tests see the variable
     # they check the runner strips

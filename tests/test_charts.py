@@ -206,8 +206,9 @@ def test_slice_f1_draws_non_estimable_slices_hollow_without_interval(planted_tab
         "judged": charts.BLUE,
         "weak": charts.RED,
         "too small": charts.GREY,
-        "not estimable": charts.GREY,
+        "not estimable": charts.BROWN,
     }
+    assert len(set(scale["range"])) == len(scale["range"])  # the legend tells every status apart
 
 
 def test_never_predicted_labels_stay_in_the_precision_panel(planted_table):

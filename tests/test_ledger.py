@@ -144,20 +144,77 @@ def test_an_unwritable_ledger_stops_the_grade(tmp_path, s8f, monkeypatch, capsys
     assert len(err) == 1 and "held-out ledger" in err[0] and not (tmp_path / "g.json").exists()
 
 
-def test_reports_count_their_looks(s8f):
+def test_reports_count_their_looks(s8f, tmp_path):
+    """The example submissions' looks are kept, marked, and never counted; a candidate's run counts,
+    by its configuration digest."""
+    from microctx.contract.canonical import dumps
     from microctx.reports import tables
+    from microctx.reports.examples import planted_submission
 
     inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), default=["planted"])
     first = tables.grade_outputs(inputs, n_boot=10)
-    second = tables.grade_outputs(inputs, n_boot=10)
-    assert (first.look["answers_looks"], second.look["answers_looks"], second.look["candidate_looks"]) == (1, 2, 2)
-    assert "graded on test **2** times" in tables.held_out_looks(second) and "`planted`" in tables.held_out_looks(second)
+    assert first.look["marked"] == "planted" and first.look["answers_looks"] == 0
+    assert "a planted look, kept in the ledger and not counted" in tables.held_out_looks(first)
+    submission = tmp_path / "run.json"  # the planted answers, but made by a candidate run: a counted look
+    submission.write_bytes(dumps(planted_submission(orjson.loads(s8f.answers.read_bytes()))))
+    (tmp_path / "run.run.json").write_bytes(dumps({"candidate": "mine", "version": "1", "parameters": {"k": 1}}))
+    ran = tables.load_inputs(str(s8f.public), str(s8f.answers), [str(submission)])
+    looked = [tables.grade_outputs(ran, n_boot=10).look for _ in range(2)]
+    assert [(x["marked"], x["answers_looks"], x["candidate_looks"]) for x in looked] == [(None, 1, 1), (None, 2, 2)]
+    text = tables.held_out_looks(tables.grade_outputs(ran, n_boot=10))
+    assert "graded on test **3 times**" in text and f"configuration `{looked[0]['config_digest'][:12]}…`): 3 looks" in text
+    assert str(__import__("pathlib").Path.home()) not in text and "ledger.sqlite" not in text  # no local path in a report
     pair = tables.load_inputs(str(s8f.public), str(s8f.answers))
     compared = tables.compare_outputs(pair, n_boot=10)
-    assert [g.look["via"] for g in compared.grades.values()] == ["report compare"] * 2
-    text = tables.held_out_looks(compared)
-    assert "**4** times" in text and "`oracle`" in text and "1 looks" in text
-    assert len(ledger.entries()) == 4
+    assert [g.look["marked"] for g in compared.grades.values()] == ["oracle", "planted"]
+    assert len(ledger.entries()) == 6 and ledger.looks(looked[0]["answers_sha256"]) == 3
+
+
+def test_the_python_api_counts_each_test_grading(s8f, tmp_path, monkeypatch):
+    """microctx.grade() is a look like `microctx grade`: one entry per call; the oracle and planted
+    examples and the demo's gradings are marked; record_look=False (the self-check) adds none."""
+    import microctx
+    from microctx.contract.canonical import dumps
+    from microctx.reports.examples import DEMO_ENV, oracle_submission, planted_submission
+
+    answers = microctx.load_answers(s8f.answers)
+    submission = tmp_path / "sub.json"
+    submission.write_bytes(dumps(planted_submission(answers)))
+    (tmp_path / "sub.run.json").write_bytes(dumps({"candidate": "mine", "version": "2", "parameters": {}}))
+    first = microctx.grade(s8f.answers, submission)
+    second = microctx.grade(answers, str(submission))
+    assert len(ledger.entries()) == 2 and (first.look["candidate_looks"], second.look["candidate_looks"]) == (1, 2)
+    assert first.look["candidate"] == "mine" and first.look["via"] == "python grade"
+    assert first.look["answers_sha256"] == second.look["answers_sha256"] == file_sha256(s8f.answers)
+    example = microctx.grade(answers, planted_submission(answers))
+    assert example.look["marked"] == "planted" and example.look["answers_looks"] == 2
+    assert microctx.grade(answers, oracle_submission(answers), record_look=False).look is None
+    monkeypatch.setenv(DEMO_ENV, "1")
+    assert microctx.grade(s8f.answers, submission).look["marked"] == "demo"
+    rows = ledger.entries()
+    assert [r["marked"] for r in rows] == [None, None, "planted", "demo"] and ledger.looks(file_sha256(s8f.answers)) == 2
+    assert [r["id"] for r in ledger.entries(candidate="mine")] == [1, 2, 4]
+    assert len(ledger.entries(config=first.look["config_digest"][:10])) == 3
+
+
+def test_ledger_filters_by_candidate_and_configuration(s8f, tmp_path, capsys):
+    from microctx.cli import main
+
+    for name, version in (("a", "1"), ("b", "1"), ("a", "2")):
+        ledger.record_look(
+            answers_sha256="c" * 64,
+            submission_sha256=None,
+            candidate=name,
+            config_digest=(name + version) * 32,
+            via="grade",
+            grade={},
+        )
+    capsys.readouterr()
+    assert main(["ledger", "--candidate", "a"]) == 0
+    assert [line.split("\t")[4] for line in capsys.readouterr().out.splitlines()[1:]] == ["a", "a"]
+    assert main(["ledger", "--config", "a2a2"]) == 0
+    listed = capsys.readouterr()
+    assert len(listed.out.splitlines()) == 2 and listed.err.startswith("1 look at held-out answers")
 
 
 def _oracle(tmp_path, s8f, manifest: dict | None = None):
@@ -217,8 +274,12 @@ def test_the_frontier_records_a_look_per_candidate(tmp_path, s8f):
     assert [(r["via"], r["candidate"]) for r in rows] == [("report frontier", "exact-sql")] * 2
     assert [result.looks[n]["answers_looks"] for n in ("a", "b")] == [1, 2]
     text = tables.held_out_looks(result.looks)
-    assert "graded on test **2** times" in text and "- `a` (ledger candidate `exact-sql`): 1 looks" in text
-    assert "- `b` (ledger candidate `exact-sql`): 2 looks" in text
+    digest = rows[0]["config_digest"][:12]
+    assert (
+        "graded on test **2 times**" in text
+        and f"- `a` (ledger candidate `exact-sql`, configuration `{digest}…`): 1 look\n" in text
+    )
+    assert f"- `b` (ledger candidate `exact-sql`, configuration `{digest}…`): 2 looks" in text
 
 
 def test_a_ledger_candidate_cannot_break_out_of_its_code_span(tmp_path, s8f):

@@ -67,3 +67,33 @@ def test_the_suite_runs_on_a_lone_clone_by_download(s8f, tmp_path):
     cache = home / ".cache" / "microctx"
     assert sorted(p.name for p in cache.iterdir()) == sorted(published)
     assert set(server.hits) == set(published) and all(n >= 1 for n in server.hits.values())
+
+
+@pytest.mark.slow
+def test_an_offline_lone_clone_says_once_what_to_set(tmp_path):
+    """No data beside it, an empty cache, and the download refused (a closed local port): the run
+    stops at the first test that needs s8f, with one message naming what to set, not one error per test."""
+    import socket
+
+    clone, home = tmp_path / "clone", tmp_path / "home"
+    clone.mkdir()
+    home.mkdir()
+    _copy_checkout(clone)
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
+    env.update(HOME=str(home), **{data.BASE_URL_ENV: f"http://127.0.0.1:{port}"})
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITE],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 2, output[-3000:]
+    assert output.count(data.OFFLINE_HINT) == 1, output[-3000:]
+    assert "error" not in output.lower().split("the s8f files are not reachable")[0][-200:]
+    assert len(output.splitlines()) < 40, output[-3000:]

@@ -235,7 +235,8 @@ def test_microctx_lab_prepares_copies_and_passes_the_data_dir(tmp_path, monkeypa
     for name in NOTEBOOKS.values():
         assert (lab / name).read_bytes() == (NOTEBOOKS_DIR / name).read_bytes()
     assert f"MICROCTX_DATA_DIR={tmp_path / 'data'}" in out.stderr
-    assert out.stdout.strip().endswith(f"-m jupyterlab --ServerApp.root_dir={lab}")
+    root = " --allow-root" if os.geteuid() == 0 else ""
+    assert out.stdout.strip().endswith(f"-m jupyterlab --ServerApp.root_dir={lab}{root}")
     (lab / "workbench.ipynb").write_text("mine")  # the user's edits are never overwritten
     subprocess.run(
         [sys.executable, "-m", "microctx", "lab", "--dir", str(lab), "--dry-run"],
@@ -245,3 +246,83 @@ def test_microctx_lab_prepares_copies_and_passes_the_data_dir(tmp_path, monkeypa
         check=True,
     )
     assert (lab / "workbench.ipynb").read_text() == "mine"
+
+
+def test_microctx_lab_passes_port_browser_and_jupyterlab_options_through(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "lab",
+            "--dir",
+            "lab",
+            "--port",
+            "8899",
+            "--no-browser",
+            "--dry-run",
+            "--ServerApp.token=abc",
+            "--ip",
+            "127.0.0.1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    command = out.stdout.split()
+    assert command[command.index("--ServerApp.port=8899") + 1] == "--no-browser"
+    assert command[-3:] == ["--ServerApp.token=abc", "--ip", "127.0.0.1"]
+    assert ("--allow-root" in command) == (os.geteuid() == 0)
+    wrong = subprocess.run([sys.executable, "-m", "microctx", "data", "s8f", "--bogus"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr  # only lab passes options on
+
+
+@pytest.mark.slow
+def test_microctx_lab_starts_and_serves_as_this_user(tmp_path):
+    """A real JupyterLab from `microctx lab` (as root here: it must add --allow-root), on a free
+    port, with a token passed through; it answers /api/status with that token."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "microctx",
+            "lab",
+            "--dir",
+            str(tmp_path / "lab"),
+            "--port",
+            str(port),
+            "--no-browser",
+            "--ServerApp.token=t0k3n",
+            "--ip",
+            "127.0.0.1",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        status = None
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token=t0k3n", timeout=2) as response:
+                    status = response.status
+                break
+            except OSError:
+                if server.poll() is not None:
+                    break
+                time.sleep(0.5)
+        assert status == 200, server.stderr.read() if server.poll() is not None else "no answer"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

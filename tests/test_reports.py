@@ -287,9 +287,9 @@ def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def need_chromium():
     if CHROMIUM is None:
-        if os.environ.get("CI"):
+        if os.environ.get("CI") or os.environ.get("MICROCTX_REQUIRE_BROWSER"):
             pytest.fail("chromium is not installed and CI is set: install the Debian package `chromium`")
-        pytest.skip("chromium not installed (apt-get install chromium); the screenshot test runs in CI")
+        pytest.skip("chromium not installed (apt-get install chromium); the screenshot test runs in CI and `make test`")
 
 
 @pytest.mark.parametrize("key", ["corpus", "grade-planted", "compare"])
@@ -354,3 +354,33 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
     assert (out / "report.json").read_text() == '{"previous": true}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "oracle.json", "out"]
+
+
+OVERLAPPING_TEXT = """() => {
+  const shown = [...document.querySelectorAll('text')].filter(
+    t => t.textContent.trim() && t.getAttribute('opacity') !== '0' && getComputedStyle(t).opacity !== '0');
+  const boxes = shown.map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, t.textContent]; });
+  const hits = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, b] = [boxes[i], boxes[j]];
+    if (Math.min(a[2], b[2]) - Math.max(a[0], b[0]) > 1 && Math.min(a[3], b[3]) - Math.max(a[1], b[1]) > 1) hits.push([a[4], b[4]]);
+  }
+  return hits;
+}"""
+
+
+def test_no_chart_of_the_demo_draws_labels_over_each_other(demo_dir):
+    """Each SVG the demo's reports wrote, laid out by Chromium: no two visible texts (axis labels,
+    bar labels, titles, legends) overlap by more than a pixel each way."""
+    from browser import browser_page
+
+    charts = sorted(demo_dir.glob("reports/*/charts/*.svg"))
+    assert len(charts) >= 11
+    with browser_page(1400, 1400) as page:
+        overlaps = {}
+        for svg in charts:
+            page.goto(svg.as_uri())
+            hits = page.evaluate(OVERLAPPING_TEXT)
+            if hits:
+                overlaps[f"{svg.parent.parent.name}/{svg.name}"] = hits[:3]
+    assert not overlaps, overlaps

@@ -29,6 +29,8 @@ def test_wheel_installed_elsewhere_runs_a_grade_report(tmp_path, s8f):
     shipped = sorted(n for n in names if n.startswith("microctx/reports/notebooks/"))
     assert [Path(n).name for n in shipped] == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
+    sweeps = sorted(Path(n).name for n in names if n.startswith("microctx/tuning/sweeps/"))
+    assert sweeps == sorted(p.name for p in (ROOT / "sweeps").glob("*.toml")) and "microctx/py.typed" in names
 
     site = tmp_path / "site"
     subprocess.run(

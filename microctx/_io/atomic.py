@@ -138,6 +138,17 @@ def atomic_write(path: str | os.PathLike, chunks: bytes | Iterable[bytes]) -> No
         out.write(path, chunks)
 
 
+def process_umask() -> int:
+    """This process's umask, read without setting it (Linux: /proc/self/status); 0o022 elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 @contextmanager
 def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]:
     """Build a folder beside `destination` and swap it into place on success (a report, the demo).
@@ -159,6 +170,7 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
         raise InputError(dest, f"{refusal}; choose another --out or empty it")
     try:
         staging = Path(tempfile.mkdtemp(prefix=".mcx-", suffix=".tmp", dir=dest.parent))
+        staging.chmod(0o777 & ~process_umask())  # mkdtemp makes it 0700; the published folder reads like its files
     except OSError as exc:
         raise write_failure(dest, exc) from None
     try:

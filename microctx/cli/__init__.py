@@ -18,6 +18,7 @@ from microctx.errors import ContractError, InputError
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's parser; the command modules load here, not when `microctx.cli` is imported."""
+    from microctx.cli import export
     from microctx.cli.core import _core_parsers, _fetch_parsers
     from microctx.cli.lab import _lab_parsers
     from microctx.cli.reports import _report_parsers, _slices_parsers
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parsers(sub)
     report_kinds = next(a for a in sub.choices["report"]._actions if isinstance(a, argparse._SubParsersAction))
     _tuning_parsers(sub, report_kinds)
+    export.register(sub)
     from microctx.service.cli import register_service_commands  # the grader as a service (issue 21)
 
     register_service_commands(sub)
@@ -49,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     if given in (["--version"], ["-V"]):  # answered before the parser (and the registry it lists) is built
         print(f"microctx {__version__}")
         return EXIT_OK
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "lab":  # only `microctx lab` passes options on (to JupyterLab)
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter_args = extra
     try:
         return args.func(args)
     except InputError as exc:

@@ -43,13 +43,16 @@ def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None
     check_paths(inputs, outputs or {}, folders)
 
 
-def _held_out_look(answers: str, grade: dict, via: str, submission: str, config: str | None = None) -> str:
+def _held_out_look(
+    answers: str, grade: dict, via: str, submission: str, config: str | None = None, marked: str | None = None
+) -> str:
     """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
     from microctx.candidates.runner import read_manifest
     from microctx.grading.ledger import looks_line, record_grade
 
+    manifest = read_manifest(submission)
     return looks_line(
-        record_grade(answers, grade, via=via, submission_path=submission, config=config, manifest=read_manifest(submission))
+        record_grade(answers, grade, via=via, submission_path=submission, config=config, manifest=manifest, marked=marked)
     )
 
 

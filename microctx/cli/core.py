@@ -29,7 +29,15 @@ def cmd_freeze(args) -> int:
 def cmd_verify(args) -> int:
     from microctx.corpus.verify import verify_files
 
-    result = verify_files(args.public, args.answers, args.report)
+    given = [args.public, args.answers, args.report]
+    if not any(given):  # no arguments: the published s8f, found as `microctx data s8f` finds it
+        from microctx.corpus import snapshot
+
+        paths = snapshot.s8f()
+        given = [paths.public, paths.answers, paths.report]
+    elif not all(given):
+        raise InputError("--public", "give all three of --public, --answers and --report, or none (the s8f files `data` finds)")
+    result = verify_files(*given)
     for problem in result.problems:
         print(f"FAIL {problem}")
     if result.ok:
@@ -58,12 +66,16 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
+    from microctx.reports.examples import look_mark
+
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
+    from microctx.candidates.runner import read_manifest
     from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
 
     layer = layer_for(args.semantic, args.answers, answers, submission)
-    look = _held_out_look(args.answers, result.grade, "grade", args.submission)
+    marked = look_mark(answers, submission, read_manifest(args.submission))
+    look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
     write_grade(result, args.output)
     print(result.summary())
     print(look)
@@ -75,6 +87,14 @@ def cmd_data(args) -> int:
     from microctx.corpus import snapshot as data
 
     paths = data.s8f(download=not args.offline)
+    if args.env:  # shell assignments, written whole or not at all: `... --env F && source F` stops on a failure
+        import shlex
+
+        from microctx._io.atomic import atomic_write
+
+        lines = [f"{key.upper()}={shlex.quote(str(getattr(paths, key)))}\n" for key in ("public", "answers", "report")]
+        atomic_write(args.env, "".join(lines).encode())
+        _say(f"microctx data: wrote {args.env} (PUBLIC, ANSWERS, REPORT)")
     print(f"public\t{paths.public}\nanswers\t{paths.answers}\nreport\t{paths.report}")
     return EXIT_OK
 
@@ -89,10 +109,14 @@ def _core_parsers(sub) -> None:
     p.add_argument("--redactions", help="TOML redaction map ([[rule]] pattern/replacement); none by default")
     p.set_defaults(func=cmd_freeze)
 
-    p = sub.add_parser("verify", help="check three artifacts against the contract and recompute every derived value")
-    p.add_argument("--public", required=True)
-    p.add_argument("--answers", required=True)
-    p.add_argument("--report", required=True)
+    p = sub.add_parser(
+        "verify",
+        help="check three artifacts against the contract and recompute every derived value "
+        "(no arguments: the published s8f, found as `microctx data s8f` finds it)",
+    )
+    p.add_argument("--public")
+    p.add_argument("--answers")
+    p.add_argument("--report")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("grade", help="grade a submission; writes the grade and <grade>.facts.csv")
@@ -116,8 +140,11 @@ def _core_parsers(sub) -> None:
     p = sub.add_parser("data", help="locate published artifacts, checked against their pinned SHA-256")
     p.add_argument("name", choices=["s8f"])
     p.add_argument(
-        "--offline", action="store_true", help="never download: use only MICROCTX_DATA_DIR and the cache (MICROCTX_CACHE_DIR)"
+        "--offline",
+        action="store_true",
+        help="never download: use only MICROCTX_DATA_DIR (or microctx.toml's data_dir) and the cache (MICROCTX_CACHE_DIR)",
     )
+    p.add_argument("--env", metavar="FILE", help="also write PUBLIC=, ANSWERS=, REPORT= lines to FILE, for `source FILE`")
     p.set_defaults(func=cmd_data)
 
 

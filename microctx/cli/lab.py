@@ -17,7 +17,7 @@ def cmd_lab(args) -> int:
         _say(f"microctx lab: created {path}")
     env = lab_environment()
     _say(f"microctx lab: {DATA_DIR_ENV}={env.get(DATA_DIR_ENV, '(unset: the cache, then a download)')}")
-    command = lab_command(folder, args.port, args.no_browser)
+    command = lab_command(folder, args.port, args.no_browser, getattr(args, "jupyter_args", []))
     if args.dry_run:
         print(" ".join(command))
         return EXIT_OK
@@ -25,7 +25,11 @@ def cmd_lab(args) -> int:
 
 
 def _lab_parsers(sub) -> None:
-    p = sub.add_parser("lab", help="start JupyterLab on working copies of the notebooks (the tracked ones stay clean)")
+    p = sub.add_parser(
+        "lab",
+        help="start JupyterLab on working copies of the notebooks (the tracked ones stay clean); "
+        "options it does not know (--ServerApp.token=..., --ip ...) go to JupyterLab",
+    )
     p.add_argument("--dir", default="microctx-lab", help="the lab folder, created with its parents (default microctx-lab)")
     p.add_argument("--port", type=int, help="the server's port")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from microctx.cli.common import (
     EXIT_FAIL,
@@ -103,16 +104,17 @@ def cmd_report(args) -> int:
         {},
         {"--out": args.out},
     )
+    only = {"figures_only": args.figures_only}
     try:
         if args.report_kind == "corpus":
-            manifest = reports.corpus_report(args.public, args.out)
+            manifest = reports.corpus_report(args.public, args.out, **only)
         elif args.report_kind == "grade":
             manifest = reports.grade_report(
-                args.public, args.answers, args.submission, args.out, statistics=_stats_kw(args), semantic=_semantic(args)
+                args.public, args.answers, args.submission, args.out, statistics=_stats_kw(args), semantic=_semantic(args), **only
             )
         else:
             manifest = reports.compare_report(
-                args.public, args.answers, args.submission, args.out, names=args.name or (), statistics=_stats_kw(args)
+                args.public, args.answers, args.submission, args.out, names=args.name or (), statistics=_stats_kw(args), **only
             )
     except reports.ReportError as exc:
         _say(f"microctx report {args.report_kind}: {exc}; nothing was written to {args.out}")
@@ -125,7 +127,7 @@ def cmd_demo(args) -> int:
     from microctx.reports.build import ReportError
 
     try:
-        manifest = run_demo(args.out, mode=args.submissions, timeout=args.timeout)
+        manifest = run_demo(args.out, mode=args.submissions, timeout=args.timeout, progress=sys.stderr.isatty())
     except ReportError as exc:
         _say(f"microctx demo: {exc}; nothing was written to {args.out}")
         return EXIT_FAIL
@@ -149,6 +151,7 @@ def _report_parsers(sub) -> None:
         "--public/--answers default to the s8f corpus from the data layer.",
     )
     kinds = p.add_subparsers(dest="report_kind", required=True, metavar="KIND")
+    kinds.add_parser = _with_figures_only(kinds.add_parser)
     k = kinds.add_parser("corpus", help="corpus_overview: classes per split, density, cue words, timeline, components")
     k.add_argument("--public", help="public corpus (default: s8f)")
     k.add_argument("--out", required=True, metavar="DIR")
@@ -217,6 +220,7 @@ def cmd_report_frontier(args) -> int:
             cpu_dollars_per_hour=args.cpu_dollars_per_hour,
             n_boot=args.n_boot,
             seed=args.seed,
+            figures_only=args.figures_only,
         )
     except reports.ReportError as exc:
         _say(f"microctx report frontier: {exc}; nothing was written to {args.out}")
@@ -260,3 +264,18 @@ def _frontier_parser(kinds) -> None:
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report_frontier)
+
+
+def _with_figures_only(add_parser):
+    """Every `microctx report KIND` takes --figures-only."""
+
+    def add(*args, **kwargs):
+        parser = add_parser(*args, **kwargs)
+        parser.add_argument(
+            "--figures-only",
+            action="store_true",
+            help="publish only the figures (charts/*.png, .svg, .pdf) and tables (slices.csv, .md, .tex) and report.json",
+        )
+        return parser
+
+    return add

@@ -59,8 +59,8 @@ def cmd_ledger(args) -> int:
     digest = None
     if args.answers:
         digest = file_sha256(args.answers) if not _is_digest(args.answers) else args.answers.lower()
-    rows = entries(digest)
-    print("id\tat\tanswers_sha256\tsubmission_sha256\tcandidate\tconfig_digest\tvia\tgrade")
+    rows = entries(digest, candidate=args.candidate, config=args.config)
+    print("id\tat\tanswers_sha256\tsubmission_sha256\tcandidate\tconfig_digest\tvia\tgrade\tmarked")
     for e in rows:
         summary = orjson.loads(e["summary"])
         grade = (
@@ -79,12 +79,16 @@ def cmd_ledger(args) -> int:
                     e["config_digest"] or "",
                     e["via"],
                     grade,
+                    e["marked"] or "",
                 )
             )
         )
     bundles = len({e["answers_sha256"] for e in rows})
+    counted = sum(1 for e in rows if not e["marked"])
+    marked = f", {len(rows) - counted} marked example or demo looks not counted" if counted != len(rows) else ""
     print(
-        f"{len(rows)} looks at held-out answers ({bundles} answer bundle{'s' if bundles != 1 else ''}) in {ledger_path()}",
+        f"{counted} look{'' if counted == 1 else 's'} at held-out answers ({bundles} answer bundle{'s' if bundles != 1 else ''}"
+        f"{marked}) in {ledger_path()}",
         file=sys.stderr,
     )
     return EXIT_OK
@@ -98,7 +102,7 @@ def cmd_report_sweep(args) -> int:
     from microctx.reports import build as reports
 
     try:
-        manifest = reports.sweep_report(args.sweep_dir, args.out)
+        manifest = reports.sweep_report(args.sweep_dir, args.out, figures_only=args.figures_only)
     except reports.ReportError as exc:
         _say(f"microctx report sweep: {exc}; nothing was written to {args.out}")
         return EXIT_FAIL
@@ -150,6 +154,8 @@ def _tuning_parsers(sub, report_kinds) -> None:
         description="The ledger is MICROCTX_LEDGER, else ~/.local/share/microctx/ledger.sqlite.",
     )
     p.add_argument("--answers", help="only this answer bundle (a file, or its SHA-256)")
+    p.add_argument("--candidate", help="only this candidate's looks (its name as the ledger has it)")
+    p.add_argument("--config", metavar="DIGEST", help="only this configuration digest (or a prefix of it)")
     p.set_defaults(func=cmd_ledger)
 
     k = report_kinds.add_parser("sweep", help="sweep_report: tune metric against cost, the Pareto front, the chosen point")

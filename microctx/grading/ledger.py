@@ -5,8 +5,10 @@ A look at the held-out answers is a grade of a submission on the `test` split (`
 from MICROCTX_LEDGER, default `$XDG_DATA_HOME/microctx/ledger.sqlite`, i.e.
 `~/.local/share/microctx/ledger.sqlite`): the time (UTC), the answer bundle's SHA-256, the
 submission's SHA-256, the candidate, the configuration digest (when known), what looked
-(`via`), and the grade summary. `microctx ledger` lists them; reports say how many times this
-answer bundle and this candidate have been looked at.
+(`via`), the grade summary, and `marked`: "oracle", "planted" or "demo" for the example
+submissions and the demo's gradings, which are kept but left out of every count. `microctx ledger`
+lists them (by candidate or configuration digest); reports say how many times this answer bundle
+and this configuration (its digest; the candidate's name when no digest is known) were looked at.
 
 Append-only: triggers refuse UPDATE and DELETE on the table (a user with the file can still
 delete it; the ledger makes looks visible, it does not make them impossible). Concurrent writers
@@ -40,7 +42,8 @@ _SCHEMA = (
         candidate TEXT,
         config_digest TEXT,
         via TEXT NOT NULL,
-        summary TEXT NOT NULL
+        summary TEXT NOT NULL,
+        marked TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS looks_answers ON looks (answers_sha256, candidate)",
     """CREATE TRIGGER IF NOT EXISTS looks_no_update BEFORE UPDATE ON looks
@@ -48,7 +51,8 @@ _SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS looks_no_delete BEFORE DELETE ON looks
     BEGIN SELECT RAISE(ABORT, 'the held-out ledger is append-only'); END""",
 )
-COLUMNS = ("id", "at", "answers_sha256", "submission_sha256", "candidate", "config_digest", "via", "summary")
+COLUMNS = ("id", "at", "answers_sha256", "submission_sha256", "candidate", "config_digest", "via", "summary", "marked")
+MARKS = ("oracle", "planted", "demo")  # looks that are not a candidate's: kept, never counted
 _ATTEMPTS = 50
 
 
@@ -92,6 +96,8 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
             try:
                 for statement in schema:  # not executescript: it would commit the open transaction
                     connection.execute(statement)
+                if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
+                    connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
                 value = work(connection)
                 connection.execute("COMMIT")
                 return value
@@ -155,8 +161,13 @@ def record_look(
     via: str,
     grade: dict,
     path: str | os.PathLike | None = None,
+    marked: str | None = None,
 ) -> dict:
-    """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included)."""
+    """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included,
+    marked looks left out): the looks at these answers, and those of this configuration digest
+    (of this candidate name when the digest is unknown)."""
+    if marked is not None and marked not in MARKS:
+        raise ValueError(f"marked: one of {MARKS}, not {marked!r}")
     where = Path(path) if path is not None else ledger_path()
     entry = {
         "at": _utc_now(),
@@ -166,36 +177,44 @@ def record_look(
         "config_digest": config_digest,
         "via": via,
         "summary": orjson.dumps(grade_summary(grade)).decode(),
+        "marked": marked,
     }
+    counted = "answers_sha256 = ? AND marked IS NULL"
+    same = ("config_digest = ?", config_digest) if config_digest else ("config_digest IS NULL AND candidate IS ?", candidate)
 
     def append(connection):
         cursor = connection.execute(
-            "INSERT INTO looks (at, answers_sha256, submission_sha256, candidate, config_digest, via, summary) "
-            "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary)",
+            "INSERT INTO looks (at, answers_sha256, submission_sha256, candidate, config_digest, via, summary, marked) "
+            "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary, :marked)",
             entry,
         )
-        answers_looks = connection.execute("SELECT COUNT(*) FROM looks WHERE answers_sha256 = ?", (answers_sha256,)).fetchone()[0]
+        answers_looks = connection.execute(f"SELECT COUNT(*) FROM looks WHERE {counted}", (answers_sha256,)).fetchone()[0]
         candidate_looks = connection.execute(
-            "SELECT COUNT(*) FROM looks WHERE answers_sha256 = ? AND candidate IS ?", (answers_sha256, candidate)
+            f"SELECT COUNT(*) FROM looks WHERE {counted} AND {same[0]}", (answers_sha256, same[1])
         ).fetchone()[0]
         return {"id": cursor.lastrowid, **entry, "answers_looks": answers_looks, "candidate_looks": candidate_looks}
 
     return _with_retry(where, append)
 
 
-def entries(answers_sha256: str | None = None, path: str | os.PathLike | None = None) -> list[dict]:
-    """Every entry (of one answer bundle, when given), oldest first. No ledger file: no entries."""
+def entries(
+    answers_sha256: str | None = None,
+    path: str | os.PathLike | None = None,
+    *,
+    candidate: str | None = None,
+    config: str | None = None,
+) -> list[dict]:
+    """Every entry (of one answer bundle, candidate or configuration digest prefix, when given),
+    oldest first, marked ones included. No ledger file: no entries."""
     where = Path(path) if path is not None else ledger_path()
     if not where.exists():
         return []
     connection = _connect(where)
     try:
-        query = "SELECT " + ", ".join(COLUMNS) + " FROM looks"
-        args: tuple = ()
-        if answers_sha256 is not None:
-            query += " WHERE answers_sha256 = ?"
-            args = (answers_sha256,)
-        rows = connection.execute(query + " ORDER BY id", args).fetchall()
+        known = {row[1] for row in connection.execute("PRAGMA table_info(looks)")}
+        columns = [c if c in known else f"NULL AS {c}" for c in COLUMNS]  # a ledger from before marks
+        where_sql, args = _filters(answers_sha256, candidate, config)
+        rows = connection.execute(f"SELECT {', '.join(columns)} FROM looks{where_sql} ORDER BY id", args).fetchall()
     except sqlite3.DatabaseError as exc:
         if "no such table" in str(exc):
             return []
@@ -205,18 +224,38 @@ def entries(answers_sha256: str | None = None, path: str | os.PathLike | None = 
     return [dict(zip(COLUMNS, row)) for row in rows]
 
 
-def looks(answers_sha256: str, candidate: str | None = None, path: str | os.PathLike | None = None) -> int:
-    """How many entries this answer bundle has (of this candidate, when given)."""
-    return sum(1 for e in entries(answers_sha256, path) if candidate is None or e["candidate"] == candidate)
+def _filters(answers_sha256: str | None, candidate: str | None, config: str | None) -> tuple[str, tuple]:
+    clauses, args = [], []
+    for clause, value in (("answers_sha256 = ?", answers_sha256), ("candidate = ?", candidate)):
+        if value is not None:
+            clauses.append(clause)
+            args.append(value)
+    if config is not None:
+        clauses.append("config_digest LIKE ?")
+        args.append(config.lower() + "%")
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
+
+
+def looks(
+    answers_sha256: str, candidate: str | None = None, path: str | os.PathLike | None = None, *, config: str | None = None
+) -> int:
+    """How many counted (unmarked) entries this answer bundle has (of this candidate or configuration, when given)."""
+    return sum(1 for e in entries(answers_sha256, path, candidate=candidate, config=config) if e["marked"] is None)
 
 
 def looks_line(entry: dict) -> str:
     """One line for a grade's output: how often this answer bundle and candidate were looked at."""
     times = "time" if entry["answers_looks"] == 1 else "times"
+    if entry.get("marked"):
+        return (
+            f"held-out ledger: a {entry['marked']} look, kept as entry {entry['id']} in {ledger_path()} and not counted "
+            f"(answers {entry['answers_sha256'][:12]}… looked at {entry['answers_looks']} {times})"
+        )
+    whose = f"configuration {entry['config_digest'][:12]}…" if entry.get("config_digest") else None
     return (
         f"held-out ledger: answers {entry['answers_sha256'][:12]}… looked at {entry['answers_looks']} {times}, "
-        f"{entry['candidate_looks']} by {entry['candidate'] or 'an unnamed candidate'} "
-        f"(entry {entry['id']} in {ledger_path()})"
+        f"{entry['candidate_looks']} by {entry['candidate'] or 'an unnamed candidate'}"
+        f"{f' ({whose})' if whose else ''} (entry {entry['id']} in {ledger_path()})"
     )
 
 
@@ -238,6 +277,8 @@ def record_grade(
     candidate: str | None = None,
     config: str | None = None,
     manifest: dict | None = None,
+    marked: str | None = None,
+    answers_sha256: str | None = None,
 ) -> dict:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
@@ -251,10 +292,11 @@ def record_grade(
     )
     candidate = found_candidate or candidate or (Path(submission_path).name.removesuffix(".json") if submission_path else None)
     return record_look(
-        answers_sha256=file_sha256(answers_path),
+        answers_sha256=answers_sha256 or file_sha256(answers_path),
         submission_sha256=sub_sha,
         candidate=candidate,
         config_digest=config or found_config,
         via=via,
         grade=grade,
+        marked=marked,
     )

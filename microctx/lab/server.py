@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from microctx._io.atomic import atomic_write
@@ -83,10 +84,14 @@ def lab_environment() -> dict[str, str]:
     return env
 
 
-def lab_command(folder: Path, port: int | None, no_browser: bool) -> list[str]:
+def lab_command(folder: Path, port: int | None, no_browser: bool, extra: Sequence[str] = ()) -> list[str]:
+    """The JupyterLab command: its root folder, port and browser choice, `--allow-root` when run as
+    root (JupyterLab refuses root without it), then `extra`, JupyterLab options passed through as given."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
     if port:
         command.append(f"--ServerApp.port={port}")
     if no_browser:
         command.append("--no-browser")
-    return command
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
+        command.append("--allow-root")
+    return [*command, *extra]

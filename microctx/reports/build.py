@@ -26,6 +26,7 @@ from microctx._io.paths import safe_name
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
+from microctx.reports.rerun import keep_figures_only, relocate_inputs
 from microctx.reports.tables import candidate_names
 
 
@@ -42,6 +43,7 @@ NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
 NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
 KERNEL_NAME = "python3"
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = "microctx-report/1"
 CHARTS = "charts"
@@ -123,7 +125,8 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
     executed = staging / NOTEBOOKS[kind]
     try:
         pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
-                            kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False)
+                            kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False,
+                            extra_arguments=QUIET_KERNEL)
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
         # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
@@ -136,18 +139,24 @@ def _file_entry(path: Path, root: Path) -> dict:
             "sha256": file_sha256(path)}
 
 
-def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool = True,
-                statistics: dict | None = None) -> dict:
-    """Execute, export and publish one report; returns its manifest (also written as report.json)."""
+def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool | None = None,
+                statistics: dict | None = None, figures_only: bool = False) -> dict:
+    """Execute, export and publish one report; returns its manifest (also written as report.json).
+    `progress`: papermill's bar (default: when stderr is a terminal). `figures_only`: publish only
+    the figures and tables (charts/, slices.*, paired.csv, frontier.csv) and report.json."""
     start = time.perf_counter()
+    progress = sys.stderr.isatty() if progress is None else progress
     with staged_folder(destination) as staging:
         executed = execute(kind, parameters, staging, progress=progress)
+        parameters = relocate_inputs(executed, parameters, staging)  # reruns from its folder; no local path
         html_path = executed.with_suffix(".html")
         html_path.write_bytes(html_export(executed))
         charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
         missing_svg = [p.name for p in charts if not p.with_suffix(".svg").is_file()]
         if missing_svg:
             raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
+        if figures_only:
+            keep_figures_only(staging)
         files = sorted(p for p in staging.rglob("*") if p.is_file())
         manifest = {
             "schema": MANIFEST_SCHEMA,

@@ -5,18 +5,11 @@ Two kinds of functions:
   in, small DataFrame out, so a chart never embeds record bodies;
 - chart builders (`state_by_split`, `labels_by_split`, `slice_f1`, ...): a DataFrame in, an
   altair chart out.
-`show(chart, name, charts_dir)` renders a chart with vl-convert, writes `<name>.png` and
-`<name>.svg` into `charts_dir` (when given) and returns a static PNG for the notebook to display,
-so the exported HTML needs no JavaScript and no network. `show_interactive` also writes a
-self-contained interactive `<name>.html` (the vega bundle inlined) and embeds it in an iframe.
+Rendering, the theme and the exported figures are `microctx.reports.figures` (`show`, `save`,
+`render`, `show_interactive`, re-exported here for the notebooks' `charts.show(...)`).
 """
 
 from __future__ import annotations
-
-import html
-import json
-import os
-from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -29,109 +22,28 @@ from microctx.contract.patterns import (
     references,
 )
 from microctx.contract.split import SPLITS
-from microctx._io.atomic import atomic_write
+from microctx.reports.figures import (  # noqa: F401  (the notebooks call them as charts.show, ...)
+    PNG_SCALE,
+    interactive_page,
+    png_size,
+    render,
+    render_spec,
+    save,
+    show,
+    show_interactive,
+)
 
 SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])
 # One colour meaning in every slice, comparison and grade chart: red = a finding that needs
 # attention (a weak slice, a significant paired difference, a missed fact), blue = judged with no
 # finding, grey = not judged (too little support, or too few components for an interval: hollow).
 RED, BLUE, GREY, GREEN, ORANGE = "#e45756", "#4c78a8", "#bab0ac", "#54a24b", "#f58518"
+BROWN = "#9d755d"  # not estimable: not judged like "too small", but a status of its own in every legend
 STATUS_ORDER = ["judged", "weak", "too small", "not estimable"]
-STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, GREY])
+STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, BROWN])
 PAIRED_ORDER = ["significant", "not significant", "not judged"]
 PAIRED_COLORS = alt.Scale(domain=PAIRED_ORDER, range=[RED, BLUE, GREY])
-PNG_SCALE = 2  # PNGs are rendered at twice the chart's size and shown at half, for sharp text
 ROW_HEIGHT = 14
-
-
-# ---------------------------------------------------------------- rendering and display
-
-def render(chart: alt.TopLevelMixin) -> tuple[bytes, str]:
-    """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network)."""
-    return _render_dict(chart.to_dict())
-
-
-def _render_dict(spec: dict) -> tuple[bytes, str]:
-    import vl_convert as vlc
-
-    svg = vlc.vegalite_to_svg(spec)
-    return vlc.svg_to_png(svg, scale=PNG_SCALE), svg  # rasterising the SVG skips a second vega run
-
-
-def render_spec(spec: dict) -> bytes:
-    """The PNG of a Vega-Lite spec (what the notebook renderer `microctx.notebook_setup()` shows)."""
-    return _render_dict(spec)[0]
-
-
-def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
-    """Render a chart and write `<name>.png` and `<name>.svg` into `charts_dir` (atomically)."""
-    png, svg = render(chart)
-    folder = Path(charts_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / f"{name}.png", png)
-    atomic_write(folder / f"{name}.svg", svg.encode())
-    return png, svg
-
-
-def png_size(png: bytes) -> tuple[int, int]:
-    """(width, height) in pixels from a PNG's IHDR chunk."""
-    if png[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG")
-    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-
-
-def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None):
-    """Render a chart, save it when `charts_dir` is set, and return a static PNG to display.
-
-    The PNG lands in the notebook as an image output, which the HTML export inlines as a data
-    URI: the report shows every chart with no script and no network.
-    """
-    if charts_dir:
-        png, _ = save(chart, name, charts_dir)
-    else:
-        png, _ = render(chart)
-    from IPython.display import Image
-
-    width, _ = png_size(png)
-    return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
-
-
-class _ScriptSafeJSON(json.JSONEncoder):
-    """JSON that is safe inside an HTML <script>: `<`, `>`, `&` only ever occur inside strings,
-    where their \\u escapes mean the same characters."""
-
-    def encode(self, o) -> str:
-        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None,
-                     height: int | None = None):
-    """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
-    vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network).
-
-    The iframe is as tall as the rendered chart (plus a margin), so nothing is clipped; pass
-    `height` (pixels) to override."""
-    from IPython.display import HTML
-
-    # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
-    # value can close the page's <script> and open its own
-    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False},
-                         json_kwds={"cls": _ScriptSafeJSON})
-    if charts_dir:
-        Path(charts_dir).mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
-    image = show(chart, name, charts_dir)
-    if height is None:
-        height = png_size(image.data)[1] // PNG_SCALE + 40
-    # inside a <div>: IPython warns (a red UserWarning box in a report) about HTML that starts with <iframe
-    frame = HTML(f'<div class="microctx-interactive"><iframe title="{html.escape(name)}" style="width:100%;height:{height}px;'
-                 f'border:0" srcdoc="{html.escape(page, quote=True)}"></iframe></div>')
-    return image, frame
-
-
-def interactive_page(chart: alt.TopLevelMixin) -> str:
-    """The self-contained HTML page `show_interactive` writes (vega, vega-lite and vega-embed inlined)."""
-    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
 
 
 # ---------------------------------------------------------------- corpus tables
@@ -273,7 +185,8 @@ def timeline_with_labels(events: pd.DataFrame, frame: pd.DataFrame) -> alt.VConc
     daily = daily_events(events)
     half_day = 12 * 3600 * 1000
     domain = [int(daily["date"].min()) - half_day, int(daily["date"].max()) + half_day]  # first midnight .. last day's end
-    timeline = alt.Chart(daily, title="Issues created and closed per day, every day (drag to filter the labels below)").mark_line(
+    # no "drag to filter" here: the same chart is the static image; the notebook says how to brush
+    timeline = alt.Chart(daily, title="Issues created and closed per day, every day").mark_line(
         strokeWidth=1.2, interpolate="step").encode(
         x=alt.X("date:T", title="day (UTC)", scale=alt.Scale(type="utc", nice=False, domain=domain)),
         y=alt.Y("issues:Q", title="issues per day"),
@@ -316,7 +229,9 @@ def component_sizes_chart(counts: pd.DataFrame) -> alt.TopLevelMixin:
         y2="base:Q",
         color=alt.Color("split:N", scale=SPLIT_COLORS),
         tooltip=["split", "size", "components", "records", alt.Tooltip("share:Q", format=".0%", title="share of split")])
-    counts_text = base.mark_text(dy=-6, fontSize=9).encode(y="records:Q", text="label:N")
+    # written upwards from the bar's top: three bars share a size's slot, so level labels would overlap
+    counts_text = base.mark_text(angle=270, align="left", baseline="middle", dx=3, fontSize=9).encode(
+        y="records:Q", text="label:N")
     largest = rows.loc[rows.groupby("split")["size"].idxmax()]
     notes = [f"largest {sp} component: {int(z)} records ({sh:.0%} of {sp})"
              for sp, z, sh in zip(largest["split"], largest["size"], largest["share"])]
@@ -533,8 +448,11 @@ def frontier_chart(table: pd.DataFrame) -> alt.TopLevelMixin:
     rows = table.dropna(subset=["cost"]).copy()
     rows["position"] = rows["on_front"].map({True: "on the front", False: "behind the front"})
     measure = str(rows["cost_measure"].iloc[0]) if len(rows) else "cost per record"
+    if measure in ("dollars", "model_dollars"):  # a unit that reads: dollars per 1,000 records, not 8 decimals
+        rows["cost"] = rows["cost"] * 1000
+        measure = f"{measure} per 1,000 records"
     base = alt.Chart(rows).encode(
-        x=alt.X("cost:Q", scale=alt.Scale(type="symlog", constant=1e-6), title=measure),
+        x=alt.X("cost:Q", scale=alt.Scale(type="symlog", constant=1e-3), title=measure, axis=alt.Axis(format="~g")),
         color=alt.Color("position:N", scale=alt.Scale(domain=["on the front", "behind the front"],
                                                        range=["#e45756", "#4c78a8"]), title=None))
     ci = base.mark_rule(strokeWidth=2).encode(y=alt.Y("net_true_ci_low:Q", title="net-true facts (true - false), held-out"),

@@ -49,3 +49,34 @@ def demo_submissions(answers: dict) -> dict:
     """{"oracle": ..., "planted": ...}: the planted pair, in memory."""
     return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
 
+
+
+def example_kind(answers: dict, submission: dict) -> str | None:
+    """"oracle" or "planted" when `submission` is that example submission of `answers` (same
+    canonical bytes), else None: the held-out ledger keeps such looks marked and never counts them."""
+    from microctx.contract.canonical import dumps
+
+    if submission.get("corpus_sha256") != answers.get("corpus_sha256") or len(submission.get("answers", ())) not in (
+        len(answers["answers"]),
+        len(answers["answers"]) + 1,
+    ):
+        return None
+    given = dumps(submission)
+    for name, example in demo_submissions(answers).items():
+        if dumps(example) == given:
+            return name
+    return None
+
+
+DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks are marked "demo"
+
+
+def look_mark(answers: dict, submission: dict, run_manifest: dict | None = None) -> str | None:
+    """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
+    example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
+    happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
+    import os
+
+    if os.environ.get(DEMO_ENV):
+        return "demo"
+    return None if run_manifest else example_kind(answers, submission)

@@ -18,6 +18,7 @@ from microctx.contract.canonical import dumps
 from microctx.errors import InputError
 from microctx._io.paths import inside, safe_name, safe_name_from
 from microctx.contract.facts import write_grade
+from microctx.reports.text import code_span, linked, md, plural, safe_url  # noqa: F401  (notebooks: tables.md, ...)
 
 
 @dataclass
@@ -177,19 +178,19 @@ def _record_look(inputs: Inputs, name: str, result, via: str) -> dict:
     """Append this grading on test to the held-out ledger (see microctx.grading.ledger)."""
     from microctx.candidates.runner import read_manifest
     from microctx.grading.ledger import record_grade
+    from microctx.reports.examples import look_mark
 
     path = inputs.paths.get(name)
+    manifest = read_manifest(path) if path else None
     return record_grade(inputs.answers_path, result.grade, via=via, submission_path=path,
                         submission=None if path else inputs.submissions[name], candidate=name,
-                        manifest=read_manifest(path) if path else None)
+                        manifest=manifest, marked=look_mark(inputs.answers, inputs.submissions[name], manifest))
 
 
 def held_out_looks(outputs) -> str:
     """Markdown: how many times this answer bundle, and each candidate, has been graded on test
     (the held-out ledger's count, this report's own look included). `outputs`: GradeOutputs,
     CompareOutputs, or a dict of candidate name -> ledger entry (`frontier.Frontier.looks`)."""
-    from microctx.grading.ledger import ledger_path
-
     if isinstance(outputs, dict):  # name -> ledger entry (the frontier report's `Frontier.looks`)
         named = [(name, look) for name, look in outputs.items() if look]
     else:
@@ -198,16 +199,17 @@ def held_out_looks(outputs) -> str:
     if not named:
         return "No held-out ledger entry was made."
     last = named[-1][1]
-    lines = [f"**Held-out ledger** (`{_code(ledger_path())}`): answer bundle `{last['answers_sha256'][:12]}…` has been "
-             f"graded on test **{last['answers_looks']}** times, this report included."]
-    lines += [f"- `{_code(name)}` (ledger candidate `{_code(look['candidate'])}`): {look['candidate_looks']} looks"
-              for name, look in named]
+    times = plural(last["answers_looks"], "time")
+    lines = [f"**Held-out ledger**: answer bundle `{last['answers_sha256'][:12]}…` has been graded on test "
+             f"**{times}** (example and demo looks kept but not counted), this report included."]
+    for name, look in named:
+        if look.get("marked"):
+            lines.append(f"- `{code_span(name)}`: a {look['marked']} look, kept in the ledger and not counted")
+            continue
+        whose = f"ledger candidate `{code_span(look['candidate'])}`"
+        whose += f", configuration `{look['config_digest'][:12]}…`" if look.get("config_digest") else ""
+        lines.append(f"- `{code_span(name)}` ({whose}): {plural(look['candidate_looks'], 'look')}")
     return "\n".join(lines)
-
-
-def _code(value: object) -> str:
-    """Text for inside a Markdown code span: no backtick to end it early, one line."""
-    return " ".join(str(value).replace("`", "'").split())
 
 
 def interval_text(value, low, high, estimable=True, n_components=None) -> str:
@@ -365,43 +367,6 @@ def missed_examples(facts, corpus, n: int = 20) -> "object":
     return errors[["record_id", "kind", "value", "outcome", "detail", "title", "url"]].reset_index(drop=True)
 
 
-def linked(table, column: str = "url", text: str = "record_id"):
-    """The table as HTML with `text` linking to `column` (for the notebook to display)."""
-    import html as html_lib
-
-    from IPython.display import HTML
-
-    shown = table.copy()
-    if not shown.empty:
-        links = [f'<a href="{html_lib.escape(safe_url(u), quote=True)}">{html_lib.escape(str(t))}</a>'
-                 for u, t in zip(shown[column], shown[text])]
-        shown = shown.drop(columns=[column])
-        # every other cell comes from data (titles, values, details): escaped here, since the
-        # table is rendered with escape=False for the links' sake
-        for name in shown.columns:
-            shown[name] = [html_lib.escape(str(v)) if v is not None and v == v else "" for v in shown[name]]
-        shown[text] = links
-    shown.columns = [html_lib.escape(str(c)) for c in shown.columns]
-    return HTML(shown.to_html(escape=False, index=False, na_rep=""))
-
-
-def safe_url(url: object) -> str:
-    """`url` when it is an http(s) link, else "#" (a `javascript:` or `data:` link from data never goes live)."""
-    text = str(url)
-    return text if re.match(r"(?i)https?://", text) else "#"
-
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
-
-
-def md(value: object) -> str:
-    """Text from data or the command line, safe inside a Markdown cell output: Markdown's
-    punctuation is backslash-escaped and `<`, `>`, `&` become entities, so `<img onerror>` or
-    `[x](javascript:...)` shows as text; line breaks become spaces."""
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object":
     """One row per candidate with a manifest: `ok` and every numeric field of the manifest
     (nested objects flattened as `outer.inner`), the cost columns of the comparison; and
@@ -476,6 +441,9 @@ def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
 
 
 # ---------------------------------------------------------------- sweep report (tuning issue)
+
+EXAMPLE_SWEEP = Path(__file__).resolve().parent / "example_sweep"  # sweep_report.ipynb's default
+
 
 def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     """A sweep folder's sweep.csv (DataFrame) and selected.json."""

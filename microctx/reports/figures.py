@@ -1,0 +1,171 @@
+"""How every chart looks and where it goes: one theme, the static renders a report carries, and
+the figures for write-ups.
+
+`render` draws a chart with vl-convert (no browser, no network) after `themed` gives it the one
+theme (fonts, sizes, no frame) wherever the chart sets nothing itself; `save` writes `<name>.png`
+(the report's image), `<name>.svg` and `<name>.pdf` (vector figures; the PDF at a text column's
+width); `show` saves and returns the PNG a notebook displays; `show_interactive` adds a
+self-contained interactive page. The chart builders live in `microctx.reports.charts`.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import os
+import re
+from pathlib import Path
+
+import altair as alt
+
+from microctx._io.atomic import atomic_write
+
+PNG_SCALE = 2  # PNGs are rendered at twice the chart's size and shown at half, for sharp text
+COLUMN_WIDTH_PT = 468.0  # a figure's width in a write-up: a 6.5-inch text column, in points
+FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
+THEME = {
+    "font": FONT,
+    "title": {"fontSize": 13, "fontWeight": "bold", "anchor": "start"},
+    # labels that would overlap are thinned (greedy), never drawn over each other
+    "axis": {"labelFontSize": 11, "titleFontSize": 11, "titleFontWeight": "normal", "grid": True, "gridOpacity": 0.5,
+             "labelOverlap": "greedy", "labelSeparation": 3},
+    "legend": {"labelFontSize": 11, "titleFontSize": 11, "titleFontWeight": "normal"},
+    "header": {"labelFontSize": 11, "titleFontSize": 12},
+    "view": {"stroke": None},
+}
+
+
+def themed(spec: dict) -> dict:
+    """`spec` with the one theme under its own config: what a chart sets itself wins."""
+
+    def merge(base: dict, own: dict) -> dict:
+        out = copy.deepcopy(base)
+        for key, value in own.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    return {**spec, "config": merge(THEME, spec.get("config", {}))}
+
+
+def render(chart: alt.TopLevelMixin) -> tuple[bytes, str]:
+    """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network)."""
+    return _render_dict(chart.to_dict())
+
+
+def _render_dict(spec: dict) -> tuple[bytes, str]:
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(themed(spec))
+    return vlc.svg_to_png(svg, scale=PNG_SCALE), svg  # rasterising the SVG skips a second vega run
+
+
+def render_spec(spec: dict) -> bytes:
+    """The PNG of a Vega-Lite spec (what the notebook renderer `microctx.notebook_setup()` shows)."""
+    return _render_dict(spec)[0]
+
+
+def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
+    """Render a chart and write `<name>.png`, `<name>.svg` and `<name>.pdf` (the figure for a
+    write-up: `column_pdf`) into `charts_dir`, each atomically."""
+    png, svg = render(chart)
+    folder = Path(charts_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / f"{name}.png", png)
+    atomic_write(folder / f"{name}.svg", svg.encode())
+    atomic_write(folder / f"{name}.pdf", column_pdf(svg))
+    return png, svg
+
+
+def svg_width(svg: str) -> float:
+    """The width an SVG declares (vega writes it in pixels on the root element)."""
+    match = re.search(r'<svg[^>]*\swidth="([0-9.]+)', svg)
+    if not match:
+        raise ValueError("an SVG without a width")
+    return float(match.group(1))
+
+
+def column_pdf(svg: str, width_pt: float = COLUMN_WIDTH_PT) -> bytes:
+    """The chart as a vector PDF at most `width_pt` points wide (a journal text column), fonts
+    scaled with it; a chart narrower than the column keeps its size, so text never grows. The
+    scale is set on the SVG's root (its width and height; the viewBox keeps the drawing)."""
+    import vl_convert as vlc
+
+    factor = min(1.0, width_pt / svg_width(svg))
+    return vlc.svg_to_pdf(scaled_svg(svg, factor) if factor < 1 else svg)
+
+
+def scaled_svg(svg: str, factor: float) -> str:
+    """`svg` drawn `factor` times its size: the root's width and height scaled, a viewBox added
+    when it has none so the drawing scales with them."""
+    root = re.search(r"<svg[^>]*>", svg)
+    if not root:
+        raise ValueError("not an SVG")
+    tag = root.group(0)
+    width, height = (float(re.search(rf'\s{a}="([0-9.]+)', tag).group(1)) for a in ("width", "height"))  # type: ignore[union-attr]
+    scaled = re.sub(r'\swidth="[0-9.]+"', f' width="{width * factor:.2f}"', tag, count=1)
+    scaled = re.sub(r'\sheight="[0-9.]+"', f' height="{height * factor:.2f}"', scaled, count=1)
+    if "viewBox=" not in scaled:
+        scaled = scaled[:-1] + f' viewBox="0 0 {width:g} {height:g}">'
+    return svg.replace(tag, scaled, 1)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's IHDR chunk."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None):
+    """Render a chart, save it when `charts_dir` is set, and return a static PNG to display.
+
+    The PNG lands in the notebook as an image output, which the HTML export inlines as a data
+    URI: the report shows every chart with no script and no network.
+    """
+    if charts_dir:
+        png, _ = save(chart, name, charts_dir)
+    else:
+        png, _ = render(chart)
+    from IPython.display import Image
+
+    width, _ = png_size(png)
+    return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
+
+
+class _ScriptSafeJSON(json.JSONEncoder):
+    """JSON that is safe inside an HTML <script>: `<`, `>`, `&` only ever occur inside strings,
+    where their \\u escapes mean the same characters."""
+
+    def encode(self, o) -> str:
+        return super().encode(o).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None, height: int | None = None):
+    """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
+    vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network).
+
+    The iframe is as tall as the rendered chart (plus a margin), so nothing is clipped; pass
+    `height` (pixels) to override."""
+    from IPython.display import HTML
+
+    # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
+    # value can close the page's <script> and open its own
+    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False}, json_kwds={"cls": _ScriptSafeJSON})
+    if charts_dir:
+        Path(charts_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
+    image = show(chart, name, charts_dir)
+    if height is None:
+        height = png_size(image.data)[1] // PNG_SCALE + 40
+    # inside a <div>: IPython warns (a red UserWarning box in a report) about HTML that starts with <iframe
+    frame = HTML(
+        f'<div class="microctx-interactive"><iframe title="{html.escape(name)}" style="width:100%;height:{height}px;'
+        f'border:0" srcdoc="{html.escape(page, quote=True)}"></iframe></div>'
+    )
+    return image, frame
+
+
+def interactive_page(chart: alt.TopLevelMixin) -> str:
+    """The self-contained HTML page `show_interactive` writes (vega, vega-lite and vega-embed inlined)."""
+    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})

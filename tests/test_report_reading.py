@@ -1,0 +1,163 @@
+"""Reports made for reading: the grade report in headless Chromium shows the verdict before the
+first table, `f1` as a visible column (not folded into "..."), the tiny slices folded away, no
+NaN and no wrapped slice name; and the presentation helpers' numbers and plurals."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from browser import browser_page
+
+from microctx.reports import views
+from microctx.reports.tables import plural
+
+
+def test_numbers_at_the_precision_they_deserve():
+    assert [views.significant(x) for x in (0.89914, 1e-05, 0.000123456, 12.345, 4326, 4326.0, 123456.7)] == [
+        "0.899",
+        "1e-05",
+        "0.000123",
+        "12.3",
+        "4,326",
+        "4,326",
+        "123,457",
+    ]
+    assert views.significant(math.nan) == views.DASH and views.significant(None) == views.DASH
+    assert (plural(1, "look"), plural(2, "look"), plural(0, "slice"), plural(1000, "record")) == (
+        "1 look",
+        "2 looks",
+        "0 slices",
+        "1,000 records",
+    )
+
+
+def test_table_html_escapes_and_never_shows_nan():
+    import pandas as pd
+
+    frame = pd.DataFrame({"slice": ["label: <b>x</b>"], "support": [3], "p": [math.nan], "weak": [True]})
+    text = views.table_html(frame)
+    assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x" not in text and "NaN" not in text and "nan" not in text
+    assert "white-space:nowrap" in text and ">yes<" in text
+
+
+@pytest.mark.slow
+def test_the_grade_report_reads_verdict_first_with_f1_visible(tmp_path, s8f):
+    from microctx import cli
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.reports.examples import planted_submission
+
+    submission = tmp_path / "planted.json"
+    submission.write_bytes(dumps(planted_submission(load_answers(s8f.answers))))
+    out = tmp_path / "report"
+    argv = ["report", "grade", "--public", str(s8f.public), "--answers", str(s8f.answers)]
+    assert cli.main([*argv, "--submission", str(submission), "--out", str(out), "--n-boot", "200"]) == 0
+    html = (out / "grade_report.html").read_text()
+    assert "NaN" not in html and str(tmp_path) not in html  # no NaN, no local path
+    with browser_page(1100, 1400) as page:
+        page.goto((out / "grade_report.html").as_uri())
+        page.screenshot(path=str(tmp_path / "grade_report.png"))
+        layout = page.evaluate(
+            """() => {
+            const verdict = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith('Verdict'));
+            const table = document.querySelector('table');
+            const headers = [...table.querySelectorAll('th')];
+            const f1 = headers.find(h => h.textContent.startsWith('f1'));
+            const box = f1 && f1.getBoundingClientRect();
+            const folded = document.querySelector('details.microctx-fold');
+            const names = [...table.querySelectorAll('tbody tr td:first-child')];
+            return {
+              verdictFirst: !!verdict && !!(verdict.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING),
+              headers: headers.map(h => h.textContent),
+              f1Visible: !!box && box.width > 0 && box.right <= window.innerWidth,
+              foldedClosed: !!folded && !folded.open && !folded.querySelector('table').checkVisibility(),
+              tallestName: Math.max(...names.map(td => td.getBoundingClientRect().height)),
+              rowHeight: names[0].getBoundingClientRect().height,
+            };
+        }"""
+        )
+    assert layout["verdictFirst"], layout
+    assert layout["headers"] == ["slice", "support", "f1 [95% interval]", "n_eff", "judged"] and layout["f1Visible"], layout
+    assert layout["foldedClosed"], layout  # the long tail of tiny slices is folded away
+    assert layout["tallestName"] <= layout["rowHeight"] * 1.2, layout  # no slice name wraps
+    assert (tmp_path / "grade_report.png").stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_an_executed_report_reruns_from_its_folder(tmp_path, synthetic):
+    """The executed notebook's parameters point at copies inside the report folder (relative), so
+    it runs again from there, moved elsewhere, after its inputs' originals are gone; the folder
+    is readable like its files, names no local path, and every chart has its PNG, SVG and PDF."""
+    import json
+    import shutil
+    import stat
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from microctx import cli
+    from microctx.reports.build import KERNEL_NAME
+
+    inputs = tmp_path / "given"
+    inputs.mkdir()
+    for key in ("public", "answers"):
+        shutil.copyfile(getattr(synthetic, key), inputs / f"{key}.json")
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.reports.examples import planted_submission
+
+    (inputs / "sub.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
+    out = tmp_path / "report"
+    argv = ["report", "grade", "--public", str(inputs / "public.json"), "--answers", str(inputs / "answers.json")]
+    assert cli.main([*argv, "--submission", str(inputs / "sub.json"), "--out", str(out), "--n-boot", "50"]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) & 0o055 == 0o055  # group and others may read and enter, as with its files
+    manifest = json.loads((out / "report.json").read_text())
+    assert manifest["parameters"]["submission"] == "inputs/submission/sub.json" and manifest["parameters"]["output_dir"] == "."
+    for name in manifest["charts"]:
+        pdf = (out / "charts" / f"{name}.pdf").read_bytes()
+        box = re.search(rb"/MediaBox\s*\[\s*0 0 ([0-9.]+)", pdf)
+        assert pdf.startswith(b"%PDF") and box and float(box.group(1)) <= 468.01, name  # at most a text column wide
+    for suffix in ("md", "tex"):
+        assert (out / f"slices.{suffix}").is_file()
+    for text in ((out / "grade_report.html").read_text(), (out / "grade_report.ipynb").read_text()):
+        assert str(tmp_path) not in text
+    moved = tmp_path / "elsewhere"
+    shutil.move(out, moved)
+    shutil.rmtree(inputs)
+    notebook = nbformat.read(moved / "grade_report.ipynb", as_version=4)
+    NotebookClient(notebook, kernel_name=KERNEL_NAME, timeout=600, resources={"metadata": {"path": str(moved)}}).execute()
+    assert (moved / "slices.csv").is_file() and (moved / "charts" / "slice_f1.pdf").is_file()
+
+
+@pytest.mark.slow
+def test_figures_only_publishes_the_figures_and_tables(tmp_path, synthetic, capfd):
+    from microctx import cli
+
+    out = tmp_path / "figures"
+    argv = ["report", "corpus", "--public", str(synthetic.public), "--out", str(out), "--figures-only"]
+    assert cli.main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["charts", "report.json"]
+    names = {p.stem for p in (out / "charts").iterdir() if p.suffix == ".pdf"}
+    assert names and all((out / "charts" / f"{n}.svg").is_file() for n in names)
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "Executing" not in err, err  # quiet stderr: no kernel warning, no bar
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sweep_report.ipynb", "grade_report.ipynb"])
+def test_a_notebook_runs_by_hand_with_its_defaults(name, tmp_path, s8f):
+    """Opened and run as it is (no parameter injected, output_dir ""): the s8f corpus, the planted
+    submission, the example sweep shipped with the package."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from microctx.reports.build import KERNEL_NAME, NOTEBOOKS_DIR, QUIET_KERNEL
+
+    notebook = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
+    client = NotebookClient(notebook, kernel_name=KERNEL_NAME, timeout=600, resources={"metadata": {"path": str(tmp_path)}})
+    client.extra_arguments = QUIET_KERNEL
+    client.execute()
+    errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors and list(tmp_path.iterdir()) == []  # display only: nothing written
