@@ -96,8 +96,6 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
             try:
                 for statement in schema:  # not executescript: it would commit the open transaction
                     connection.execute(statement)
-                if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
-                    connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
                 value = work(connection)
                 connection.execute("COMMIT")
                 return value
@@ -120,7 +118,13 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
 
 def _with_retry(path: Path, work):
     """Run `work(connection)` in one transaction on the held-out ledger (`transaction`)."""
-    return transaction(path, work, schema=_SCHEMA, what="held-out ledger", field=LEDGER_ENV)
+
+    def migrated(connection: sqlite3.Connection):
+        if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
+            connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
+        return work(connection)
+
+    return transaction(path, migrated, schema=_SCHEMA, what="held-out ledger", field=LEDGER_ENV)
 
 
 def _utc_now() -> str:
