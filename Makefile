@@ -66,7 +66,7 @@ docs: setup-test
 	$(BIN)/mkdocs serve
 
 bench: setup
-	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_all.py
 
 # JupyterLab on working copies of the notebooks in lab/ (the tracked notebooks stay clean); the data
 # folder as above. Extra JupyterLab options: `make lab LAB_ARGS="--port 8890 --no-browser"`.

@@ -9,6 +9,11 @@ the same three modes on a trivial candidate (writes an empty submission), where 
 per run is not hidden under the candidate's own time. On a loaded machine compare the minimums.
 Goal: the sandbox adds under 0.3 s of wall time per run.
 
+Last, the model gateway's overhead per call: a sandboxed candidate makes the same chat
+completion calls to the local fake endpoint (tests/fake_openai.py) through the gateway
+(`--model-endpoint`) and through the recording proxy (`--network record`, the endpoint allowed),
+timing each call itself; the difference of the medians is what the gateway adds per call.
+
     python benchmarks/bench_sandbox.py            # 7 runs of each
     python benchmarks/bench_sandbox.py --runs 15
 """
@@ -26,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from microctx.candidates.runner import run_candidate  # noqa: E402
 from microctx.candidates.sandbox import SandboxSettings, check_available  # noqa: E402
+from microctx.candidates.settings import GatewaySettings  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
 
 MODES = {
@@ -38,6 +44,9 @@ MODES = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="runs of each mode (default %(default)s)")
+    parser.add_argument(
+        "--calls", type=int, default=50, help="model calls through the gateway and the proxy (default %(default)s)"
+    )
     args = parser.parse_args(argv)
     check_available()
     public = data.s8f().public
@@ -64,7 +73,55 @@ def main(argv: list[str] | None = None) -> int:
                     figures[mode]["call"].append(took)
                     figures[mode]["cpu"].append(manifest["cpu_seconds"])
             _print(label, args.runs, figures)
+        _gateway_overhead(public, Path(folder), calls=args.calls)
     return 0
+
+
+_CALLER = """
+import hashlib, json, os, sys, time, urllib.request
+base, calls = sys.argv[2], int(sys.argv[3])
+record = json.load(open("public.json"))["records"][0]
+user = "FIELDS: state\\nRECORDS (JSON):\\n" + json.dumps([record])
+body = json.dumps({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": user}]}).encode()
+seconds = []
+for _ in range(calls):
+    started = time.perf_counter()
+    request = urllib.request.Request(base + "/chat/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    seconds.append(time.perf_counter() - started)
+digest = hashlib.sha256(open("public.json", "rb").read()).hexdigest()
+json.dump({"corpus_sha256": digest, "answers": [], "seconds": seconds}, open(sys.argv[1], "w"))
+"""
+
+
+def _gateway_overhead(public: Path, folder: Path, calls: int) -> None:
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from fake_openai import FakeOpenAI
+
+    caller = folder / "caller.py"
+    caller.write_text(_CALLER)
+    medians = {}
+    with FakeOpenAI() as fake:
+        host = fake.base_url.split("//", 1)[1].split("/", 1)[0]
+        ways = {
+            "gateway": (SandboxSettings(gateway=GatewaySettings(fake.base_url)), "http://model.gateway/v1"),
+            "proxy": (SandboxSettings(network="record", allow_hosts=(host,)), fake.base_url),
+        }
+        for way, (settings, base) in ways.items():
+            out = folder / f"calls-{way}.json"
+            cmd = f"python {caller} {{submission}} {base} {calls}"
+            manifest = run_candidate("calls", public, out, cmd=cmd, sandbox=settings)
+            if not manifest["ok"]:
+                print(f"{way}: FAILED RUN: {manifest['error']}", file=sys.stderr)
+                return
+            medians[way] = statistics.median(json.loads(out.read_text())["seconds"])
+    print(f"\nmodel calls from inside the sandbox, {calls} sequential calls each; median seconds per call")
+    for way, value in medians.items():
+        print(f"{way:<16} {value * 1000:>8.2f} ms")
+    print(f"gateway overhead per call (gateway - recording proxy): {(medians['gateway'] - medians['proxy']) * 1000:+.2f} ms")
 
 
 def _print(label: str, runs: int, figures: dict[str, dict[str, list[float]]]) -> None:

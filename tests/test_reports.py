@@ -245,7 +245,7 @@ def test_refuses_to_replace_a_folder_that_is_not_a_report(tmp_path):
 def test_staged_folder_keeps_the_old_report_on_failure(tmp_path):
     out = tmp_path / "r"
     with reports.staged_folder(out) as staging:
-        (staging / "report.json").write_text("{}")
+        (staging / "report.json").write_text('{"schema": "microctx-report/1"}')
         (staging / "a.txt").write_text("first")
     with pytest.raises(RuntimeError):
         with reports.staged_folder(out) as staging:
@@ -343,7 +343,7 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
 
     out = tmp_path / "out"
     out.mkdir()
-    (out / "report.json").write_text('{"previous": true}')
+    (out / "report.json").write_text('{"schema": "microctx-report/1", "previous": true}')
     submission = tmp_path / "oracle.json"
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
@@ -352,7 +352,7 @@ def test_a_failing_cell_publishes_nothing_and_keeps_the_old_report(tmp_path, mon
     with pytest.raises(reports.ReportError, match=r"grade_report\.ipynb: cell \d+ failed: RuntimeError: planted failure"):
         reports.grade_report(str(s8f.public), str(s8f.answers), str(submission), out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
-    assert (out / "report.json").read_text() == '{"previous": true}'
+    assert (out / "report.json").read_text() == '{"schema": "microctx-report/1", "previous": true}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "oracle.json", "out"]
 
 

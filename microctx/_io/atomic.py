@@ -3,7 +3,9 @@
 Every output goes to a temporary file in the destination folder and is renamed into place only
 when the whole command has succeeded, so a failure never leaves a half-written file or
 replaces a good one; the files of one command are published as a set (all or none), under a
-lock on their folders.
+lock on their folders, with a commit journal (see `microctx._io.sets`) so that a kill between
+two renames leaves a set that the next reader finishes. Folders (a report, the demo) are swapped
+in one step (renameat2 RENAME_EXCHANGE).
 """
 
 from __future__ import annotations
@@ -11,19 +13,21 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import tempfile
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from microctx._io.paths import locked_folders, write_failure
+from microctx._io import sets
+from microctx._io.paths import locked_folders, resolved, write_failure
+from microctx._io.renames import exchange, rename
 from microctx.errors import InputError
 
 
 def _side_name(folder: Path, suffix: str) -> Path:
-    return folder / f".mcx-{secrets.token_hex(6)}{suffix}"
+    return folder / f"{sets.PREFIX}{secrets.token_hex(6)}{suffix}"
 
 
 @dataclass
@@ -33,15 +37,31 @@ class _Staged:
     handle: BinaryIO
 
 
+def refuse_special(dest: Path) -> None:
+    """Refuse an output path that holds a folder, a FIFO, a device or a socket (a symlink's own
+    name is replaced, as before; a regular file is replaced)."""
+    try:
+        mode = os.lstat(dest).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise write_failure(dest, exc) from None
+    if stat.S_ISDIR(mode):
+        raise InputError(dest, "is a folder; expected a file name")
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise InputError(dest, "is a special file (FIFO, device or socket), not a regular file; refusing to replace it")
+
+
 class AtomicOutputs:
-    """Stage several output files and publish them together: all or nothing.
+    """Stage several output files and publish them together: all or nothing, even under a kill.
 
     Use as a context manager: `stage(path)` returns an open binary file in the destination
     folder; on a clean exit every staged file is renamed over its destination, under a lock on
-    the destination folders; on an exception every temporary file is removed and no destination
-    is touched. When a rename fails half way (a folder in the way, a name too long), the files
-    already renamed are put back as they were (from hard-linked backups), so the set is replaced
-    whole or not at all. Every OSError is an InputError naming the output (one line, exit 2).
+    the destination folders, after a journal naming the whole set is written (the commit record:
+    a reader that finds it finishes the renames first, see `microctx._io.sets`); on an exception
+    every temporary file is removed and no destination is touched. When a rename fails half way
+    (a name too long), the files already renamed are put back as they were (from hard-linked
+    backups). Every OSError is an InputError naming the output (one line, exit 2).
     """
 
     def __init__(self) -> None:
@@ -50,15 +70,18 @@ class AtomicOutputs:
     def stage(self, path: str | os.PathLike) -> BinaryIO:
         dest = Path(path)
         folder = dest.parent
-        if dest.is_dir():
-            raise InputError(dest, "is a folder; expected a file name")
+        refuse_special(dest)
         if not folder.is_dir():
             raise InputError(dest, "output folder does not exist")
-        tmp = _side_name(folder, ".tmp")
-        try:  # mode 0666 less the process umask: outputs get the usual permissions (mkstemp would make 0600)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        except OSError as exc:
-            raise write_failure(dest, exc) from None
+        while True:
+            tmp = _side_name(folder, ".tmp")
+            try:  # mode 0666 less the process umask: outputs get the usual permissions (mkstemp would make 0600)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                if sets.hold(fd, tmp):  # alive: the litter clean-up leaves it alone
+                    break
+                os.close(fd)
+            except OSError as exc:
+                raise write_failure(dest, exc) from None
         handle = os.fdopen(fd, "wb")
         self._staged.append(_Staged(tmp, dest, handle))
         return handle
@@ -84,52 +107,95 @@ class AtomicOutputs:
                 self._publish()
         finally:
             for staged in self._staged:
-                if not staged.handle.closed:
-                    staged.handle.close()
                 if staged.tmp.exists():
                     staged.tmp.unlink()
+                if not staged.handle.closed:
+                    staged.handle.close()
 
     def _flush(self) -> None:
         for staged in self._staged:
             try:
                 staged.handle.flush()
                 os.fsync(staged.handle.fileno())
-                staged.handle.close()
             except OSError as exc:  # a full disk shows here at the latest
                 raise write_failure(staged.dest, exc) from None
 
+    def _folders(self) -> list[Path]:
+        return sorted({s.dest.parent for s in self._staged}, key=lambda p: str(resolved(p)))
+
     def _publish(self) -> None:
-        with locked_folders(s.dest.parent for s in self._staged):
+        folders = self._folders()
+        for folder in folders:  # a set a killed command committed here is finished first
+            sets.settle(folder / "x")
+        with locked_folders(folders):
+            sets.tidy_folders(folders, {str(resolved(f)) for f in folders} | {os.fspath(f) for f in folders})
             for staged in self._staged:
-                if staged.dest.is_dir():
-                    raise InputError(staged.dest, "a folder is in the way; nothing was replaced")
-            backups: dict[Path, Path] = {}
+                refuse_special(staged.dest)
+            backups = self._backups()
+            journals: list[Path] = []
             renamed: list[Path] = []
             current = self._staged[0].dest if self._staged else Path(".")
             try:
+                if len(self._staged) > 1:
+                    journals = self._commit(folders)
                 for staged in self._staged:
                     current = staged.dest
-                    if staged.dest.is_file() and not staged.dest.is_symlink():
-                        backup = _side_name(staged.dest.parent, ".bak")
-                        with suppress(OSError):  # a file system without hard links: no way back for this one
-                            os.link(staged.dest, backup)
-                            backups[staged.dest] = backup
-                for staged in self._staged:
-                    current = staged.dest
-                    os.replace(staged.tmp, staged.dest)
+                    rename(staged.tmp, staged.dest)
                     renamed.append(staged.dest)
+                _fsync_folders(folders)
             except OSError as exc:
-                for dest in reversed(renamed):  # put the set back as it was
-                    with suppress(OSError):
-                        if dest in backups:
-                            os.replace(backups.pop(dest), dest)
-                        else:
-                            dest.unlink()
+                _roll_back(renamed, backups)
                 raise write_failure(current, exc) from None
             finally:
-                for backup in backups.values():
+                for path in [*journals, *backups.values()]:
                     with suppress(OSError):
-                        backup.unlink()
+                        path.unlink()
+
+    def _backups(self) -> dict[Path, Path]:
+        """Hard links to the files about to be replaced, to put them back if a rename fails."""
+        backups: dict[Path, Path] = {}
+        for staged in self._staged:
+            if staged.dest.is_file() and not staged.dest.is_symlink():
+                backup = _side_name(staged.dest.parent, ".bak")
+                with suppress(OSError):  # a file system without hard links: no way back for this one
+                    os.link(staged.dest, backup)
+                    backups[staged.dest] = backup
+        return backups
+
+    def _commit(self, folders: list[Path]) -> list[Path]:
+        """Write the journal into every destination folder: from here on the new set is the set."""
+        data = sets.journal_bytes([(s.tmp.absolute(), s.dest.absolute()) for s in self._staged], [f.absolute() for f in folders])
+        journals = []
+        for folder in folders:
+            side = _side_name(folder, ".jtmp")
+            fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            rename(side, folder / sets.JOURNAL)
+            journals.append(folder / sets.JOURNAL)
+        _fsync_folders(folders)
+        return journals
+
+
+def _roll_back(renamed: list[Path], backups: dict[Path, Path]) -> None:
+    for dest in reversed(renamed):  # put the set back as it was
+        with suppress(OSError):
+            if dest in backups:
+                os.replace(backups.pop(dest), dest)
+            else:
+                dest.unlink()
+
+
+def _fsync_folders(folders: Iterable[Path]) -> None:
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write(path: str | os.PathLike, chunks: bytes | Iterable[bytes]) -> None:
@@ -153,11 +219,14 @@ def process_umask() -> int:
 def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]:
     """Build a folder beside `destination` and swap it into place on success (a report, the demo).
 
-    An existing destination is replaced only if it is empty or holds `marker` (a previous
-    output of ours); anything else is refused, so a typo cannot wipe an unrelated folder. The
-    swap runs under a lock on the parent folder, so concurrent commands leave one complete
-    folder. On failure the staging folder is removed and the destination is untouched; every
-    OSError is an InputError naming the destination.
+    An existing destination is replaced only if it is empty or holds `marker` whose content marks
+    it as ours (a JSON manifest with a `microctx-` schema id, see `sets.is_our_output`); anything
+    else is refused, so a typo cannot wipe an unrelated folder (a freeze folder's `report.json` is
+    not ours). The swap is one exchange of the two folders (renameat2), under a lock on the
+    parent folder, so a kill at any instruction leaves the old folder or the new one at
+    `destination`; the staging folder (alive while its `.alive` file is flock-ed) and a swapped-out folder left by
+    a kill are removed by the next report into the same parent. On failure the staging folder is
+    removed and the destination is untouched; every OSError is an InputError naming the destination.
     """
     dest = Path(destination)
     try:
@@ -165,14 +234,11 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
     except OSError as exc:
         raise write_failure(dest, exc) from None
     with locked_folders([dest.parent]):  # not while another command swaps it
+        sets.tidy(dest.parent)
         refusal = _refusal(dest, marker)
     if refusal:
         raise InputError(dest, f"{refusal}; choose another --out or empty it")
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=".mcx-", suffix=".tmp", dir=dest.parent))
-        staging.chmod(0o777 & ~process_umask())  # mkdtemp makes it 0700; the published folder reads like its files
-    except OSError as exc:
-        raise write_failure(dest, exc) from None
+    staging, lock = _new_staging(dest)
     try:
         yield staging
         _swap_folder(staging, dest, marker)
@@ -181,18 +247,54 @@ def staged_folder(destination: str | os.PathLike, marker: str) -> Iterator[Path]
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        _drop_alive(lock, sets.alive_file(staging))
+
+
+def _new_staging(dest: Path) -> tuple[Path, int]:
+    """A new staging folder beside `dest`, and an fd holding the flock of its `.alive` file.
+
+    The "still being built" lock is on a sibling file, never on the folder itself: a command
+    publishing into the staging folder (a kernel writing a grade set) takes the folder's own lock
+    (`locked_folders`), which must stay free."""
+    while True:
+        staging = _side_name(dest.parent, ".tmp")
+        alive = sets.alive_file(staging)
+        try:
+            lock = os.open(alive, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise write_failure(dest, exc) from None
+        if not sets.hold(lock, alive):  # removed by a clean-up before this lock: make another
+            os.close(lock)
+            continue
+        try:
+            os.mkdir(staging, 0o777)  # less the umask: the published folder reads like its files
+        except FileExistsError:
+            _drop_alive(lock, alive)
+            continue
+        except OSError as exc:
+            _drop_alive(lock, alive)
+            raise write_failure(dest, exc) from None
+        return staging, lock
+
+
+def _drop_alive(lock: int, alive: Path) -> None:
+    with suppress(OSError):
+        alive.unlink()
+    os.close(lock)
 
 
 def _refusal(dest: Path, marker: str) -> str:
-    """Why `dest` may not be replaced ("" when it may: absent, empty, or holding `marker`). Called
-    under the parent folder's lock, so no command of ours swaps it meanwhile."""
+    """Why `dest` may not be replaced ("" when it may: absent, empty, or holding our `marker`).
+    Called under the parent folder's lock, so no command of ours swaps it meanwhile."""
     try:
         if not dest.exists() and not dest.is_symlink():
             return ""
         if dest.is_symlink() or not dest.is_dir():
             return "exists and is not a folder"
-        if any(dest.iterdir()) and not (dest / marker).is_file():
-            return f"exists and is not a microctx output folder (no {marker})"
+        if any(dest.iterdir()) and not sets.is_our_output(dest / marker):
+            return f"exists and is not a microctx output folder (no {marker} with a microctx schema id)"
     except FileNotFoundError:
         return ""
     return ""
@@ -203,15 +305,17 @@ def _swap_folder(staging: Path, dest: Path, marker: str) -> None:
         refusal = _refusal(dest, marker)
         if refusal:
             raise InputError(dest, f"{refusal}; nothing was replaced")
-        old = None
-        if dest.exists():
-            old = _side_name(dest.parent, ".old")
-            os.replace(dest, old)
+        if not dest.exists():
+            rename(staging, dest)
+            return
+        if exchange(staging, dest):  # the old folder is now at the staging name
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        old = _side_name(dest.parent, ".old")  # no exchange here: two renames, the old kept until the new is in
+        rename(dest, old)
         try:
-            os.replace(staging, dest)
+            rename(staging, dest)
         except OSError:
-            if old is not None:
-                os.replace(old, dest)
+            os.replace(old, dest)
             raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -9,7 +9,7 @@ from typing import BinaryIO
 
 import orjson
 
-from microctx.errors import InputError
+from microctx._io.jsonio import open_input
 
 _WS = b" \t\r\n"
 _ITEM_END = re.compile(rb"\}[ \t\r\n]*[,\]]")
@@ -29,10 +29,7 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
     objects, bad JSON, invalid UTF-8) raises IrregularJSON, possibly after some objects were
     yielded: the caller then parses the whole file with `read_json`, whose errors name the problem.
     """
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    handle = open_input(path)
     with handle:
         yield from _scan_array(handle, block_size)
 
@@ -45,10 +42,7 @@ def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: in
     items in batches (see `iter_json_array`). Anything else (another layout, keys after the
     array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
     """
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+    handle = open_input(path)
     with handle:
         start = handle.read(1 << 20)
         match = re.compile(rb'"' + re.escape(list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)

@@ -24,14 +24,7 @@ Either way:
 `isolation="process"` is process isolation only: the child runs as the same user and could read
 any file it can name and reach the network; nothing hands it the answers' whereabouts.
 
-Beside the submission S the runner writes `<S without .json>.run.json` (schema microctx-run/2):
-candidate, kind, entry, version, parameters, corpus and devkit digests, start and end (UTC RFC
-3339), `isolation`, `network` (`mode`: "none", "record", or "unrestricted" for a process run;
-in record mode `requests` and `denied`), `limits` (what was applied and how it was enforced),
-the cost from the kernel (wall seconds; CPU seconds and peak memory of the whole process tree,
-`cost_source` saying where each figure comes from), exit status, the counters the candidate
-reported (self-reported: listed under `self_reported`; see microctx.candidates.registry), `ok`,
-`error` and the last 4,000 characters of its output (stdout and stderr together).
+The run manifest written beside the submission is microctx.candidates.run_record's.
 A crash, a timeout, a limit hit, a missing or invalid submission (not JSON, wrong shape, another
 corpus's digest) is a failed run: the manifest says why, the submission is not written, and an
 earlier file at S is removed so that it cannot be graded as this run's result, but only when it
@@ -42,99 +35,35 @@ manifest says so.
 from __future__ import annotations
 
 import dataclasses
-import errno
-import hashlib
 import os
 import shlex
 import shutil
-import signal
-import stat
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from microctx.candidates import sandbox as sb
-from microctx.candidates.registry import COUNTER_KEYS, COUNTERS_FILE, MODEL_COUNTER_KEYS, Candidate, resolve
+from microctx.candidates.launch import launch as _launch
+from microctx.candidates.limits import RUN_PREFIX, owner_is_gone, remove_stale_cgroups, run_name
+from microctx.candidates.registry import Candidate, resolve
+from microctx.candidates.run_files import output_tail
+from microctx.candidates.run_record import (  # noqa: F401  (manifest_path, read_manifest, model_counts: this module's API too)
+    RUN_SCHEMA,
+    Outcome,
+    RunInputs,
+    build_manifest,
+    manifest_path,
+    model_counts,
+    network_record,
+    read_manifest,
+    remove_stale_submission,
+    utc_now,
+)
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 
-RUN_SCHEMA = "microctx-run/2"
-_RUN_SCHEMAS = (RUN_SCHEMA, "microctx-run/1")  # manifests this runner can read (proof of an earlier run)
-_COUNTERS_LIMIT = 1 << 20
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
-_OUTPUT_TAIL = 4000
-
-
-def manifest_path(submission: str | os.PathLike) -> Path:
-    """Where the run manifest goes beside a submission: `<S without .json>.run.json`."""
-    text = os.fspath(submission)
-    return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
-
-
-def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
-    """The run manifest beside a submission (`manifest_path`), or None when there is none.
-
-    An unreadable manifest (not JSON, not an object) raises InputError when `strict` (a report
-    that shows its costs), and is taken as no manifest otherwise (the ledger: a look is recorded
-    all the same, without the run's candidate and configuration)."""
-    from microctx._io.jsonio import read_json
-
-    path = manifest_path(submission)
-    if not path.is_file():
-        return None
-    try:
-        document = read_json(path)
-    except InputError:
-        if strict:
-            raise
-        return None
-    if not isinstance(document, dict):
-        if strict:
-            raise InputError(path, "expected a JSON object (a run manifest)")
-        return None
-    return document
-
-
-MODEL_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
-
-
-def _count(value: object) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def model_counts(manifest: dict) -> dict:
-    """A run's model calls and tokens, the runner's own count preferred to the candidate's.
-
-    When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
-    its `model_calls` is used, and its tokens when it read every answered call's usage
-    (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
-    Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
-    `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
-    traffic was opaque, HTTPS)."""
-    counters = manifest.get("counters")
-    counts = {key: _count(counters.get(key)) if isinstance(counters, dict) else None for key in MODEL_COUNTS}
-    found = manifest.get("model_usage_check")
-    check: dict = found if isinstance(found, dict) else {}
-    agree, runner = check.get("agree"), check.get("runner")
-    source = "candidate"
-    if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:
-        counts["model_calls"] = _count(runner["model_calls"])
-        source = "runner calls, candidate tokens"
-        if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
-            counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
-            source = "runner"
-    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None}
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _check_public(path: Path) -> str:
@@ -208,15 +137,7 @@ def _check_pass_env(names: Sequence[str]) -> list[str]:
     return sorted(set(checked))
 
 
-def _redact(text: str, secrets: Sequence[str]) -> str:
-    """`text` with every passed secret's value replaced (a candidate that prints its key)."""
-    for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None) -> list[str]:
+def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | None = None, project=None) -> list[str]:
     """The child's argv; paths are relative to its working directory.
 
     For a command, every word naming an existing file is made absolute and added to
@@ -246,7 +167,7 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
         "{public}": "public.json",
         "{submission}": "submission.json",
         "{params}": params,
-        "{python}": sys.executable,
+        "{python}": (project.python() if project is not None else None) or sys.executable,
         "{devkit}": "devkit.json" if has_devkit else None,
     }
     argv = []
@@ -256,10 +177,11 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
                 if value is None:
                     raise InputError("--cmd", f"the template uses {placeholder} but no --devkit was given")
                 word = word.replace(placeholder, value)
-        if word not in values.values() and not word.startswith("-") and os.path.isfile(word):
+        base = str(project.code[0]) if project is not None and project.code else ""
+        if word not in values.values() and not word.startswith("-") and os.path.isfile(os.path.join(base, word)):
+            word = os.path.abspath(os.path.join(base, word))  # the command runs elsewhere
             if _looks_like_answers(Path(word)):
                 raise InputError(word, "refusing to pass an answer bundle to a candidate")
-            word = os.path.abspath(word)  # the command runs elsewhere
             if named_files is not None:
                 named_files.append(Path(word))
         argv.append(word)
@@ -267,40 +189,12 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
 
 
 def _looks_like_answers(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return b"fak-microcontext-answers/1" in handle.read(4096)
-    except OSError:
-        return False
+    from microctx.candidates.answer_guard import find_answers
+
+    return bool(find_answers([path]))
 
 
 # --- the steps of a run ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Run:
-    """A run, checked before anything starts."""
-
-    spec: Candidate
-    public: Path
-    submission: Path
-    devkit: Path | None
-    corpus_sha256: str
-    devkit_sha256: str | None
-    settings: sb.SandboxSettings
-    passed_env: list[str] = dataclasses.field(default_factory=list)  # names only; values stay in os.environ
-
-
-@dataclass
-class _Outcome:
-    """What the kernel says about the finished run."""
-
-    exit_status: int
-    timed_out: bool
-    wall: float
-    usage: Any  # resource.struct_rusage of the whole tree (os.wait4)
-    started: str
-    ended: str
 
 
 def _prepare(
@@ -312,7 +206,7 @@ def _prepare(
     cmd: str | None,
     settings: sb.SandboxSettings,
     pass_env: Sequence[str] = (),
-) -> _Run:
+) -> RunInputs:
     """Resolve the candidate and check every input; InputError before anything runs."""
     spec = resolve(candidate, params, cmd)
     public, submission = Path(public), Path(submission)
@@ -323,7 +217,43 @@ def _prepare(
     devkit_sha256 = _check_devkit(devkit_path, corpus_sha256) if devkit_path is not None else None
     if spec.needs_devkit and devkit_path is None:
         raise InputError(candidate, "this candidate tunes on the devkit: pass --devkit (make one with `microctx devkit`)")
-    return _Run(spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings, _check_pass_env(pass_env))
+    passed = _check_pass_env(pass_env)
+    return RunInputs(
+        spec, public, submission, devkit_path, corpus_sha256, devkit_sha256, settings, passed, _gateway_key(settings, passed)
+    )
+
+
+def _gateway_key(settings: sb.SandboxSettings, passed: list[str]) -> tuple[str, ...]:
+    """The gateway's key variable (held by the runner only, redacted everywhere), checked."""
+    gateway = settings.gateway
+    if gateway is None or gateway.key_env is None:
+        return ()
+    if gateway.key_env in passed:
+        raise InputError(
+            "--pass-env", f"{gateway.key_env} is the model gateway's key: the gateway adds it, the candidate never gets it"
+        )
+    if not os.environ.get(gateway.key_env):
+        raise InputError("--model-key-env", f"environment variable {gateway.key_env} is not set")
+    return (gateway.key_env,)
+
+
+def _start_proxy(settings: sb.SandboxSettings, proxy_dir: Path):
+    """The recording proxy of the run, with the model gateway on it when there is one."""
+    from microctx.candidates.network import RecordingProxy
+
+    gateway = None
+    plain_only: tuple[tuple[str, int], ...] = ()
+    if settings.gateway is not None:
+        from microctx.candidates.gateway import Gateway
+
+        key_env = settings.gateway.key_env
+        gateway = Gateway(settings.gateway, os.environ.get(key_env) if key_env else None)
+        plain_only = (gateway.endpoint_address(),)  # no direct connection to the model host: every call is counted
+    proxy = RecordingProxy(
+        proxy_dir / "proxy.sock", settings.allow_hosts, memory_bytes=settings.memory_bytes, plain_only=plain_only
+    )
+    proxy.gateway = gateway
+    return proxy.start()
 
 
 def _module_bind(spec: Candidate) -> tuple[Candidate, list[tuple[Path, str]]]:
@@ -351,369 +281,48 @@ def _module_bind(spec: Candidate) -> tuple[Candidate, list[tuple[Path, str]]]:
     return dataclasses.replace(spec, import_root=sb.IMPORT_DIR), [(host, f"{sb.IMPORT_DIR}/{host.name}")]
 
 
-def _launch_plan(run: _Run, root: Path, proxy_dir: Path | None) -> tuple[list[str], dict]:
+def _launch_plan(run: RunInputs, root: Path, proxy_dir: Path | None, cache_dir: Path | None) -> tuple[list[str], dict]:
     """The argv and environment that start the candidate (inside bwrap unless a process run)."""
     has_devkit = run.devkit is not None
     if run.settings.isolation == "process":
         home = root / "home"
         home.mkdir()
         env = clean_environment(home, run.spec.import_root if run.spec.kind == "function" else None, run.passed_env)
-        if run.settings.cache_dir is not None:
-            env[sb.CACHE_ENV] = str(Path(run.settings.cache_dir).resolve())
-        return _command(run.spec, has_devkit), env
+        _project_path(env, run.project)
+        if cache_dir is not None:
+            env[sb.CACHE_ENV] = str(cache_dir)
+        return _command(run.spec, has_devkit, project=run.project), env
     bwrap = sb.check_available()
     spec, binds = _module_bind(run.spec)
     named: list[Path] = []
-    argv = _command(spec, has_devkit, named)
-    binds += [(path, str(path)) for path in named]
+    argv = _command(spec, has_devkit, named, run.project)
+    folders = run.project.folders() if run.project is not None else []
+    binds += [(path, str(path)) for path in folders]
+    binds += [(path, str(path)) for path in named if not any(path == f or f in path.parents for f in folders)]
     env = clean_environment(Path(sb.HOME_DIR), spec.import_root if spec.kind == "function" else None, run.passed_env)
     env["TMPDIR"] = "/tmp"
+    _project_path(env, run.project)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (sb.PACKAGE_DIR, env.get("PYTHONPATH")) if p)
-    cache_dir = Path(run.settings.cache_dir).resolve() if run.settings.cache_dir is not None else None
     if cache_dir is not None:
         env[sb.CACHE_ENV] = sb.CACHE_DIR
     if proxy_dir is not None:
-        from microctx.candidates.network import DEFAULT_PORT, forwarder_argv
+        from microctx.candidates.forwarder import DEFAULT_PORT, forwarder_argv
 
         url = f"http://127.0.0.1:{DEFAULT_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, ALL_PROXY=url, NO_PROXY="", no_proxy="")
         argv = forwarder_argv(sys.executable, f"{sb.PROXY_DIR}/proxy.sock", DEFAULT_PORT, argv)
-    return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir, cache_dir=cache_dir), env
+    if run.settings.gateway is not None:
+        from microctx.candidates.gateway import GATEWAY_ENV, GATEWAY_URL, PLACEHOLDER_KEY
+
+        env.update({GATEWAY_ENV: GATEWAY_URL, "OPENAI_BASE_URL": GATEWAY_URL, "OPENAI_API_KEY": PLACEHOLDER_KEY})
+    stage = root / "stage" if (root / "stage").is_dir() else None
+    return sb.bwrap_argv(bwrap, root / "work", argv, extra=binds, proxy_dir=proxy_dir, cache_dir=cache_dir, stage=stage), env
 
 
-def _launch(run: _Run, argv: list[str], env: dict, workdir: Path, output_path: Path, limits: sb.Limits) -> _Outcome:
-    """Start the candidate, wait for it (killing it at the timeout), and clear away every process of the run."""
-    timeout = run.settings.timeout_seconds
-    started, start_clock = _utc_now(), time.monotonic()
-    with open(output_path, "wb") as output:
-        try:
-            process = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=output,
-                start_new_session=True,
-                preexec_fn=limits.preexec,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise InputError(argv[0], f"cannot start the candidate: {getattr(exc, 'strerror', None) or exc}") from None
-        try:
-            exit_status, usage, timed_out = _wait(process, timeout, limits)
-        finally:
-            limits.kill_all()
-    if run.settings.isolation == "sandbox" and 128 < exit_status < 128 + 65:
-        exit_status = -(exit_status - 128)  # bwrap reports a candidate killed by signal N as 128 + N
-    return _Outcome(exit_status, timed_out, time.monotonic() - start_clock, usage, started, _utc_now())
-
-
-def _wait(process: subprocess.Popen, timeout: float | None, limits: sb.Limits) -> tuple[int, Any, bool]:
-    """Wait for the child with os.wait4 (the rusage of its whole reaped tree); kill everything on timeout."""
-    timed_out = threading.Event()
-
-    def kill_all() -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        limits.kill_all()
-
-    def on_timeout() -> None:
-        timed_out.set()
-        kill_all()
-
-    timer = threading.Timer(timeout, on_timeout) if timeout else None
-    if timer:
-        timer.daemon = True
-        timer.start()
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    except BaseException:  # interrupted (Ctrl-C reaches only our group): take the candidate down too
-        kill_all()
-        os.waitpid(process.pid, 0)
-        raise
-    finally:
-        if timer:
-            timer.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    kill_all()  # leftovers: the candidate's process group, and everything in the run's cgroups
-    return process.returncode, usage, timed_out.is_set()
-
-
-def _read_regular(folder: Path, name: str, limit: int) -> tuple[bytes | None, str]:
-    """(bytes, "") of a file the candidate controls, or (None, why not); "missing" when absent.
-
-    Never blocks and never leaves the folder: the last component must not be a symbolic link
-    (O_NOFOLLOW), it must be a regular file (a FIFO opened O_NONBLOCK is refused), and no larger
-    than `limit` bytes."""
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        return None, f"cannot open the run folder: {exc.strerror or exc}"
-    try:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None, "missing"
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return None, f"{name} is a symbolic link (refused)"
-            return None, f"cannot open {name}: {exc.strerror or exc}"
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return None, f"{name} is not a regular file (refused)"
-            if info.st_size > limit:
-                return None, f"{name} is larger than {limit} bytes (refused)"
-            chunks, size = [], 0
-            while size <= limit:
-                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > limit:
-                return None, f"{name} is larger than {limit} bytes (refused)"
-            return b"".join(chunks), ""
-        finally:
-            os.close(fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _read_counters(workdir: Path) -> tuple[dict, str | None, str]:
-    """Counters the candidate wrote (all keys present, null when not reported), its version, a problem."""
-    from microctx._io.jsonio import parse_json
-
-    counters: dict[str, int | None] = {key: None for key in COUNTER_KEYS}
-    data, why = _read_regular(workdir, COUNTERS_FILE, _COUNTERS_LIMIT)
-    if data is None:
-        return counters, None, "" if why == "missing" else f"ignored {COUNTERS_FILE}: {why}"
-    try:
-        reported = parse_json(data, COUNTERS_FILE)
-    except InputError as exc:
-        return counters, None, f"ignored {COUNTERS_FILE}: {exc.message}"
-    if not isinstance(reported, dict):
-        return counters, None, f"ignored {COUNTERS_FILE}: not a JSON object"
-    problems = []
-    for key in COUNTER_KEYS:
-        value = reported.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            counters[key] = value
-        elif value is not None:
-            problems.append(f"{key} is not a non-negative integer")
-    for key in MODEL_COUNTER_KEYS:  # present only when reported
-        value = reported.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            counters[key] = value
-        elif value is not None:
-            problems.append(f"{key} is not a non-negative integer")
-    version = reported.get("version")
-    return counters, str(version)[:200] if version is not None else None, "; ".join(problems)
-
-
-def _check_submission(workdir: Path, corpus_sha256: str, limit: int) -> tuple[bytes | None, str]:
-    """(bytes, "") when the candidate's output is a usable submission for this corpus, else (None, why not)."""
-    from microctx._io.jsonio import parse_json
-    from microctx.contract.schemas import check_submission_document
-
-    data, why = _read_regular(workdir, "submission.json", limit)
-    if data is None:
-        return None, "the candidate wrote no submission" if why == "missing" else f"invalid submission: {why}"
-    try:
-        document = check_submission_document(parse_json(data, "submission"), "submission")
-    except InputError as exc:
-        return None, f"invalid submission: {exc}"
-    if document["corpus_sha256"] != corpus_sha256:
-        return None, f"invalid submission: bound to corpus {document['corpus_sha256']}, the public corpus is {corpus_sha256}"
-    return data, ""
-
-
-def _output_tail(path: Path) -> str:
-    with open(path, "rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, size - _OUTPUT_TAIL))
-        return handle.read(_OUTPUT_TAIL).decode("utf-8", "replace")
-
-
-def _failure_reason(run: _Run, outcome: _Outcome, output_tail: str, limits: sb.Limits) -> str:
-    s = run.settings
-    if outcome.timed_out:
-        return f"timed out after {s.timeout_seconds:g} seconds; the candidate was killed"
-    status = outcome.exit_status
-    if limits.memory_exceeded():
-        return f"exceeded the memory limit ({s.memory_bytes / 2**20:.0f} MiB, --memory); the kernel killed it"
-    last = next((line for line in reversed(output_tail.splitlines()) if line.strip()), "")
-    how = f"was killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
-    reason = f"the candidate {how}" + (f": {last.strip()}" if last else "")
-    if status == -signal.SIGXCPU or (
-        status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime + outcome.usage.ru_stime >= s.cpu_seconds
-    ):
-        reason += f" (CPU-time limit of {s.cpu_seconds} seconds per process)"
-    elif status == -signal.SIGXFSZ:
-        reason += f" (file-size limit of {s.max_file_bytes} bytes)"
-    elif "MemoryError" in output_tail:
-        reason += f" (memory limit {s.memory_bytes / 2**20:.0f} MiB, --memory)"
-    refused = limits.processes_refused()
-    if refused:
-        reason += f" (the process limit of {s.max_processes} refused {refused} new processes, --max-processes)"
-    return reason
-
-
-def remove_stale_submission(submission: Path, candidate: str) -> str:
-    """After a failed run, remove the file at `submission` only when it provably is an earlier
-    submission: the run manifest beside it names this candidate, a good run and the file's
-    SHA-256, or the file itself is a submission document (schema absent or
-    fak-microcontext-submission/1, valid as a submission). Anything else (an answer bundle, a
-    public corpus, a report, a file that is not JSON) is left in place. Returns what was done,
-    for the manifest's `error`."""
-    if _provably_submission(submission, candidate):
-        submission.unlink()  # an earlier run's file must not pass for this run's result
-        return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
-    return (
-        f"; left the existing {submission.name} in place: it is not provably an earlier submission (it is not this run's result)"
-    )
-
-
-def _provably_submission(path: Path, candidate: str) -> bool:
-    from microctx._io.jsonio import parse_json, read_bytes
-    from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
-
-    if not path.is_file() or path.is_symlink():
-        return False
-    try:
-        earlier = read_manifest(path)  # an unreadable manifest proves nothing
-        if (
-            earlier is not None
-            and earlier.get("schema") in _RUN_SCHEMAS
-            and earlier.get("candidate") == candidate
-            and earlier.get("ok") is True
-            and earlier.get("submission_sha256") == file_sha256(path)
-        ):
-            return True
-    except (InputError, OSError):
-        pass
-    try:
-        document = parse_json(read_bytes(path), path)
-        if not isinstance(document, dict) or document.get("schema", SUBMISSION_SCHEMA) != SUBMISSION_SCHEMA:
-            return False
-        check_submission_document(document, path)
-    except InputError:
-        return False
-    return True
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "unknown signal"
-
-
-def _network_record(run: _Run, proxy) -> dict:
-    if proxy is not None:
-        return proxy.record()
-    mode = "unrestricted" if run.settings.isolation == "process" else "none"
-    return {"mode": mode, "allow_hosts": [], "requests": [], "denied": [], "dropped": 0}
-
-
-def _manifest(
-    run: _Run, outcome: _Outcome, workdir: Path, output_tail: str, limits: sb.Limits, network: dict
-) -> tuple[dict, bytes | None]:
-    """The run manifest, and the submission's bytes when the run succeeded."""
-    from microctx._version import __version__
-
-    counters, version, counters_problem = _read_counters(workdir)
-    data = None
-    if outcome.timed_out or outcome.exit_status != 0:
-        error = _failure_reason(run, outcome, output_tail, limits)
-    else:
-        data, error = _check_submission(workdir, run.corpus_sha256, run.settings.max_file_bytes)
-    tree_cpu = limits.cpu_seconds()
-    peak = limits.peak_memory()
-    spec = run.spec
-    manifest = {
-        "schema": RUN_SCHEMA,
-        "candidate": spec.name,
-        "kind": spec.kind,
-        "entry": spec.entry,
-        "version": version,
-        "parameters": spec.params,
-        "corpus_sha256": run.corpus_sha256,
-        "devkit_sha256": run.devkit_sha256,
-        "submission": str(run.submission),
-        "submission_sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
-        "started_at": outcome.started,
-        "ended_at": outcome.ended,
-        "isolation": run.settings.isolation,
-        "network": network,
-        "limits": limits.describe(),
-        "wall_seconds": round(outcome.wall, 3),
-        "cpu_seconds": round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
-        "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
-        "cost_source": {
-            "wall_seconds": "runner clock",
-            "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
-            "peak_memory_bytes": "cgroup (whole process tree)"
-            if peak is not None
-            else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)",
-        },
-        "exit_status": outcome.exit_status,
-        "timed_out": outcome.timed_out,
-        "timeout_seconds": run.settings.timeout_seconds,
-        "processes_refused": limits.processes_refused(),
-        "memory_exceeded": limits.memory_exceeded(),
-        "counters": counters,
-        "counters_problem": counters_problem,
-        "self_reported": ["counters", "version"],
-        "passed_env": run.passed_env,
-        "cache_dir": str(Path(run.settings.cache_dir).resolve()) if run.settings.cache_dir is not None else None,
-        "runner": {"microctx": __version__, "python": sys.version.split()[0]},
-        "ok": not error,
-        "error": error,
-        "output_tail": output_tail,
-    }
-    base_url = spec.params.get("base_url") if isinstance(spec.params, dict) else None
-    if network.get("mode") == "record" and isinstance(base_url, str):
-        manifest["model_usage_check"] = _model_usage_check(network["requests"], counters, base_url)
-    return manifest, data
-
-
-def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> dict:
-    """The runner's own count of chat completion calls and tokens (read by its proxy) beside the
-    candidate's counters; `agree` false and `differences` listed when they differ."""
-    from urllib.parse import urlsplit
-
-    from microctx.candidates.usage import reconcile
-
-    if urlsplit(base_url).scheme == "https":
-        tunnels = sum(r.get("method") == "CONNECT" for r in requests)
-        return {
-            "agree": None,
-            "opaque": True,
-            "tunnels": tunnels,
-            "note": "HTTPS goes through CONNECT tunnels: the runner sees connections, not calls or tokens",
-        }
-    seen = [{**r, "host": f"{r['host']}:{r['port']}"} for r in requests]
-    try:
-        return reconcile(seen, counters, base_url)
-    except ValueError as exc:  # a base_url the runner cannot read
-        return {"agree": None, "differences": [], "error": f"cannot reconcile: {exc}"}
-
-
-def _publish(run: _Run, manifest: dict, data: bytes | None) -> None:
-    """Write the submission (only for a good run) and the manifest, together as one set; a failed
-    run writes its manifest and leaves no submission of its own at S."""
-    from microctx._io.atomic import AtomicOutputs
-    from microctx.contract.canonical import dumps
-
-    if data is None and run.submission.exists():
-        manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
-    with AtomicOutputs() as out:
-        if data is not None:
-            out.write(run.submission, data)
-        out.write(manifest_path(run.submission), dumps(manifest))
+def _project_path(env: dict, project) -> None:
+    """The project's venv first on PATH (its scripts and its python)."""
+    if project is not None and project.venv is not None:
+        env["PATH"] = os.pathsep.join([str(project.venv / "bin"), env["PATH"]])
 
 
 def run_candidate(
@@ -727,6 +336,8 @@ def run_candidate(
     cmd: str | None = None,
     sandbox: sb.SandboxSettings | None = None,
     pass_env: Sequence[str] = (),
+    note: dict | None = None,
+    project=None,
 ) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
@@ -745,29 +356,25 @@ def run_candidate(
             raise InputError("--timeout", f"expected a positive number of seconds, got {timeout}")
         settings = dataclasses.replace(settings, timeout_seconds=timeout)
     run = _prepare(candidate, public, submission, devkit, params, cmd, settings, pass_env)
-    root = Path(tempfile.mkdtemp(prefix="microctx-run-"))
+    if project is not None:
+        run = dataclasses.replace(run, project=project)
+        note = {**(note or {}), "project": project.as_dict()}
+    remove_stale_runs()
+    root = Path(tempfile.mkdtemp(prefix=run_name()))
     limits = None
     proxy = None
     try:
-        workdir = root / "work"
-        workdir.mkdir()
-        shutil.copyfile(run.public, workdir / "public.json")
-        if run.devkit is not None:
-            shutil.copyfile(run.devkit, workdir / "devkit.json")
-        proxy_dir = None
-        if settings.network == "record":
-            from microctx.candidates.network import RecordingProxy
-
-            proxy_dir = root / "net"
-            proxy_dir.mkdir()
-            proxy = RecordingProxy(proxy_dir / "proxy.sock", settings.allow_hosts).start()
-        argv, env = _launch_plan(run, root, proxy_dir)
+        workdir, proxy_dir, cache_dir = _make_run_folder(run, root)
+        if proxy_dir is not None:
+            proxy = _start_proxy(settings, proxy_dir)
+        argv, env = _launch_plan(run, root, proxy_dir, cache_dir)
         limits = sb.Limits(settings, root.name)
+        if proxy is not None and proxy.gateway is not None:
+            proxy.gateway.stop = limits.kill_all  # a budget used up ends the run at once
         outcome = _launch(run, argv, env, workdir, root / "output.txt", limits)
-        if proxy is not None:
-            proxy.close()
-        output_tail = _redact(_output_tail(root / "output.txt"), [os.environ[name] for name in run.passed_env])
-        manifest, data = _manifest(run, outcome, workdir, output_tail, limits, _network_record(run, proxy))
+        extra = {**(note or {}), **_after_run(proxy, cache_dir)}
+        tail = output_tail(root / "output.txt", run.secret_values())
+        manifest, data = build_manifest(run, outcome, workdir, tail, limits, network_record(run, proxy), extra)
         _publish(run, manifest, data)
         return manifest
     finally:
@@ -775,4 +382,83 @@ def run_candidate(
             proxy.close()
         if limits is not None:
             limits.close()
-        shutil.rmtree(root, ignore_errors=True)
+        _remove_run_folder(root)
+
+
+def _after_run(proxy, cache_dir: Path | None) -> dict:
+    """The runner's findings once the candidate is gone: the proxy's overload, the cache's cleaning."""
+    extra: dict = {}
+    if proxy is not None:
+        proxy.close()
+        extra["runner_limit"] = proxy.overload
+        if proxy.gateway is not None:
+            extra["gateway"] = proxy.gateway.record()
+            extra["runner_limit"] = extra["runner_limit"] or proxy.gateway.over_budget
+    if cache_dir is not None:
+        from microctx.candidates.cachedir import clean_cache_dir
+
+        extra["cache_cleaned"], problem = clean_cache_dir(cache_dir)
+        extra["runner_limit"] = extra.get("runner_limit") or problem
+    return extra
+
+
+def remove_stale_runs() -> None:
+    """Remove the run folders and cgroups of runners that were killed (their owner is gone)."""
+    remove_stale_cgroups()
+    base = Path(tempfile.gettempdir())
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(RUN_PREFIX) and owner_is_gone(n)]
+    except OSError:
+        return
+    for name in names:
+        _remove_run_folder(base / name)
+
+
+def _remove_run_folder(root: Path) -> None:
+    from microctx.candidates.hostile_tree import remove_tree
+
+    try:
+        remove_tree(root)
+    except OSError:
+        pass  # the next run tries again (remove_stale_runs)
+
+
+def _make_run_folder(run: RunInputs, root: Path) -> tuple[Path, Path | None, Path | None]:
+    """The run's folder: `work` (the candidate's, owned by its host uid), `net` (the proxy's
+    socket, record mode), `stage` (root's staging points); and the prepared cache folder."""
+    uid = sb.host_uid()
+    os.chmod(root, 0o711)  # the unprivileged candidate reaches its folders, lists nothing
+    workdir = root / "work"
+    workdir.mkdir()
+    shutil.copyfile(run.public, workdir / "public.json")
+    if run.devkit is not None:
+        shutil.copyfile(run.devkit, workdir / "devkit.json")
+    sandboxed = run.settings.isolation == "sandbox"
+    if sandboxed and os.geteuid() == 0:
+        for path in (workdir, *workdir.iterdir()):
+            os.chown(path, uid, uid)
+        (root / "stage").mkdir(mode=0o755)
+    proxy_dir = None
+    if run.settings.network == "record" or run.settings.gateway is not None:
+        proxy_dir = root / "net"
+        proxy_dir.mkdir(mode=0o711)
+    cache_dir = None
+    if run.settings.cache_dir is not None:
+        from microctx.candidates.cachedir import prepare_cache_dir
+
+        cache_dir = prepare_cache_dir(run.settings.cache_dir, uid if sandboxed else os.geteuid())
+    return workdir, proxy_dir, cache_dir
+
+
+def _publish(run: RunInputs, manifest: dict, data: bytes | None) -> None:
+    """Write the submission (only for a good run) and the manifest, together as one set; a failed
+    run writes its manifest and leaves no submission of its own at S."""
+    from microctx._io.atomic import AtomicOutputs
+    from microctx.contract.canonical import dumps
+
+    if data is None and run.submission.exists():
+        manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
+    with AtomicOutputs() as out:
+        if data is not None:
+            out.write(run.submission, data)
+        out.write(manifest_path(run.submission), dumps(manifest))

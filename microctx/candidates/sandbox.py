@@ -39,29 +39,26 @@ why and what to do). There is no silent fallback to process isolation.
 from __future__ import annotations
 
 import os
-import re
-import resource
 import shutil
-import signal
 import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from microctx.errors import InputError
+from microctx.candidates.limits import Limits
+from microctx.candidates.settings import (
+    CACHE_DIR,
+    CACHE_ENV,
+    HOME_DIR,
+    IMPORT_DIR,
+    PACKAGE_DIR,
+    PROXY_DIR,
+    RUN_DIR,
+    SANDBOX_UID,
+    SandboxSettings,
+    SandboxUnavailable,
+    parse_size,
+)
 
-SANDBOX_SCHEMA = "microctx-sandbox/1"
-ISOLATIONS = ("sandbox", "process")
-NETWORK_MODES = ("none", "record")
-RUN_DIR = "/candidate"  # the run folder inside the sandbox (the candidate's working directory)
-HOME_DIR = "/home/candidate"
-IMPORT_DIR = "/candidate-import"  # a module:function candidate's own module, read-only
-PROXY_DIR = "/run/microctx"
-PACKAGE_DIR = "/opt/microctx-lib"  # the running microctx package, read-only, first on PYTHONPATH
-CACHE_DIR = "/cache"  # --cache-dir: the one folder kept between runs, read-write
-CACHE_ENV = "MICROCTX_CANDIDATE_CACHE"  # tells the candidate where its cache folder is
-SANDBOX_UID = 1000
 _ETC = (
     "ssl/certs",
     "ssl/openssl.cnf",
@@ -85,79 +82,20 @@ _ETC = (
     "locale.alias",
     "gai.conf",
 )
-_SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$")
-HOW_TO_ENABLE = (
-    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow user namespaces "
-    "(sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu), "
-    "or choose --isolation process knowingly (no sandbox: the candidate can read what your user can read "
-    "and reach the network)"
-)
 
-
-class SandboxUnavailable(InputError):
-    """The sandbox cannot start here; the message says why and how to allow it."""
-
-    def __init__(self, why: str):
-        super().__init__("sandbox", f"cannot start the sandbox: {why}; {HOW_TO_ENABLE}")
-
-
-def parse_size(text: str | int) -> int:
-    """`2G`, `512M`, `1.5GiB`, `4096` (bytes) -> bytes; an InputError otherwise."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE.match(text)
-    if not match:
-        raise InputError("--memory", f"expected a size like 2G or 512M, got {text!r}")
-    number, unit = float(match.group(1)), match.group(2).lower()
-    return int(number * (1 << (10 * " kmgt".index(unit or " "))))
-
-
-@dataclass(frozen=True)
-class SandboxSettings:
-    """What a run asks for. Defaults: sandbox, no network, 4 GiB, 512 processes, 1 h wall, 1 h CPU."""
-
-    isolation: str = "sandbox"
-    network: str = "none"
-    allow_hosts: tuple[str, ...] = ()
-    memory_bytes: int = 4 << 30
-    max_processes: int = 512  # threads count too (the kernel counts tasks)
-    timeout_seconds: float | None = 3600.0
-    cpu_seconds: int | None = 3600
-    max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE: no file the candidate writes grows past this
-    cache_dir: str | None = None  # a folder the candidate keeps between runs (e.g. model responses)
-    schema: str = field(default=SANDBOX_SCHEMA, init=False)
-
-    def __post_init__(self) -> None:
-        from microctx.candidates.network import parse_allowed_host
-
-        if self.isolation not in ISOLATIONS:
-            raise InputError("--isolation", f"expected one of {', '.join(ISOLATIONS)}, got {self.isolation!r}")
-        if self.network not in NETWORK_MODES:
-            raise InputError("--network", f"expected one of {', '.join(NETWORK_MODES)}, got {self.network!r}")
-        if self.network == "record" and self.isolation != "sandbox":
-            raise InputError(
-                "--network", "record mode needs the sandbox (a process run cannot keep the candidate off the network)"
-            )
-        if self.allow_hosts and self.network != "record":
-            raise InputError("--allow-host", "allowed hosts need --network record")
-        for host in self.allow_hosts:
-            parse_allowed_host(host)
-        if self.memory_bytes < 64 << 20:
-            raise InputError("--memory", f"at least 64M, got {self.memory_bytes} bytes")
-        if self.max_processes < 4:
-            raise InputError("--max-processes", f"at least 4, got {self.max_processes}")
-        if self.timeout_seconds is not None and self.timeout_seconds <= 0:
-            raise InputError("--timeout", f"expected a positive number of seconds, got {self.timeout_seconds}")
-        if self.cpu_seconds is not None and self.cpu_seconds <= 0:
-            raise InputError("--cpu-seconds", f"expected a positive number of seconds, got {self.cpu_seconds}")
-        if self.cache_dir is not None:
-            check_cache_dir(Path(self.cache_dir))
-
-    def as_dict(self) -> dict:
-        data = asdict(self)
-        data["allow_hosts"] = list(self.allow_hosts)
-        return data
-
+__all__ = [
+    "CACHE_DIR",
+    "CACHE_ENV",
+    "HOME_DIR",
+    "IMPORT_DIR",
+    "PACKAGE_DIR",
+    "PROXY_DIR",
+    "RUN_DIR",
+    "Limits",
+    "SandboxSettings",
+    "SandboxUnavailable",
+    "parse_size",
+]
 
 # --- can the sandbox start here? -------------------------------------------------------------
 
@@ -191,6 +129,46 @@ def namespace_flags() -> list[str]:
     ]
 
 
+NOBODY_UID = 65534
+
+
+def host_uid() -> int:
+    """The host uid the candidate runs as: `nobody` (65534) when the runner is root, else the runner's own."""
+    return NOBODY_UID if os.geteuid() == 0 else os.geteuid()
+
+
+# Run by root before bwrap (in a private mount namespace made by `unshare`, gone with the run): bind
+# each source (a folder root may reach and `nobody` may not, /root/... or a 0700 tmp folder) onto a
+# staging point under the run folder, then drop to `nobody` and exec bwrap, which binds the staged
+# points. Nothing of this is visible on the host: the mounts live in the private namespace only.
+_STAGE_SCRIPT = 'while [ "$1" != "--" ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"'
+
+
+def drop_privileges(argv: list[str], staged: list[tuple[str, str]]) -> list[str]:
+    """`argv` (bwrap ...) as the unprivileged host uid: unchanged for a normal user; for root,
+    wrapped in `unshare --mount` (the staging binds) and `setpriv` (to nobody, no new privileges)."""
+    if os.geteuid() != 0:
+        return argv
+    uid = str(NOBODY_UID)
+    pairs = [word for pair in staged for word in pair]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "/bin/sh",
+        "-c",
+        _STAGE_SCRIPT,
+        "sh",
+        *pairs,
+        "--",
+        *drop,
+        *argv,
+    ]
+
+
 def check_available() -> str:
     """The bwrap binary, once it has proved it can make the namespaces here; else SandboxUnavailable."""
     path = bwrap_path()
@@ -198,16 +176,27 @@ def check_available() -> str:
         if _PROBED[path]:
             raise SandboxUnavailable(_PROBED[path])
         return path
-    argv = [path, *namespace_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true"]
+    argv = drop_privileges(
+        [
+            path,
+            *namespace_flags(),
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            *_links(),
+            "--proc",
+            "/proc",
+            "--remount-ro",
+            "/",
+            "--",
+            "/bin/true",
+        ],
+        [],
+    )
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
-        why = (
-            ""
-            if done.returncode == 0
-            else (done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"bwrap exited with status {done.returncode}"])[
-                -1
-            ]
-        )
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = "" if done.returncode == 0 else (lines or [f"bwrap exited with status {done.returncode}"])[-1]
     except (OSError, subprocess.TimeoutExpired) as exc:
         why = f"bwrap could not run: {exc}"
     _PROBED[path] = why
@@ -244,14 +233,20 @@ def python_paths() -> list[Path]:
     return kept
 
 
-def _system_binds() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+def _links() -> list[str]:
+    """/bin, /lib, ... as on the host (links into /usr, or folders bound read-only)."""
+    args = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / name
         if host.is_symlink():
             args += ["--symlink", os.readlink(host), str(host)]
         elif host.is_dir():
             args += ["--ro-bind", str(host), str(host)]
+    return args
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr", *_links()]
     for name in _ETC:
         host = Path("/etc") / name
         if host.is_symlink():
@@ -261,27 +256,27 @@ def _system_binds() -> list[str]:
     return args
 
 
-def check_cache_dir(folder: Path) -> Path:
-    """A `--cache-dir` is an existing folder that holds no answer bundle and is not (and does not
-    hold) the data folder: it is the one place outside the run folder the candidate may write."""
-    if not folder.is_dir():
-        raise InputError("--cache-dir", f"{folder}: not an existing folder")
-    resolved = folder.resolve()
-    data_dir = os.environ.get("MICROCTX_DATA_DIR")
-    if data_dir and (Path(data_dir).resolve() == resolved or Path(data_dir).resolve().is_relative_to(resolved)):
-        raise InputError("--cache-dir", f"{folder}: holds the data folder (MICROCTX_DATA_DIR); choose a folder of its own")
-    if resolved == Path.home().resolve() or resolved == Path("/"):
-        raise InputError("--cache-dir", f"{folder}: choose a folder of its own, not your home or /")
-    for count, path in enumerate(resolved.rglob("*.json")):
-        if count >= 10_000:
-            break
-        try:
-            with open(path, "rb") as handle:
-                if b"fak-microcontext-answers/1" in handle.read(4096):
-                    raise InputError("--cache-dir", f"{path}: an answer bundle; the candidate's cache folder must not hold one")
-        except OSError:
-            continue
-    return resolved
+class _Binds:
+    """The binds of one run. For root, every source outside the system folders is staged: bound
+    (in the launcher's private mount namespace) onto a point under `stage`, which `nobody` can
+    reach, and bwrap binds that point; otherwise bwrap binds the source itself."""
+
+    def __init__(self, stage: Path | None):
+        self.stage = stage
+        self.staged: list[tuple[str, str]] = []
+        self.args: list[str] = []
+
+    def add(self, option: str, host: Path, inside: str) -> None:
+        source = str(host)
+        if self.stage is not None:
+            point = self.stage / str(len(self.staged))
+            if host.is_dir():
+                point.mkdir(mode=0o755)
+            else:
+                point.touch(mode=0o644)
+            self.staged.append((source, str(point)))
+            source = str(point)
+        self.args += [option, source, inside]
 
 
 def bwrap_argv(
@@ -293,291 +288,29 @@ def bwrap_argv(
     proxy_dir: Path | None = None,
     tmp_bytes: int = 256 << 20,
     cache_dir: Path | None = None,
+    stage: Path | None = None,
 ) -> list[str]:
-    """The full bwrap command line: namespaces, file system, working directory, then `command`.
+    """The full command line: (for root: staging and the drop to nobody,) bwrap's namespaces,
+    file system, working directory, then `command`.
 
     `extra` are (host path, sandbox path) pairs bound read-only (a candidate's own module or
     files); `proxy_dir` (record mode) is bound read-only at PROXY_DIR; `cache_dir` (--cache-dir)
-    read-write at CACHE_DIR."""
-    # order matters: the private /tmp comes before the binds, so that an installation under /tmp stays visible
-    argv = [
-        bwrap,
-        *namespace_flags(),
-        *_system_binds(),
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(tmp_bytes),
-        "--tmpfs",
-        "/tmp",
-        "--size",
-        str(tmp_bytes),
-        "--tmpfs",
-        HOME_DIR,
-    ]
+    read-write at CACHE_DIR; `stage` (root only: a folder `nobody` can reach) holds the staging
+    points. Every bind is nosuid and nodev (bwrap's binds always are), and once every mount
+    point exists the sandbox's root is remounted read-only."""
+    binds = _Binds(stage if os.geteuid() == 0 else None)
     for path in python_paths():
-        argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--ro-bind", str(package_folder()), f"{PACKAGE_DIR}/microctx"]
+        binds.add("--ro-bind", path, str(path))
+    binds.add("--ro-bind", package_folder(), f"{PACKAGE_DIR}/microctx")
     for host, inside in extra:
-        argv += ["--ro-bind", str(host), inside]
-    argv += ["--bind", str(run_dir), RUN_DIR]
+        binds.add("--ro-bind", host, inside)
+    binds.add("--bind", run_dir, RUN_DIR)
     if proxy_dir is not None:
-        argv += ["--ro-bind", str(proxy_dir), PROXY_DIR]
+        binds.add("--ro-bind", proxy_dir, PROXY_DIR)
     if cache_dir is not None:
-        argv += ["--bind", str(cache_dir), CACHE_DIR]
-    argv += ["--chdir", RUN_DIR, "--", *command]
-    return argv
-
-
-# --- limits and the kernel's accounting ------------------------------------------------------
-
-
-def _cgroup_mounts() -> dict[str, Path]:
-    """Controller (or 'unified') -> mount point, from /proc/self/mountinfo."""
-    mounts: dict[str, Path] = {}
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return mounts
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fstype, _, options = right.split(" ")[:3] if len(right.split(" ")) >= 3 else ("", "", "")
-        point = Path(left.split(" ")[4])
-        if fstype == "cgroup2":
-            mounts["unified"] = point
-        elif fstype == "cgroup":
-            for option in options.split(","):
-                if option in ("memory", "pids", "cpuacct"):
-                    mounts[option] = point
-    return mounts
-
-
-def _own_cgroups() -> dict[str, str]:
-    own: dict[str, str] = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return own
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            own["unified"] = path
-        for name in controllers.split(","):
-            own[name] = path
-    return own
-
-
-def _write(path: Path, value: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(value)
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Limits:
-    """The run's limits: cgroups made for it where possible, rlimits otherwise; kills and accounting.
-
-    `preexec()` runs in the child before exec (joins the cgroups, sets the rlimits); after the run,
-    `peak_memory()`, `cpu_seconds()`, `memory_exceeded()`, `processes_refused()`, then `close()`
-    (kills whatever is left, removes the cgroups)."""
-
-    def __init__(self, settings: SandboxSettings, name: str):
-        self.settings = settings
-        self.groups: dict[str, Path] = {}  # memory / pids / cpuacct / unified -> the run's cgroup folder
-        self._procs_files: list[Path] = []
-        self._make_cgroups(name)
-        self.enforced_by = {
-            "memory": "cgroup" if self._has("memory") else "rlimit RLIMIT_AS (per process)",
-            "processes": "cgroup" if self._has("pids") else "rlimit RLIMIT_NPROC (counts every process of the user)",
-            "cpu": "rlimit RLIMIT_CPU (per process)" if settings.cpu_seconds else "none",
-            "timeout": (
-                "none"
-                if not settings.timeout_seconds
-                else "runner (kills the pid namespace)"
-                if settings.isolation == "sandbox"
-                else "runner (kills the process group and the run's cgroups)"
-            ),
-            "file_size": "rlimit RLIMIT_FSIZE",
-        }
-        if not self._has("pids") and os.geteuid() == 0:
-            if settings.isolation == "process":  # chosen knowingly: say what is not enforced
-                self.enforced_by["processes"] = "none (no pids cgroup, and RLIMIT_NPROC does not bind root)"
-                self._procs_files = [self._procs_file(c) for c in self.groups]
-                return
-            self.close()
-            raise SandboxUnavailable(
-                "running as root without a writable pids cgroup, the process limit cannot be enforced "
-                "(RLIMIT_NPROC does not bind root); run as a normal user or allow cgroups"
-            )
-        self._procs_files = [self._procs_file(c) for c in self.groups]
-
-    def _has(self, controller: str) -> bool:
-        return controller in self.groups or "unified" in self.groups and controller in ("memory", "pids", "cpuacct")
-
-    def _procs_file(self, controller: str) -> Path:
-        return self.groups[controller] / "cgroup.procs"
-
-    def _make_cgroups(self, name: str) -> None:
-        mounts, own = _cgroup_mounts(), _own_cgroups()
-        s = self.settings
-        if "unified" in mounts and not any(c in mounts for c in ("memory", "pids")):
-            folder = mounts["unified"] / own.get("unified", "/").lstrip("/") / name
-            try:
-                folder.mkdir()
-                self.groups["unified"] = folder
-                _write(folder / "memory.max", str(s.memory_bytes))
-                if (folder / "memory.swap.max").exists():
-                    _write(folder / "memory.swap.max", "0")
-                _write(folder / "pids.max", str(s.max_processes))
-            except OSError:
-                self.close()
-            return
-        for controller in ("memory", "pids", "cpuacct"):
-            if controller not in mounts:
-                continue
-            folder = mounts[controller] / own.get(controller, "/").lstrip("/") / name
-            try:
-                folder.mkdir()
-            except OSError:
-                continue
-            self.groups[controller] = folder
-            try:
-                if controller == "memory":
-                    _write(folder / "memory.limit_in_bytes", str(s.memory_bytes))
-                    if (folder / "memory.memsw.limit_in_bytes").exists():
-                        _write(folder / "memory.memsw.limit_in_bytes", str(s.memory_bytes))
-                elif controller == "pids":
-                    _write(folder / "pids.max", str(s.max_processes))
-            except OSError:
-                self.groups.pop(controller)
-                _remove(folder)
-
-    def preexec(self) -> None:
-        """In the child, before exec: join the run's cgroups, set the rlimits (only os calls here)."""
-        pid = str(os.getpid()).encode()
-        for path in self._procs_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        s = self.settings
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (s.max_file_bytes, s.max_file_bytes))
-        if s.cpu_seconds:
-            resource.setrlimit(resource.RLIMIT_CPU, (s.cpu_seconds, s.cpu_seconds + 5))
-        if not self._has("memory"):
-            resource.setrlimit(resource.RLIMIT_AS, (s.memory_bytes, s.memory_bytes))
-        if not self._has("pids"):
-            resource.setrlimit(resource.RLIMIT_NPROC, (s.max_processes, s.max_processes))
-
-    def describe(self) -> dict:
-        """The manifest's `limits` object."""
-        s = self.settings
-        return {
-            "memory_bytes": s.memory_bytes,
-            "max_processes": s.max_processes,
-            "timeout_seconds": s.timeout_seconds,
-            "cpu_seconds": s.cpu_seconds,
-            "max_file_bytes": s.max_file_bytes,
-            "enforced_by": dict(self.enforced_by),
-        }
-
-    def _file(self, controller: str, v1: str, v2: str) -> Path | None:
-        if controller in self.groups:
-            return self.groups[controller] / v1
-        if "unified" in self.groups:
-            return self.groups["unified"] / v2
-        return None
-
-    def peak_memory(self) -> int | None:
-        path = self._file("memory", "memory.max_usage_in_bytes", "memory.peak")
-        return _read_int(path) if path else None
-
-    def cpu_seconds(self) -> float | None:
-        if "cpuacct" in self.groups:
-            nanoseconds = _read_int(self.groups["cpuacct"] / "cpuacct.usage")
-            return nanoseconds / 1e9 if nanoseconds is not None else None
-        if "unified" in self.groups:
-            try:
-                for line in (self.groups["unified"] / "cpu.stat").read_text().splitlines():
-                    key, text = line.split()
-                    if key == "usage_usec":
-                        return int(text) / 1e6
-            except (OSError, ValueError):
-                return None
-        return None
-
-    def memory_exceeded(self) -> bool:
-        if "memory" in self.groups:
-            try:
-                for line in (self.groups["memory"] / "memory.oom_control").read_text().splitlines():
-                    key, value = line.split()
-                    if key == "oom_kill" and int(value) > 0:
-                        return True
-            except (OSError, ValueError):
-                pass
-            return False
-        if "unified" in self.groups:
-            return _event_count(self.groups["unified"] / "memory.events", "oom_kill") > 0
-        return False
-
-    def processes_refused(self) -> int:
-        """How many forks the process limit refused (cgroups only; 0 when unknown)."""
-        path = self._file("pids", "pids.events", "pids.events")
-        return _event_count(path, "max") if path else 0
-
-    def kill_all(self) -> None:
-        """SIGKILL every process left in the run's cgroups, until they are empty (at most ~5 s)."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            pids: set[int] = set()
-            for path in self._procs_files:
-                try:
-                    pids.update(int(p) for p in path.read_text().split())
-                except (OSError, ValueError):
-                    pass
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        self.kill_all()
-        for folder in self.groups.values():
-            _remove(folder)
-        self.groups = {}
-        self._procs_files = []
-
-
-def _event_count(path: Path, key: str) -> int:
-    try:
-        for line in path.read_text().splitlines():
-            name, value = line.split()
-            if name == key:
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _remove(folder: Path) -> None:
-    for _ in range(100):
-        try:
-            folder.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.01)
+        binds.add("--bind", cache_dir, CACHE_DIR)
+    # order matters: the private /tmp comes before the binds, so that an installation under /tmp stays visible
+    argv = [bwrap, *namespace_flags(), *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes), "--tmpfs", HOME_DIR]
+    argv += [*binds.args, "--remount-ro", "/", "--chdir", RUN_DIR, "--", *command]
+    return drop_privileges(argv, binds.staged)

@@ -26,15 +26,43 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_INPUT)
 
 
+MAX_SECONDS = 30 * 86400  # a timeout past 30 days is a typo (1e308 would silently disable it)
+
+
 def _seconds(text: str) -> float:
-    """A positive, finite number of seconds (`inf`, `nan`, 0 and negatives are refused)."""
+    """A positive, finite number of seconds, at most 30 days (`inf`, `nan`, 0, negatives and
+    `1e308` are refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive, finite number of seconds, at most {MAX_SECONDS} (30 days), got {text!r}"
+        )
     return value
+
+
+def bounded_int(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high` (a seed of -1, 2e9 resamples and the
+    like are refused as one line, exit 2, before anything runs)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+SEED = bounded_int(0, 2**32 - 1)  # numpy's seed range
+N_BOOT = bounded_int(1, 1_000_000)  # 10^6 resamples of a few thousand components fit in memory
+POSITIVE = bounded_int(1, 10**9)
 
 
 def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None = None) -> None:
@@ -83,6 +111,13 @@ def _stats_kw(args) -> dict:
         "min_support": stats.DEFAULT_MIN_SUPPORT,
         "min_components": stats.DEFAULT_MIN_COMPONENTS,
     }
+    ranges = {"seed": (0, 2**32 - 1), "n_boot": (1, 1_000_000)}  # the rest are checked where they are used
+    for key, value in chosen.items():
+        low, high = ranges.get(key, (None, None))
+        if value is not None and low is not None and not low <= value <= high:
+            from microctx.errors import InputError
+
+            raise InputError("--" + key.replace("_", "-"), f"expected a whole number from {low} to {high}, got {value}")
     return {k: defaults[k] if v is None else v for k, v in chosen.items()}
 
 

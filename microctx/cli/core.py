@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _held_out_look, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, POSITIVE, _check_paths, _held_out_look, _say, _seconds
 from microctx.errors import InputError
 
 
@@ -16,7 +16,9 @@ def cmd_freeze(args) -> int:
         {"--public": args.public, "--answers": args.answers, "--report": args.report},
     )
     rules = load_rules(args.redactions) if args.redactions else []
-    frozen = freeze(read_export(args.raw), args.source, rules)
+    frozen = freeze(read_export(args.raw), args.source, rules, isolate_hubs=args.isolate_hubs)
+    for line in frozen.hub_warnings():
+        _say(line)
     write_frozen(frozen, args.public, args.answers, args.report)
     r = frozen.report
     print(
@@ -107,6 +109,12 @@ def _core_parsers(sub) -> None:
     p.add_argument("--report", required=True, help="corpus report to write")
     p.add_argument("--source", required=True, help="provenance string recorded in the public corpus")
     p.add_argument("--redactions", help="TOML redaction map ([[rule]] pattern/replacement); none by default")
+    p.add_argument(
+        "--isolate-hubs",
+        action="store_true",
+        help="a record referencing more than 50 in-corpus issues keeps them as facts but does not merge their split "
+        "components (off by default: published corpora stay byte-identical)",
+    )
     p.set_defaults(func=cmd_freeze)
 
     p = sub.add_parser(
@@ -197,7 +205,7 @@ def _fetch_parsers(sub) -> None:
     p.add_argument("repo", metavar="OWNER/REPO")
     p.add_argument("--output", required=True, metavar="RAW", help="export JSON to write (atomically)")
     p.add_argument("--state", choices=["all", "open", "closed"], default="all")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N issues (pull requests do not count)")
+    p.add_argument("--limit", type=POSITIVE, metavar="N", help="at most N issues (pull requests do not count)")
     p.add_argument(
         "--api-url",
         default="https://api.github.com",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_OK, _say
+from microctx.cli.common import EXIT_OK, _say, bounded_int
 
 
 def cmd_lab(args) -> int:
@@ -31,7 +31,7 @@ def _lab_parsers(sub) -> None:
         "options it does not know (--ServerApp.token=..., --ip ...) go to JupyterLab",
     )
     p.add_argument("--dir", default="microctx-lab", help="the lab folder, created with its parents (default microctx-lab)")
-    p.add_argument("--port", type=int, help="the server's port")
+    p.add_argument("--port", type=bounded_int(0, 65535), help="the server's port")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.add_argument("--dry-run", action="store_true", help="prepare the folder and print the command, do not start it")
     p.set_defaults(func=cmd_lab)

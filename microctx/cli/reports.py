@@ -9,6 +9,8 @@ import sys
 from microctx.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
+    N_BOOT,
+    SEED,
     _check_paths,
     _held_out_look,
     _report_done,
@@ -260,8 +262,8 @@ def _frontier_parser(kinds) -> None:
         default=DEFAULT_CPU_DOLLARS_PER_HOUR,
         help="assumed price of a CPU-hour for the compute part of dollars (default %(default)s)",
     )
-    k.add_argument("--n-boot", type=int, default=None, help="bootstrap replicates (default 10000)")
-    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--n-boot", type=N_BOOT, default=None, help="bootstrap replicates (default 10000)")
+    k.add_argument("--seed", type=SEED, default=0)
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report_frontier)
 

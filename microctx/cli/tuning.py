@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds, bounded_int
 from microctx.errors import InputError
 
 
@@ -41,9 +41,17 @@ def cmd_sweep(args) -> int:
 def cmd_evaluate(args) -> int:
     from microctx.tuning.evaluate import evaluate_selected
 
-    outcome = evaluate_selected(args.selected, args.public, args.answers, args.out, timeout=args.timeout)
+    outcome = evaluate_selected(
+        args.selected, args.public, args.answers, args.out, timeout=args.timeout, allow_process=args.allow_process_isolation
+    )
+    if outcome["isolation_warning"]:
+        _say(f"microctx evaluate: WARNING: {outcome['isolation_warning']}")
     if not outcome["run_ok"]:
-        _say(f"microctx evaluate: FAILED run of the frozen configuration: {outcome['error']} (manifest in {args.out})")
+        from microctx.candidates.run_files import escape_controls
+
+        _say(
+            f"microctx evaluate: FAILED run of the frozen configuration: {escape_controls(outcome['error'])} (manifest in {args.out})"
+        )
         return EXIT_FAIL
     print(outcome["summary"])
     print(outcome["look_line"])
@@ -61,8 +69,15 @@ def cmd_ledger(args) -> int:
         digest = file_sha256(args.answers) if not _is_digest(args.answers) else args.answers.lower()
     rows = entries(digest, candidate=args.candidate, config=args.config)
     print("id\tat\tanswers_sha256\tsubmission_sha256\tcandidate\tconfig_digest\tvia\tgrade\tmarked")
+    from microctx.errors import InputError
+
     for e in rows:
-        summary = orjson.loads(e["summary"])
+        try:
+            summary = orjson.loads(e["summary"])
+        except orjson.JSONDecodeError:
+            raise InputError(ledger_path(), "summary is not JSON", record=f"entry {e['id']}", field="summary") from None
+        if not isinstance(summary, dict):
+            raise InputError(ledger_path(), "summary is not a JSON object", record=f"entry {e['id']}", field="summary")
         grade = (
             f"{'PASS' if summary.get('quality_pass') else 'FAIL'} "
             f"{summary.get('exact_records')}/{summary.get('test_records')} exact"
@@ -123,7 +138,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("--devkit", required=True, help="devkit with train and tune answers (from `microctx devkit`)")
     p.add_argument("--out", required=True, metavar="DIR")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, metavar="N", help="local parallel runs (default: the CPU count)")
+    where.add_argument("--workers", type=bounded_int(1, 1024), metavar="N", help="local parallel runs (default: the CPU count)")
     where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask distributed cluster")
     p.add_argument(
         "--connect-timeout",
@@ -145,6 +160,12 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("--out", required=True, metavar="DIR2")
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)"
+    )
+    p.add_argument(
+        "--allow-process-isolation",
+        action="store_true",
+        help='run a configuration whose [sandbox] says isolation = "process" (refused otherwise: the candidate '
+        "would be a child of the process holding the answers); the manifest and evaluation.json say so",
     )
     p.set_defaults(func=cmd_evaluate)
 

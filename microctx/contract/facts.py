@@ -5,13 +5,12 @@ Written beside a grade as `<grade>.facts.csv`; slice reports read it.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from microctx._io.atomic import AtomicOutputs
+from microctx._io.csvout import csv_bytes
 from microctx.contract.canonical import dumps
 
 FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
@@ -32,11 +31,7 @@ class FactRow:
 
 def facts_csv(rows: list[FactRow]) -> bytes:
     """The per-fact outcome table as CSV bytes (header included)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(FACT_COLUMNS)
-    writer.writerows((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows)
-    return buffer.getvalue().encode()
+    return csv_bytes(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
 
 
 def facts_path(grade_path: str | os.PathLike) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import nlargest
 from operator import attrgetter
 
@@ -42,16 +42,30 @@ QUESTION_SLICES = [
 ]
 
 
+HUB_REFERENCES = 50  # a record referencing more in-corpus issues than this is a hub (named in a warning)
+
+
 @dataclass
 class Frozen:
     """The three documents of a freeze (all leak checks and the blind oracle passed, or there
-    would be no Frozen); `write(public, answers, report)` writes them."""
+    would be no Frozen); `write(public, answers, report)` writes them. `hubs`: (issue number,
+    in-corpus references) of every record referencing more than HUB_REFERENCES in-corpus issues,
+    most first (not part of any artifact)."""
 
     public: dict
     answers: dict
     report: dict
     public_sha256: str
     answers_sha256: str
+    hubs: list[tuple[int, int]] = field(default_factory=list)
+
+    def hub_warnings(self) -> list[str]:
+        """One line per hub record, for the freeze's output."""
+        return [
+            f"warning: issue #{number} references {count} in-corpus issues (more than {HUB_REFERENCES}): "
+            "its references join their components into one split (see --isolate-hubs)"
+            for number, count in self.hubs
+        ]
 
     @property
     def ok(self) -> bool:
@@ -174,12 +188,18 @@ def aggregates(issues: Sequence[RawIssue], public_records: Sequence[dict]) -> di
     }
 
 
-def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -> Frozen:
+def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = (), isolate_hubs: bool = False) -> Frozen:
     """Scrub, split and derive; run the leak checks and the blind oracle.
 
-    Raises ContractError when a leak check or the oracle fails: nothing is to be written then.
+    `isolate_hubs` (off by default, so published corpora stay byte-identical): a hub record's
+    references stay facts in its answer but do not merge components for the split, so one issue
+    listing `#1 ... #199` cannot pull every record into one split.
+    Raises ContractError when a leak check or the oracle fails: nothing is to be written then;
+    when no test record is left, the error says so and names the record that joined most.
     """
-    frozen = build(issues, source, rules)
+    frozen = build(issues, source, rules, isolate_hubs)
+    if frozen.report["test_records"] == 0:
+        raise ContractError(_no_test_record(frozen))
     checks = frozen.report["leak_checks"]
     failed = sorted(name for name, ok in checks.items() if not ok)
     if failed:
@@ -187,10 +207,35 @@ def freeze(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) 
     return frozen
 
 
-def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = ()) -> Frozen:
+def _no_test_record(frozen: Frozen) -> str:
+    if frozen.hubs:
+        number, count = frozen.hubs[0]
+        cause = (
+            f"issue #{number} references {count} in-corpus issues and joins them into one component; "
+            "freeze with --isolate-hubs to keep its references as facts without merging"
+        )
+    else:
+        cause = "every split component hashed to train or tune"
+    return f"no test record is left ({frozen.report['records']} records): {cause}; nothing was written"
+
+
+def build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule] = (), isolate_hubs: bool = False) -> Frozen:
     """The three documents of `freeze`, with the leak checks recorded but not enforced."""
     with gc_paused():
-        return _build(issues, source, rules)
+        return _build(issues, source, rules, isolate_hubs)
+
+
+def find_hubs(numbers: Sequence[int], references: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """(number, in-corpus references) of each record referencing more than HUB_REFERENCES
+    in-corpus issues, most first."""
+    present = set(numbers)
+    hubs = []
+    for number, refs in zip(numbers, references):
+        if len(refs) > HUB_REFERENCES:
+            count = sum(1 for r in set(refs) if r in present and r != number)
+            if count > HUB_REFERENCES:
+                hubs.append((number, count))
+    return sorted(hubs, key=lambda h: (-h[1], h[0]))
 
 
 @dataclass
@@ -242,12 +287,19 @@ def _scrub_and_derive(issues: Sequence[RawIssue], rules: Sequence[Rule]) -> _Der
     return out
 
 
-def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Frozen:
+def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule], isolate_hubs: bool = False) -> Frozen:
     derived = _scrub_and_derive(issues, rules)
     issues = derived.issues
+    numbers = [i.number for i in issues]
+    hubs = find_hubs(numbers, derived.refs)
+    split_refs: Sequence[Sequence[int]] = derived.refs
+    if isolate_hubs and hubs:
+        isolated = {number for number, _ in hubs}
+        split_refs = [[] if n in isolated else refs for n, refs in zip(numbers, derived.refs)]
     # Identical texts have identical digests: grouping by digest is grouping by text, without
     # hashing every title and body again.
-    splits = assign_splits([i.number for i in issues], derived.title_digests, derived.body_digests, derived.refs)
+    splits = assign_splits(numbers, derived.title_digests, derived.body_digests, split_refs)
+    del numbers, split_refs
     records = [public_record(i, splits[i.number], t, b) for i, t, b in zip(issues, derived.title_digests, derived.body_digests)]
     del splits
     derived.title_digests = derived.body_digests = []
@@ -274,7 +326,7 @@ def _build(issues: Sequence[RawIssue], source: str, rules: Sequence[Rule]) -> Fr
     oracle = grade_counts(answers, answers)
     checks = leak_checks(records, found, _text_contains(public, answers_sha), oracle)
     report = _report(public_sha, answers_sha, records, answer_list, derived, checks, oracle, source, len(rules))
-    return Frozen(public, answers, report, public_sha, answers_sha)
+    return Frozen(public, answers, report, public_sha, answers_sha, hubs)
 
 
 def _report(

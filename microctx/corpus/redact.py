@@ -7,24 +7,44 @@ Rules come from a TOML file:
     replacement = "[redacted:public-corpus]"
 
 and are applied to every title, then every body, rule after rule. There are no rules by default.
+
+Patterns are compiled with RE2 (`google-re2`), the linear-time engine the contract's patterns
+follow: matching a body costs time in proportion to its length whatever the pattern, so a rule
+such as `(a+)+$` cannot hang a freeze on an issue body anyone can write (ReDoS); a pattern RE2
+cannot compile (a back-reference, a look-around) or whose program needs more than 8 MiB is
+refused with a line naming the rule.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from microctx.errors import InputError
 
 MARKER = "[redacted:public-corpus]"
 
 
+PATTERN_MEMORY = 8 << 20  # bytes RE2 may use for one compiled pattern
+
+
 @dataclass(frozen=True)
 class Rule:
-    pattern: re.Pattern
+    pattern: Any  # an re2 pattern (same subn as re's)
     replacement: str
+
+
+def compile_pattern(text: str) -> Any:
+    """`text` compiled case-insensitively with RE2, or re2.error (with no log line on stderr)."""
+    import re2
+
+    options = re2.Options()
+    options.case_sensitive = False
+    options.max_mem = PATTERN_MEMORY
+    options.log_errors = False
+    return re2.compile(text, options)
 
 
 @dataclass
@@ -39,11 +59,13 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
     """Read a TOML redaction map (`[[rule]]` tables with `pattern` and `replacement`)."""
     import tomllib
 
+    from microctx._io.jsonio import read_bytes
+
+    data = read_bytes(path)
     try:
-        with open(path, "rb") as handle:
-            document = tomllib.load(handle)
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None
+        document = tomllib.loads(data.decode())
+    except RecursionError:
+        raise InputError(path, "not valid TOML: nested too deeply") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(path, f"not valid TOML: {exc}") from None
     extra = set(document) - {"rule"}
@@ -63,9 +85,12 @@ def load_rules(path: str | os.PathLike) -> list[Rule]:
             if not isinstance(table.get(key), str):
                 raise InputError(path, "expected a string", record=f"rule {i}", field=key)
         try:
-            compiled = re.compile(table["pattern"], re.IGNORECASE)
-        except re.error as exc:
-            raise InputError(path, f"invalid regular expression: {exc}", record=f"rule {i}", field="pattern") from None
+            compiled = compile_pattern(table["pattern"])
+        except Exception as exc:  # re2.error, and a pattern over its memory limit
+            reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise InputError(
+                path, f"invalid regular expression (RE2, linear time): {reason}", record=f"rule {i}", field="pattern"
+            ) from None
         rules.append(Rule(compiled, table["replacement"]))
     return rules
 
@@ -76,7 +101,7 @@ def _toml_type(value: object) -> str:
     )
 
 
-def _literal(text: str) -> Callable[[re.Match[str]], str]:
+def _literal(text: str) -> Callable[[Any], str]:
     """A replacement function, so the replacement text is literal (no group references)."""
     return lambda _match: text
 

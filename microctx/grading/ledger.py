@@ -13,8 +13,9 @@ and this configuration (its digest; the candidate's name when no digest is known
 Append-only: triggers refuse UPDATE and DELETE on the table (a user with the file can still
 delete it; the ledger makes looks visible, it does not make them impossible). Concurrent writers
 lose nothing: the file is in WAL mode, each append is one `BEGIN IMMEDIATE` transaction (the
-write lock is taken before anything is read), SQLite waits up to `busy_timeout` for the lock,
-and a writer that still finds the database busy retries with backoff.
+write lock is taken before anything is read), and a writer that finds the database busy
+retries with backoff, for at most LOCK_WAIT seconds in all (10 s, or MICROCTX_LEDGER_WAIT): a
+ledger held longer by another process is one line, exit 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -54,6 +55,17 @@ _SCHEMA = (
 COLUMNS = ("id", "at", "answers_sha256", "submission_sha256", "candidate", "config_digest", "via", "summary", "marked")
 MARKS = ("oracle", "planted", "demo")  # looks that are not a candidate's: kept, never counted
 _ATTEMPTS = 50
+LOCK_WAIT_ENV = "MICROCTX_LEDGER_WAIT"
+LOCK_WAIT = 10.0  # seconds a command waits for the ledger's write lock, in all
+
+
+def lock_wait() -> float:
+    """Seconds to wait for the ledger's lock: MICROCTX_LEDGER_WAIT (0 to 600), else 10."""
+    try:
+        value = float(os.environ.get(LOCK_WAIT_ENV, LOCK_WAIT))
+    except ValueError:
+        return LOCK_WAIT
+    return min(max(value, 0.0), 600.0) if value == value else LOCK_WAIT
 
 
 def ledger_path() -> Path:
@@ -65,11 +77,12 @@ def ledger_path() -> Path:
     return Path(base) / "microctx" / "ledger.sqlite"
 
 
-def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV) -> sqlite3.Connection:
+def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV, wait: float | None = None) -> sqlite3.Connection:
+    wait = lock_wait() if wait is None else wait
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        connection.execute("PRAGMA busy_timeout = 30000")
+        connection = sqlite3.connect(path, timeout=wait, isolation_level=None)
+        connection.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
     except (OSError, sqlite3.Error) as exc:
         raise InputError(path, f"cannot open the {what}: {exc}", field=field) from None
     return connection
@@ -87,8 +100,9 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
     the file as `what` with `field`."""
     path = Path(path)
     delay = 0.005
+    deadline = time.monotonic() + lock_wait()
     for attempt in range(_ATTEMPTS):
-        connection = _connect(path, what, field)
+        connection = _connect(path, what, field, max(deadline - time.monotonic(), 0.0))
         try:
             if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 connection.execute("PRAGMA journal_mode = WAL")
@@ -105,7 +119,15 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
                 raise
         except sqlite3.OperationalError as exc:
             text = str(exc).lower()
-            if ("locked" not in text and "busy" not in text) or attempt == _ATTEMPTS - 1:
+            busy = "locked" in text or "busy" in text
+            if busy and (attempt == _ATTEMPTS - 1 or time.monotonic() >= deadline):
+                raise InputError(
+                    path,
+                    f"the {what} is locked by another process (waited {lock_wait():g} s, {LOCK_WAIT_ENV}); "
+                    "nothing was recorded, try again",
+                    field=field,
+                ) from None
+            if not busy:
                 raise InputError(path, f"cannot write the {what}: {exc}", field=field) from None
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)

@@ -220,8 +220,14 @@ def load_facts(path: str | os.PathLike) -> pd.DataFrame:
     Every cell stays a string (a label "None" or an empty detail is not turned into NaN).
     Raises InputError naming the file, row and field when the table is not that shape.
     """
+    from microctx._io.jsonio import open_input
+
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+        with open_input(path) as handle:  # a regular file under the input limit, its set settled
+            frame = pd.read_csv(handle, dtype=str, keep_default_na=False, na_filter=False)
+        from microctx._io.csvout import unescape_frame
+
+        frame = unescape_frame(frame)
     except FileNotFoundError:
         raise InputError(path, "cannot read file: no such file") from None
     except (OSError, ValueError, pd.errors.ParserError) as exc:
@@ -1049,4 +1055,6 @@ def paired_comparison(
 
 def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write a slice (or compare/paired) table as CSV, atomically; floats with full precision."""
-    atomic_write(path, table.to_csv(index=False, lineterminator="\n").encode())
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(table))

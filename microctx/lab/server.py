@@ -11,7 +11,6 @@ project-local `microctx.toml` setting), so a notebook finds the data the way the
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,13 +63,13 @@ def prepare_lab(folder: str | os.PathLike) -> list[Path]:
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     created = []
-    for name in NOTEBOOKS.values():
+    for name in NOTEBOOKS.values():  # never through a link: a name that exists at all (even a dangling link) is kept
         source, copy = NOTEBOOKS_DIR / name, target / name
-        if source.is_file() and not copy.exists():
-            shutil.copyfile(source, copy)
+        if source.is_file() and not os.path.lexists(copy):
+            atomic_write(copy, source.read_bytes())  # a new file at this name, inside the folder
             created.append(copy)
     workbench = target / WORKBENCH
-    if not workbench.exists():
+    if not os.path.lexists(workbench):
         atomic_write(workbench, nbformat.writes(workbench_notebook()).encode())
         created.append(workbench)
     return created

@@ -14,10 +14,11 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
   per-component counts are columns of one matrix), so the gain against the baseline has a
   paired interval.
 - cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
-  output and cached tokens as the runner's proxy counted them when it could (record mode, plain
-  HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
+  output and cached tokens as the model gateway counted them, or the runner's proxy when it
+  could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
   not), with `counts_agree` False when the two differ (`microctx.candidates.runner.model_counts`);
-  model dollars (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
+  model dollars as the model gateway counted them (`gateway.dollars`, --model-endpoint), else
+  (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
   seconds x `cpu_dollars_per_hour` (an assumed price, a parameter), dollars = model + compute;
   each also per corpus record.
 - the Pareto front on (cost per record, net-true), `microctx.grading.stats.pareto_front`: a
@@ -227,7 +228,7 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
         outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
         tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
         counts = model_counts(manifest)  # the runner's count of calls and tokens where its proxy could count
-        model_dollars = _counter(manifest, "cost_microdollars") / 1e6
+        model_dollars = counts["dollars"] if counts.get("dollars") is not None else _counter(manifest, "cost_microdollars") / 1e6
         if math.isnan(model_dollars) and counts["model_calls"] == 0:
             model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
         cpu = _number(manifest, "cpu_seconds")
@@ -282,4 +283,6 @@ def frontier_table(inputs, paths: Sequence[str | os.PathLike], names: Sequence[s
 def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
     from microctx._io.atomic import atomic_write
 
-    atomic_write(path, frontier.table.to_csv(index=False, lineterminator="\n").encode())
+    from microctx._io.csvout import frame_csv_bytes
+
+    atomic_write(path, frame_csv_bytes(frontier.table))

@@ -6,6 +6,14 @@ held-out answers that a sweep's protocol allows: the configuration was chosen on
 it saw in the sweep (`DIR/candidate-devkit.json`, checked against its digest). The grade is
 recorded in the held-out ledger before it is written.
 
+The candidate runs first, in the sandbox, and the answers are opened only afterwards, in a
+separate step: nothing of the answers is read while the candidate runs, and a sandboxed candidate
+sees neither this process nor its command line (its own pid namespace, no host `/proc`). A
+configuration whose `[sandbox]` says `isolation = "process"` would run the candidate as a child
+of this process, whose command line names the answer bundle: it is refused unless the caller
+passes `allow_process=True` (`--allow-process-isolation`), and then the manifest
+(`isolation_allowed_by`) and `evaluation.json` (`isolation`, `isolation_warning`) say so.
+
 DIR2 gets `submission.json`, `submission.run.json`, `grade.json`, `grade.facts.csv` and
 `evaluation.json` (the selection's digest, the ledger entry and counts). A failed run writes the
 manifest and `evaluation.json` only, and nothing is graded.
@@ -37,7 +45,40 @@ def load_selected(path: str | os.PathLike) -> dict:
     for key in ("candidate", "config_key", "corpus_sha256", "candidate_devkit"):
         if key not in document:
             raise InputError(path, "missing", field=key)
+    _check_selected_types(path, document)
     return document
+
+
+_SELECTED_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {  # field: (types, what) of a selected.json a sweep writes
+    "parameters": (dict, "an object"),
+    "config_key": (str, "a string"),
+    "corpus_sha256": (str, "a string"),
+    "candidate": (dict, "an object"),
+    "candidate.name": (str, "a string"),
+    "candidate.entry": (str, "a string"),
+    "candidate.kind": (str, "a string"),
+    "candidate.timeout": ((int, float, type(None)), "a number or null"),
+    "candidate_devkit": (dict, "an object"),
+    "candidate_devkit.path": (str, "a string"),
+    "candidate_devkit.sha256": (str, "a string"),
+}
+
+
+def _check_selected_types(path, document: dict) -> None:
+    """Every field evaluate uses has the type a sweep writes: else one line naming the field."""
+    from microctx._io.paths import inside
+
+    for field, (types, what) in _SELECTED_TYPES.items():
+        head, _, tail = field.partition(".")
+        value = document.get(head) if not tail else document[head].get(tail)
+        if (
+            (tail and tail == "timeout" and tail not in document[head])
+            or isinstance(value, types)
+            and not isinstance(value, bool)
+        ):
+            continue
+        raise InputError(path, f"expected {what}, got {type(value).__name__}", field=field)
+    inside(Path(path).parent, document["candidate_devkit"]["path"])  # never a devkit outside the sweep folder
 
 
 def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tuple[str, ...]]:
@@ -53,6 +94,10 @@ def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tupl
         raise InputError(path, "expected a list of names", field="sandbox.pass_env")
     try:
         options["allow_hosts"] = tuple(options.get("allow_hosts") or ())
+        if isinstance(options.get("gateway"), dict):
+            from microctx.candidates.settings import GatewaySettings
+
+            options["gateway"] = GatewaySettings(**options["gateway"])
         return SandboxSettings(**options), tuple(pass_env)
     except TypeError as exc:
         raise InputError(path, f"not sandbox settings: {exc}", field="sandbox") from None
@@ -60,8 +105,29 @@ def selected_sandbox(path, document: dict) -> tuple[SandboxSettings | None, tupl
         raise InputError(path, exc.message, field="sandbox") from None
 
 
-def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None) -> dict:
-    """Run the frozen configuration once, grade it on test, record the look; returns the outcome."""
+PROCESS_WARNING = (
+    "process isolation, allowed by --allow-process-isolation: the candidate ran as a child of the evaluating "
+    "process and could read the answers' path from its command line; this look is not protected"
+)
+
+
+def _check_isolation(selected_path: Path, sandbox: SandboxSettings | None, allow_process: bool) -> str | None:
+    """The warning to record when the configuration runs without the sandbox; refused unless allowed."""
+    if sandbox is None or sandbox.isolation != "process":
+        return None
+    if not allow_process:
+        raise InputError(
+            selected_path,
+            'isolation = "process" would run the candidate as a child of the process that holds the answers; '
+            "evaluate refuses it (pass --allow-process-isolation to accept an unprotected look)",
+            field="sandbox.isolation",
+        )
+    return PROCESS_WARNING
+
+
+def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None, allow_process: bool = False) -> dict:
+    """Run the frozen configuration once, then (only then) open the answers, grade it on test and
+    record the look; returns the outcome."""
     from microctx._io.atomic import atomic_write
     from microctx.candidates.runner import manifest_path, run_candidate
     from microctx.contract.facts import write_grade
@@ -72,19 +138,19 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     selected_path = Path(selected_path)
     selected = load_selected(selected_path)
     sandbox, pass_env = selected_sandbox(selected_path, selected)
+    warning = _check_isolation(selected_path, sandbox, allow_process)
     public, answers, out = Path(public), Path(answers), Path(out)
     corpus_sha256 = file_sha256(public) if public.is_file() else None
     if corpus_sha256 != selected["corpus_sha256"]:
         raise InputError(public, f"the configuration was chosen on corpus {selected['corpus_sha256']}, this is {corpus_sha256}")
-    gold = load_answers(answers)
-    if gold["corpus_sha256"] != corpus_sha256:
-        raise InputError(
-            answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
-        )
+    if not answers.is_file():
+        raise InputError(answers, "not an existing file")
     devkit = selected_path.parent / selected["candidate_devkit"]["path"]
     if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
+    from microctx._io.sets import is_our_output
+
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_our_output(out / MARKER))):
         raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
     out.mkdir(parents=True, exist_ok=True)
 
@@ -101,7 +167,8 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         cmd=cmd,
         sandbox=sandbox,
         pass_env=pass_env,
-    )  # isolation and network as in the sweep
+        note={"isolation_allowed_by": "--allow-process-isolation"} if warning else None,
+    )  # isolation and network as in the sweep; the answers are not opened before it ends
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
     outcome: dict = {
         "schema": EVALUATION_SCHEMA,
@@ -117,8 +184,15 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         "manifest": str(manifest_path(submission)),
         "grade": None,
         "ledger": None,
+        "isolation": manifest["isolation"],
+        "isolation_warning": warning,
     }
     if manifest["ok"]:
+        gold = load_answers(answers)  # the separate step: the candidate is gone
+        if gold["corpus_sha256"] != corpus_sha256:
+            raise InputError(
+                answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
+            )
         result = grade(gold, load_submission(submission))
         look = record_look(
             answers_sha256=file_sha256(answers),

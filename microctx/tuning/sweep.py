@@ -67,8 +67,6 @@ workers must have microctx installed.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import random
@@ -96,7 +94,9 @@ MODEL_COSTS = ("cached_tokens", "cost_microdollars")  # model counters (llm cand
 COSTS = ("wall_seconds", "cpu_seconds", "peak_memory_bytes") + COUNTER_KEYS + MODEL_COSTS
 RULES = ("max", "least-cost-meeting-floor")
 CANDIDATE_DEVKIT = "candidate-devkit.json"
-SANDBOX_KEYS = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir", "pass_env")
+SANDBOX_KEYS: tuple[str, ...] = ("isolation", "network", "allow_hosts", "memory", "max_processes", "cpu_seconds", "cache_dir")
+SANDBOX_KEYS += ("pass_env", "model_endpoint", "model_key_env", "max_model_calls", "max_tokens", "max_dollars", "model_price")
+SANDBOX_KEYS += ("model_cache",)
 
 _KEYS = {
     "candidate": {"name", "builtin", "cmd", "function", "version", "timeout", "devkit_splits"},
@@ -201,6 +201,9 @@ def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, 
                 raise _type_error(path, f"sandbox.{key}", "a positive integer", value)
             options[key] = value
     try:
+        from microctx.candidates.settings import gateway_from_table
+
+        options["gateway"] = gateway_from_table(table)
         settings = SandboxSettings(**options)
     except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
         where = {
@@ -210,7 +213,7 @@ def load_sandbox(path, table: dict) -> tuple[SandboxSettings | None, tuple[str, 
             "--memory": "memory",
             "--max-processes": "max_processes",
             "--cpu-seconds": "cpu_seconds",
-        }.get(exc.file, "cache_dir")
+        }.get(exc.file, str(exc.file).lstrip("-").replace("-", "_") if str(exc.file).startswith("--m") else "cache_dir")
         raise InputError(path, exc.message, field=f"sandbox.{where}") from None
     return settings, pass_env
 
@@ -713,8 +716,13 @@ class SweepResult:
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_MARKER).is_file():
-        raise InputError(out, f"exists and is not a sweep folder (no {SWEEP_MARKER}); choose another --out or empty it")
+    from microctx._io.sets import is_our_output
+
+    if out.is_dir() and any(out.iterdir()) and not is_our_output(out / SWEEP_MARKER):
+        raise InputError(
+            out,
+            f"exists and is not a sweep folder (no {SWEEP_MARKER} with a microctx schema id); choose another --out or empty it",
+        )
 
 
 def _check_inputs(public, devkit, out: Path, spec: SweepSpec) -> Inputs:
@@ -965,13 +973,10 @@ def select(rows: list[dict], spec: SweepSpec) -> dict | None:
 
 
 def sweep_csv(rows: list[dict], selected_key: str | None) -> bytes:
-    buffer = io.StringIO()
+    from microctx._io.csvout import csv_bytes
+
     columns = list(rows[0]) + ["selected"] if rows else ["selected"]
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({**{k: ("" if v is None else v) for k, v in row.items()}, "selected": row["key"] == selected_key})
-    return buffer.getvalue().encode()
+    return csv_bytes(columns, ([row.get(k) for k in columns[:-1]] + [row["key"] == selected_key] for row in rows))
 
 
 def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict | None, inputs: Inputs) -> None:
@@ -1032,7 +1037,15 @@ def sweep_frame(out: str | os.PathLike):
     """DIR/sweep.csv as a DataFrame (for the sweep report)."""
     import pandas as pd
 
+    from microctx._io.jsonio import open_input
+
     path = Path(out) / "sweep.csv"
     if not path.is_file():
         raise InputError(path, "no sweep.csv: not a finished sweep folder")
-    return pd.read_csv(path)
+    with open_input(path) as handle:
+        try:
+            from microctx._io.csvout import unescape_frame
+
+            return unescape_frame(pd.read_csv(handle))
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            raise InputError(path, f"not a readable sweep table: {str(exc).splitlines()[0] if str(exc) else exc}") from None

@@ -179,9 +179,14 @@ def load_price_file(path: str, model: str) -> dict:
     return entry
 
 
+def _with_gateway(p: dict) -> dict:
+    """No base_url given: the runner's model gateway, when the run has one (MICROCTX_MODEL_ENDPOINT)."""
+    return {**p, "base_url": p["base_url"] or os.environ.get("MICROCTX_MODEL_ENDPOINT", "")}
+
+
 def make_config(params: dict | None) -> Config:
     """Check the parameters (defaults filled in) and return the run's Config."""
-    p = {**DEFAULTS, **(params or {})}
+    p = _with_gateway({**DEFAULTS, **(params or {})})
     unknown = sorted(set(p) - set(DEFAULTS))
     if unknown:
         raise ConfigError(f"unknown parameter {unknown[0]!r}")

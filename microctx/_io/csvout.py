@@ -1,0 +1,67 @@
+"""Every CSV microctx writes, through one writer: text cells a spreadsheet could run as a formula
+are written as text.
+
+A cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return is a formula to Excel,
+LibreOffice and Google Sheets (`=HYPERLINK(...)` in a candidate's version, a grid value, a label);
+such a text cell is written with a leading `'`, which spreadsheets read as "this is text" and do
+not show. A text cell that already starts with `'` followed by one of those characters gets one
+more `'`, so `unescape_cell` gives back exactly what was written. Numbers (int, float, bool) are
+written as they are: `-0.5` is a number, not a formula. Every other cell is unchanged, so a
+table without such text (the s8f fact table) is byte for byte what csv.writer gives.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape_cell(value: Any) -> Any:
+    """`value` as a CSV cell: text that a spreadsheet would run gets a leading `'`; None is ""."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_START) or (value.startswith("'") and value[1:2] and value[1:].startswith(FORMULA_START)):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value: Any) -> Any:
+    """The text `escape_cell` was given (the inverse on strings; anything else unchanged)."""
+    if isinstance(value, str) and value.startswith("'") and value[1:].startswith((*FORMULA_START, "'")):
+        rest = value[1:]
+        if rest.startswith(FORMULA_START) or (rest.startswith("'") and rest[1:].startswith(FORMULA_START)):
+            return rest
+    return value
+
+
+def csv_bytes(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
+    """A CSV table (header, then rows; `\\n` line ends) with every cell through `escape_cell`."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([escape_cell(h) for h in header])
+    writer.writerows([escape_cell(v) for v in row] for row in rows)
+    return buffer.getvalue().encode()
+
+
+def frame_csv_bytes(frame: Any) -> bytes:
+    """A pandas DataFrame as CSV (no index, `\\n` line ends, floats at full precision), its text
+    cells through `escape_cell`; numeric columns are written by pandas as they are."""
+    escaped = frame.copy()
+    for column in escaped.columns:
+        if escaped[column].dtype == object:
+            escaped[column] = escaped[column].map(escape_cell)
+    return escaped.to_csv(index=False, lineterminator="\n").encode()
+
+
+def unescape_frame(frame: Any) -> Any:
+    """A DataFrame read from one of our CSVs with its text cells as they were before escaping."""
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = frame[column].map(unescape_cell)
+    return frame

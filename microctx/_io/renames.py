@@ -1,0 +1,59 @@
+"""Every rename of an output, in one place: plain renames, the atomic swap of two folders, and the
+kill hook that tests use to crash a command between two renames.
+
+`MICROCTX_KILL_AT_RENAME=N` makes the process SIGKILL itself just before its Nth rename (counted
+from 1 over the whole process), the equivalent of `strace -e inject=rename:signal=SIGKILL:when=N`
+for the renames microctx makes itself; `MICROCTX_KILL_AT_RENAME=exchange` kills it just before its
+first folder swap (a report's, the demo's). Unset, it costs one dictionary look-up per rename.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+from typing import Any
+
+KILL_ENV = "MICROCTX_KILL_AT_RENAME"
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_count = 0
+
+
+def _count_rename(kind: str = "rename") -> None:
+    global _count
+    _count += 1
+    wanted = os.environ.get(KILL_ENV)
+    if wanted and ((wanted.isdigit() and int(wanted) == _count) or wanted == kind):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """os.replace, counted for the kill hook."""
+    _count_rename()
+    os.replace(src, dst)
+
+
+_renameat2: Any = None  # libc's renameat2, False when there is none, None before the first look
+
+
+def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE): after any crash each
+    name holds either its old or its new content, never neither. False when the kernel or the file
+    system cannot (the caller falls back to two renames); other failures are OSErrors."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        except (AttributeError, OSError):
+            _renameat2 = False
+    if _renameat2 is False:
+        return False
+    _count_rename("exchange")
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(a))

@@ -1,0 +1,115 @@
+"""The answer guard: no folder or file handed to a candidate holds held-out answers, by content.
+
+`holds_answers(data)` is true when the bytes are a JSON document (or JSON Lines) anywhere inside
+which is a list of answer records: objects with an `id`, a `split` of "test" and at least one of
+the answer fields (`state`, `labels`, `references`, `duplicate_targets`, `scope_contradictions`).
+The schema string, the file name and the serialisation do not matter: an `answers.json.bak`, a
+re-serialised or re-indented copy, a bare list of records, one record per line are all found;
+a helper file that merely mentions the schema's name is not. A devkit (train and tune answers
+only) passes. `find_answers(paths)` walks folders without following links, reads only regular
+files up to `FILE_LIMIT` bytes, at most `MAX_FILES` files, and never blocks on a FIFO.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+FILE_LIMIT = 256 << 20
+MAX_FILES = 20_000
+_ANSWER_FIELDS = frozenset({"state", "labels", "references", "duplicate_targets", "scope_contradictions"})
+_MAX_NODES = 5_000_000
+_MAX_DEPTH = 32
+
+
+def _is_answer(item: object) -> bool:
+    return isinstance(item, dict) and "id" in item and item.get("split") == "test" and not _ANSWER_FIELDS.isdisjoint(item)
+
+
+def _holds(document: object) -> bool:
+    stack, seen = [document], 0
+    while stack and seen < _MAX_NODES:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, list):
+            if any(_is_answer(item) for item in node):
+                return True
+            stack += [item for item in node if isinstance(item, (list, dict))]
+        elif isinstance(node, dict):
+            if _is_answer(node):
+                return True
+            stack += [value for value in node.values() if isinstance(value, (list, dict))]
+    return False
+
+
+def holds_answers(data: bytes) -> bool:
+    """True when `data` is JSON or JSON Lines holding test answer records (see the module's docstring)."""
+    import orjson
+
+    stripped = data.lstrip()
+    if stripped[:1] not in (b"{", b"["):
+        return False
+    try:
+        return _holds(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        pass
+    for line in data.splitlines():
+        if line.strip()[:1] in (b"{", b"["):
+            try:
+                if _holds(orjson.loads(line)):
+                    return True
+            except orjson.JSONDecodeError:
+                continue
+    return False
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_LIMIT:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(FILE_LIMIT + 1)
+    finally:
+        os.close(fd)
+
+
+def _files(paths: Iterable[Path]) -> Iterable[Path]:
+    """Regular-file candidates under `paths`: links not followed, at most _MAX_DEPTH levels, MAX_FILES files."""
+    count = 0
+    for top in paths:
+        todo = [(top, 0)] if top.is_dir() and not top.is_symlink() else []
+        if not todo:
+            count += 1
+            yield top
+        while todo:
+            folder, depth = todo.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    listed = [(Path(e.path), e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in entries]
+            except OSError:
+                continue
+            for path, is_dir, is_file in listed:
+                if is_dir and depth + 1 < _MAX_DEPTH:
+                    todo.append((path, depth + 1))
+                elif is_file:
+                    count += 1
+                    if count > MAX_FILES:
+                        return
+                    yield path
+
+
+def find_answers(paths: Iterable[Path]) -> list[Path]:
+    """The files among `paths` (files, or folders walked) that hold test answers; [] when none."""
+    found = []
+    for path in _files(paths):
+        data = _read(path)
+        if data is not None and holds_answers(data):
+            found.append(path)
+    return found

@@ -1,0 +1,345 @@
+"""The run manifest: what a run was, what it cost, whether it is good (schema microctx-run/2).
+
+Beside the submission S the runner writes `<S without .json>.run.json` (`manifest_path`):
+candidate, kind, entry, version, parameters, corpus and devkit digests, start and end (UTC RFC
+3339), `isolation`, `network` (`mode`: "none", "record", or "unrestricted" for a process run;
+in record mode `requests` and `denied`), `limits` (what was applied and how it was enforced),
+the cost from the kernel (wall seconds; CPU seconds and peak memory of the whole process tree,
+`cost_source` saying where each figure comes from), exit status, the counters the candidate
+reported (self-reported: listed under `self_reported`; see microctx.candidates.registry), `ok`,
+`error` and the last 4,000 characters of its output (stdout and stderr together). Every string
+in it has each passed secret's value removed (microctx.candidates.run_files.redact_all).
+
+The submission and its manifest are one set: the manifest names the submission's SHA-256, and
+`read_manifest` takes a manifest whose digest does not match the file beside it as no manifest
+(a run killed between its two renames leaves a mismatched pair; it is never read as one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from microctx.candidates import sandbox as sb
+from microctx.candidates.registry import Candidate
+from microctx.candidates.run_files import check_submission, read_counters, submission_limit
+from microctx.contract.digests import file_sha256
+from microctx.errors import InputError
+
+RUN_SCHEMA = "microctx-run/2"
+_RUN_SCHEMAS = (RUN_SCHEMA, "microctx-run/1")  # manifests this runner can read (proof of an earlier run)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """A run, checked before anything starts."""
+
+    spec: Candidate
+    public: Path
+    submission: Path
+    devkit: Path | None
+    corpus_sha256: str
+    devkit_sha256: str | None
+    settings: sb.SandboxSettings
+    passed_env: list[str] = dataclasses.field(default_factory=list)  # names only; values stay in os.environ
+    secret_env: tuple[str, ...] = ()  # more names whose values never appear in what the runner writes (the gateway's key)
+    project: Any = None  # a microctx.candidates.project.Project: code, data, venv folders
+
+    def secret_values(self) -> list[str]:
+        return [os.environ[name] for name in (*self.passed_env, *self.secret_env) if os.environ.get(name)]
+
+
+@dataclass
+class Outcome:
+    """What the kernel says about the finished run."""
+
+    exit_status: int
+    timed_out: bool
+    wall: float
+    usage: Any  # resource.struct_rusage of the whole tree (os.wait4)
+    started: str
+    ended: str
+
+
+def manifest_path(submission: str | os.PathLike) -> Path:
+    """Where the run manifest goes beside a submission: `<S without .json>.run.json`."""
+    text = os.fspath(submission)
+    return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
+
+
+def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
+    """The run manifest beside a submission (`manifest_path`), or None when there is none.
+
+    An unreadable manifest (not JSON, not an object) raises InputError when `strict` (a report
+    that shows its costs), and is taken as no manifest otherwise (the ledger: a look is recorded
+    all the same, without the run's candidate and configuration)."""
+    from microctx._io.jsonio import read_json
+
+    path = manifest_path(submission)
+    if not path.is_file():
+        return None
+    try:
+        document = read_json(path)
+    except InputError:
+        if strict:
+            raise
+        return None
+    if not isinstance(document, dict):
+        if strict:
+            raise InputError(path, "expected a JSON object (a run manifest)")
+        return None
+    if not _belongs(document, Path(submission)):
+        if strict:
+            raise InputError(
+                path, "does not belong to the submission beside it (its submission_sha256 differs): a run was cut off"
+            )
+        return None
+    return document
+
+
+def _belongs(manifest: dict, submission: Path) -> bool:
+    """False when the manifest names a submission digest and the file beside it has another one
+    (a run killed between writing the submission and the manifest)."""
+    digest = manifest.get("submission_sha256")
+    if not isinstance(digest, str) or not submission.is_file():
+        return True
+    try:
+        return file_sha256(submission) == digest
+    except OSError:
+        return False
+
+
+MODEL_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens")
+
+
+def _count(value: object) -> int | float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def model_counts(manifest: dict) -> dict:
+    """A run's model calls and tokens, the runner's own count preferred to the candidate's.
+
+    When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
+    its `model_calls` is used, and its tokens when it read every answered call's usage
+    (`tokens_seen`); otherwise the candidate's self-reported counters (None when absent).
+    Also `counts_source` ("runner", "runner calls, candidate tokens" or "candidate") and
+    `counts_agree` (the check's `agree`: True, False, or None when there was no check or the
+    traffic was opaque, HTTPS). With the model gateway (`gateway` in the manifest) its counts
+    are used, `counts_source` "gateway", and `dollars` its dollars (else None)."""
+    gateway = manifest.get("gateway")
+    if isinstance(gateway, dict) and all(_count(gateway.get(k)) is not None for k in MODEL_COUNTS):
+        return _gateway_counts(manifest, gateway)
+    counters = manifest.get("counters")
+    counts = {key: _count(counters.get(key)) if isinstance(counters, dict) else None for key in MODEL_COUNTS}
+    found = manifest.get("model_usage_check")
+    check: dict = found if isinstance(found, dict) else {}
+    agree, runner = check.get("agree"), check.get("runner")
+    source = "candidate"
+    if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:
+        counts["model_calls"] = _count(runner["model_calls"])
+        source = "runner calls, candidate tokens"
+        if check.get("tokens_seen") is True and all(_count(runner.get(k)) is not None for k in MODEL_COUNTS[1:]):
+            counts.update({key: _count(runner[key]) for key in MODEL_COUNTS[1:]})
+            source = "runner"
+    return {**counts, "counts_source": source, "counts_agree": agree if isinstance(agree, bool) else None, "dollars": None}
+
+
+def _gateway_counts(manifest: dict, gateway: dict) -> dict:
+    found = manifest.get("counters")
+    counters: dict = found if isinstance(found, dict) else {}
+    claimed = _count(counters.get("model_calls"))
+    counts = {key: _count(gateway[key]) for key in MODEL_COUNTS}
+    agree = None if claimed is None else claimed == counts["model_calls"]
+    return {**counts, "counts_source": "gateway", "counts_agree": agree, "dollars": _count(gateway.get("dollars"))}
+
+
+def remove_stale_submission(submission: Path, candidate: str) -> str:
+    """After a failed run, remove the file at `submission` only when it provably is an earlier
+    submission: the run manifest beside it names this candidate, a good run and the file's
+    SHA-256, or the file itself is a submission document (schema absent or
+    fak-microcontext-submission/1, valid as a submission). Anything else (an answer bundle, a
+    public corpus, a report, a file that is not JSON) is left in place. Returns what was done,
+    for the manifest's `error`."""
+    if _provably_submission(submission, candidate):
+        submission.unlink()  # an earlier run's file must not pass for this run's result
+        return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
+    return (
+        f"; left the existing {submission.name} in place: it is not provably an earlier submission (it is not this run's result)"
+    )
+
+
+def _provably_submission(path: Path, candidate: str) -> bool:
+    from microctx._io.jsonio import parse_json, read_bytes
+    from microctx.contract.schemas import SUBMISSION_SCHEMA, check_submission_document
+
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        earlier = read_manifest(path)  # an unreadable manifest proves nothing
+        if (
+            earlier is not None
+            and earlier.get("schema") in _RUN_SCHEMAS
+            and earlier.get("candidate") == candidate
+            and earlier.get("ok") is True
+            and earlier.get("submission_sha256") == file_sha256(path)
+        ):
+            return True
+    except (InputError, OSError):
+        pass
+    try:
+        document = parse_json(read_bytes(path), path)
+        if not isinstance(document, dict) or document.get("schema", SUBMISSION_SCHEMA) != SUBMISSION_SCHEMA:
+            return False
+        check_submission_document(document, path)
+    except InputError:
+        return False
+    return True
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+def failure_reason(run: RunInputs, outcome: Outcome, output_tail: str, limits: sb.Limits) -> str:
+    s = run.settings
+    if outcome.timed_out:
+        return f"timed out after {s.timeout_seconds:g} seconds; the candidate was killed"
+    status = outcome.exit_status
+    if limits.memory_exceeded():
+        return f"exceeded the memory limit ({s.memory_bytes / 2**20:.0f} MiB, --memory); the kernel killed it"
+    last = next((line for line in reversed(output_tail.splitlines()) if line.strip()), "")
+    how = f"was killed by signal {-status} ({_signal_name(-status)})" if status < 0 else f"exited with status {status}"
+    reason = f"the candidate {how}" + (f": {last.strip()}" if last else "")
+    if status == -signal.SIGXCPU or (
+        status == -signal.SIGKILL and s.cpu_seconds and outcome.usage.ru_utime + outcome.usage.ru_stime >= s.cpu_seconds
+    ):
+        reason += f" (CPU-time limit of {s.cpu_seconds} seconds per process)"
+    elif status == -signal.SIGXFSZ:
+        reason += f" (file-size limit of {s.max_file_bytes} bytes)"
+    elif "MemoryError" in output_tail:
+        reason += f" (memory limit {s.memory_bytes / 2**20:.0f} MiB, --memory)"
+    refused = limits.processes_refused()
+    if refused:
+        reason += f" (the process limit of {s.max_processes} refused {refused} new processes, --max-processes)"
+    return reason
+
+
+def _cost(outcome: Outcome, limits: sb.Limits) -> dict:
+    """The run's cost from the kernel, and where each figure comes from."""
+    tree_cpu = limits.cpu_seconds()
+    peak = limits.peak_memory()
+    return {
+        "wall_seconds": round(outcome.wall, 3),
+        "cpu_seconds": round(tree_cpu if tree_cpu is not None else outcome.usage.ru_utime + outcome.usage.ru_stime, 3),
+        "peak_memory_bytes": peak if peak is not None else outcome.usage.ru_maxrss * 1024,  # Linux reports KiB
+        "cost_source": {
+            "wall_seconds": "runner clock",
+            "cpu_seconds": "cgroup (whole process tree)" if tree_cpu is not None else "os.wait4 (reaped process tree)",
+            "peak_memory_bytes": "cgroup (whole process tree)"
+            if peak is not None
+            else "os.wait4 (largest process; Linux counts the runner's own size at the fork in it)",
+        },
+    }
+
+
+def build_manifest(
+    run: RunInputs, outcome: Outcome, workdir: Path, output_tail: str, limits: sb.Limits, network: dict, extra: dict
+) -> tuple[dict, bytes | None]:
+    """The run manifest (every passed secret removed from it), and the submission's bytes when
+    the run succeeded. `extra` holds the runner's own findings: `cache_cleaned`, `gateway`,
+    `runner_limit` (a bound of the runner's own work the candidate passed: the run fails)."""
+    from microctx._version import __version__
+    from microctx.candidates.run_files import redact_all
+
+    secrets = run.secret_values()
+    counters, version, counters_problem = read_counters(workdir, secrets)
+    data = None
+    if extra.get("runner_limit"):  # (the runner may have stopped the run for it: that is the reason)
+        error = extra["runner_limit"]
+    elif outcome.timed_out or outcome.exit_status != 0:
+        error = failure_reason(run, outcome, output_tail, limits)
+    else:
+        data, error = check_submission(
+            workdir, run.corpus_sha256, submission_limit(run.settings.memory_bytes, run.settings.max_file_bytes)
+        )
+    spec = run.spec
+    manifest = {
+        "schema": RUN_SCHEMA,
+        "candidate": spec.name,
+        "kind": spec.kind,
+        "entry": spec.entry,
+        "version": version,
+        "parameters": spec.params,
+        "corpus_sha256": run.corpus_sha256,
+        "devkit_sha256": run.devkit_sha256,
+        "submission": str(run.submission),
+        "submission_sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
+        "started_at": outcome.started,
+        "ended_at": outcome.ended,
+        "isolation": run.settings.isolation,
+        "network": network,
+        "limits": limits.describe(),
+        **_cost(outcome, limits),
+        "exit_status": outcome.exit_status,
+        "timed_out": outcome.timed_out,
+        "timeout_seconds": run.settings.timeout_seconds,
+        "processes_refused": limits.processes_refused(),
+        "memory_exceeded": limits.memory_exceeded(),
+        "counters": counters,
+        "counters_problem": counters_problem,
+        "self_reported": ["counters", "version"],
+        "passed_env": run.passed_env,
+        "cache_dir": str(Path(run.settings.cache_dir).resolve()) if run.settings.cache_dir is not None else None,
+        "runner": {"microctx": __version__, "python": sys.version.split()[0]},
+        "ok": not error,
+        "error": error,
+        "output_tail": output_tail,
+    }
+    base_url = spec.params.get("base_url") if isinstance(spec.params, dict) else None
+    if network.get("mode") == "record" and isinstance(base_url, str):
+        manifest["model_usage_check"] = _model_usage_check(network["requests"], counters, base_url)
+    manifest.update({k: v for k, v in extra.items() if k != "runner_limit"})
+    return redact_all(manifest, secrets), data
+
+
+def _model_usage_check(requests: list[dict], counters: dict, base_url: str) -> dict:
+    """The runner's own count of chat completion calls and tokens (read by its proxy) beside the
+    candidate's counters; `agree` false and `differences` listed when they differ."""
+    from urllib.parse import urlsplit
+
+    from microctx.candidates.usage import reconcile
+
+    if urlsplit(base_url).scheme == "https":
+        tunnels = sum(r.get("method") == "CONNECT" for r in requests)
+        return {
+            "agree": None,
+            "opaque": True,
+            "tunnels": tunnels,
+            "note": "HTTPS goes through CONNECT tunnels: the runner sees connections, not calls or tokens",
+        }
+    seen = [{**r, "host": f"{r['host']}:{r['port']}"} for r in requests]
+    try:
+        return reconcile(seen, counters, base_url)
+    except ValueError as exc:  # a base_url the runner cannot read
+        return {"agree": None, "differences": [], "error": f"cannot reconcile: {exc}"}
+
+
+def network_record(run: RunInputs, proxy) -> dict:
+    if proxy is not None:
+        return {**proxy.record(), "mode": run.settings.network}  # (a gateway alone runs the proxy in mode "none")
+    mode = "unrestricted" if run.settings.isolation == "process" else "none"
+    return {"mode": mode, "allow_hosts": [], "requests": [], "denied": [], "dropped": 0}

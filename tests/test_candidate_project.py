@@ -1,0 +1,115 @@
+"""Candidates that are projects: a helper module, their own virtual environment holding a package
+microctx does not install, and a data file, run sandboxed and pass or fail on their merits; the
+answer guard finds answers in their folders by content."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from microctx.candidates.runner import manifest_path
+from microctx.cli import main
+
+MAIN = """\
+import hashlib, json, sys
+import helper                      # a sibling module: the code folder is bound whole
+import mxtinypkg                   # only in the project's own venv
+public, submission = sys.argv[1], sys.argv[2]
+setting = json.load(open(helper.DATA))["setting"]
+if setting != "good":
+    sys.exit("the data says: " + setting)
+digest = hashlib.sha256(open(public, "rb").read()).hexdigest()
+doc = {"corpus_sha256": digest, "answers": [], "made_by": [helper.NAME, mxtinypkg.VERSION, sys.prefix]}
+json.dump(doc, open(submission, "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text(MAIN)
+    (root / "data").mkdir()
+    (root / "data" / "settings.json").write_text(json.dumps({"setting": "good"}))
+    (root / "src" / "helper.py").write_text(f"NAME = 'helper'\nDATA = {str(root / 'data' / 'settings.json')!r}\n")
+    venv = root / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "mxtinypkg").mkdir()
+    (site / "mxtinypkg" / "__init__.py").write_text("VERSION = 'tiny-0.1'\n")  # a package built here, not installed by microctx
+    (root / "candidate.toml").write_text(
+        '[candidate]\nname = "tiny-project"\ncommand = "{python} main.py {public} {submission}"\n'
+        'code = ["src"]\nvenv = "venv"\ndata = ["data"]\nmemory = "1G"\n'
+    )
+    return root
+
+
+def test_a_project_file_runs_sandboxed_with_its_venv_helper_and_data(s8f, tmp_path, project):
+    out = tmp_path / "out.json"
+    assert main(["run", str(project / "candidate.toml"), "--public", str(s8f.public), "--submission", str(out)]) == 0
+    made_by = json.loads(out.read_text())["made_by"]
+    assert made_by == ["helper", "tiny-0.1", str(project / "venv")]
+    manifest = json.loads(manifest_path(out).read_text())
+    assert manifest["candidate"] == "tiny-project" and manifest["isolation"] == "sandbox"
+    assert manifest["project"]["venv"] == str(project / "venv") and manifest["limits"]["memory_bytes"] == 1 << 30
+    # the same project as run options
+    again = tmp_path / "again.json"
+    argv = [
+        "run",
+        "tiny",
+        "--public",
+        str(s8f.public),
+        "--submission",
+        str(again),
+        "--cmd",
+        "{python} main.py {public} {submission}",
+    ]
+    argv += ["--code", str(project / "src"), "--venv", str(project / "venv"), "--data", str(project / "data")]
+    assert main(argv) == 0 and json.loads(again.read_text())["made_by"] == made_by
+
+
+def test_a_project_fails_on_its_merits_and_cannot_write_its_folders(s8f, tmp_path, project):
+    bad = tmp_path / "bad"
+    (bad / "data").mkdir(parents=True)
+    (bad / "data" / "settings.json").write_text(json.dumps({"setting": "broken"}))
+    (bad / "src").mkdir()
+    (bad / "src" / "main.py").write_text(MAIN)
+    (bad / "src" / "helper.py").write_text(
+        f"NAME = 'helper'\nDATA = {str(bad / 'data' / 'settings.json')!r}\nopen(__file__, 'a').write('# planted')\n"
+    )
+    out = tmp_path / "out.json"
+    argv = [
+        "run",
+        "bad",
+        "--public",
+        str(s8f.public),
+        "--submission",
+        str(out),
+        "--cmd",
+        "{python} main.py {public} {submission}",
+    ]
+    assert main([*argv, "--code", str(bad / "src"), "--venv", str(project / "venv"), "--data", str(bad / "data")]) == 1
+    manifest = json.loads(manifest_path(out).read_text())
+    assert "Read-only file system" in manifest["error"] or "Permission denied" in manifest["error"]  # read-only, and not its uid
+    (bad / "src" / "helper.py").write_text(f"NAME = 'helper'\nDATA = {str(bad / 'data' / 'settings.json')!r}\n")
+    assert main([*argv, "--code", str(bad / "src"), "--venv", str(project / "venv"), "--data", str(bad / "data")]) == 1
+    assert json.loads(manifest_path(out).read_text())["error"].endswith("the data says: broken")
+    assert "# planted" not in (bad / "src" / "helper.py").read_text()
+
+
+def test_answers_in_a_project_folder_are_found_by_content(s8f, tmp_path, project, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    records = json.loads(s8f.answers.read_text())["answers"]
+    (data / "notes.txt").write_text("\n".join(json.dumps(r) for r in records[:50]))  # JSON Lines, any name
+    (data / "readme.json").write_text(json.dumps({"about": "fak-microcontext-answers/1 is the schema we never read"}))
+    argv = ["run", "x", "--public", str(s8f.public), "--submission", str(tmp_path / "o.json"), "--cmd", "python main.py"]
+    assert main([*argv, "--code", str(project / "src"), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "holds test answers" in err and len(err.strip().splitlines()) == 1
+    (data / "notes.txt").unlink()  # a file that merely names the schema is fine
+    assert main([*argv, "--code", str(project / "src"), "--data", str(data)]) in (0, 1)

@@ -1,0 +1,130 @@
+"""The model gateway against the local OpenAI-compatible server (tests/fake_openai.py): the counts
+in the manifest are what the server saw, the key reaches the server and never the candidate, a
+budget stops a run, and a direct connection to the model host is refused."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from microctx.candidates.run_record import model_counts
+from microctx.candidates.runner import manifest_path
+from microctx.cli import main
+from tests.test_llm import small  # noqa: F401  (the fixture: 80 s8f records as a corpus)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_openai import FakeOpenAI  # noqa: E402
+
+KEY = "sk-gateway-test-9f8e7d6c5b4a3210"
+PRICES = (2.5, 10.0, 1.25)
+
+
+def _run(public, out: Path, fake: FakeOpenAI, *extra: str) -> tuple[int, dict]:
+    argv = ["run", "llm", "--public", str(public), "--submission", str(out), "--param", "model=fake-model"]
+    argv += ["--model-endpoint", fake.base_url, "--model-key-env", "GATEWAY_KEY", "--model-price", ":".join(map(str, PRICES))]
+    code = main([*argv, *extra])
+    return code, json.loads(manifest_path(out).read_text())
+
+
+def test_the_gateway_counts_what_the_server_saw_and_holds_the_key(small, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("GATEWAY_KEY", KEY)
+    public, _ = small
+    for stream in ("false", "true"):
+        with FakeOpenAI() as fake:
+            out = tmp_path / f"micro-{stream}.json"
+            code, manifest = _run(
+                public, out, fake, "--param", "mode=micro", "--param", "concurrency=4", "--param", f"stream={stream}"
+            )
+            seen = fake.totals()
+            auth = {r["authorization"] for r in fake.requests}
+        assert code == 0, manifest["error"]
+        gateway = manifest["gateway"]
+        assert seen["requests"] == 80 == gateway["model_calls"] and gateway["errors"] == 0
+        assert {k: gateway[k] for k in ("input_tokens", "output_tokens", "cached_tokens")} == {
+            k: seen[k] for k in ("input_tokens", "output_tokens", "cached_tokens")
+        }
+        fresh = seen["input_tokens"] - seen["cached_tokens"]
+        dollars = (fresh * PRICES[0] + seen["output_tokens"] * PRICES[1] + seen["cached_tokens"] * PRICES[2]) / 1e6
+        assert gateway["dollars"] == round(dollars, 6) and gateway["ttft_ms_median"] is not None
+        assert auth == {f"Bearer {KEY}"}  # the gateway added the key to every call
+        assert KEY not in manifest_path(out).read_text() and manifest["passed_env"] == []
+        counts = model_counts(manifest)
+        assert counts["counts_source"] == "gateway" and counts["model_calls"] == 80 and counts["dollars"] == gateway["dollars"]
+
+
+def test_the_candidate_never_holds_the_key_and_cannot_go_around_the_gateway(s8f, tmp_path, monkeypatch):
+    monkeypatch.setenv("GATEWAY_KEY", KEY)
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import hashlib, json, os, sys, urllib.request, urllib.error\n"
+        "report = {'key_in_env': any('sk-gateway' in v for v in os.environ.values()), 'base': os.environ['OPENAI_BASE_URL']}\n"
+        "def post(url):\n"
+        "    record = json.load(open('public.json'))['records'][0]\n"
+        "    user = 'FIELDS: state\\nRECORDS (JSON):\\n' + json.dumps([record])\n"
+        "    msgs = [{'role': 'system', 'content': 's'}, {'role': 'user', 'content': user}]\n"
+        "    body = json.dumps({'model': 'fake-model', 'messages': msgs}).encode()\n"
+        "    req = urllib.request.Request(url, body, {'Content-Type': 'application/json'})\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(req, timeout=10) as r: return r.status\n"
+        "    except urllib.error.HTTPError as e: return e.code\n"
+        "report['gateway'] = post(os.environ['OPENAI_BASE_URL'] + '/chat/completions')\n"
+        "report['direct'] = post(sys.argv[2] + '/chat/completions')\n"
+        "digest = hashlib.sha256(open('public.json', 'rb').read()).hexdigest()\n"
+        "json.dump({'corpus_sha256': digest, 'answers': [], 'probe': report}, open(sys.argv[1], 'w'))\n"
+    )
+    with FakeOpenAI() as fake:
+        out = tmp_path / "probe.json"
+        argv = [
+            "run",
+            "probe",
+            "--public",
+            str(s8f.public),
+            "--submission",
+            str(out),
+            "--cmd",
+            f"python {script} {{submission}} {fake.base_url}",
+        ]
+        code = main([*argv, "--model-endpoint", fake.base_url, "--model-key-env", "GATEWAY_KEY"])
+        requests = list(fake.requests)
+    manifest = json.loads(manifest_path(out).read_text())
+    assert code == 0, manifest["error"]
+    probe = json.loads(out.read_text())["probe"]
+    assert probe == {"key_in_env": False, "base": "http://model.gateway/v1", "gateway": 200, "direct": 403}
+    assert len(requests) == 1 == manifest["gateway"]["model_calls"]  # the direct call never reached the server
+    assert [d["reason"] for d in manifest["network"]["denied"]] == ["host not allowed (see --allow-host)"]
+
+
+def test_a_budget_stops_the_run(small, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("GATEWAY_KEY", KEY)
+    public, _ = small
+    with FakeOpenAI() as fake:
+        code, manifest = _run(public, tmp_path / "b.json", fake, "--param", "mode=micro", "--max-model-calls", "3")
+        seen = fake.totals()["requests"]
+    assert code == 1 and not (tmp_path / "b.json").exists()
+    assert manifest["error"] == "over budget: 3 model calls (--max-model-calls) used up"
+    assert seen == 3 == manifest["gateway"]["model_calls"] and manifest["gateway"]["refused_over_budget"] >= 1
+    with FakeOpenAI() as fake:
+        code, manifest = _run(public, tmp_path / "t.json", fake, "--param", "mode=micro", "--max-tokens", "2000")
+    assert code == 1 and manifest["error"].startswith("over budget:") and "(--max-tokens)" in manifest["error"]
+
+
+def test_a_sweeps_sandbox_table_carries_the_gateway(tmp_path):
+    import pytest
+
+    from microctx.candidates.settings import GatewaySettings
+    from microctx.errors import InputError
+    from microctx.tuning.sweep import load_sweep
+    from tests.test_sweep_fixes import sweep_file
+
+    table = 'model_endpoint = "http://127.0.0.1:9/v1"\nmodel_key_env = "GATEWAY_KEY"\nmax_model_calls = 5\nmodel_price = "1:2"'
+    spec = load_sweep(sweep_file(tmp_path, "miss = [0]", sandbox=table))
+    assert spec.sandbox.gateway == GatewaySettings(
+        "http://127.0.0.1:9/v1", "GATEWAY_KEY", max_calls=5, price_in=1.0, price_out=2.0
+    )
+    assert spec.sandbox_identity["gateway"]["max_calls"] == 5
+    with pytest.raises(InputError) as info:
+        load_sweep(
+            sweep_file(tmp_path, "miss = [0]", sandbox='model_endpoint = "http://h/v1"\nmax_model_calls = 0', name="bad.toml")
+        )
+    assert info.value.field == "sandbox.max_model_calls"

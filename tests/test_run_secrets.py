@@ -1,0 +1,54 @@
+"""A passed key never shows in what the runner writes or prints, wherever the candidate puts it
+(cut by the output tail, in its version, in a logged URL, in an error), and control characters a
+candidate prints reach the operator's terminal escaped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from microctx.candidates.run_files import output_tail, redact
+from microctx.candidates.runner import manifest_path
+from microctx.cli import main
+
+KEY = "sk-live-0123456789abcdefghijklmnopqrstuv"
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "leak.py"
+    path.write_text("import json, os, sys\nKEY = os.environ['LEAKY_KEY']\n" + body)
+    return path
+
+
+def test_the_key_cut_by_the_tail_and_in_the_version_is_redacted(s8f, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LEAKY_KEY", KEY)
+    body = (
+        "from urllib.parse import quote\n"
+        "json.dump({'version': KEY + ' build ' + 'v' * 300}, open('counters.json', 'w'))\n"
+        "sys.stdout.write(quote(KEY, safe='') + ' ' + json.dumps({'k': KEY}) + '\\n')\n"
+        "sys.stdout.write(KEY[:20] + '|' + 'y' * 10 + '\\n')\n"
+        "sys.stdout.write(KEY + 'x' * 3980 + '\\n')\n"  # the 4,000-character cut falls inside the key
+        "sys.stdout.write('\\x1b[2J\\x1b]0;owned\\x07 failing with ' + KEY + '\\n')\n"
+        "sys.exit(3)\n"
+    )
+    script = _script(tmp_path, body)
+    out = tmp_path / "out.json"
+    argv = ["run", "leak", "--public", str(s8f.public), "--submission", str(out), "--pass-env", "LEAKY_KEY"]
+    assert main([*argv, "--cmd", f"python {script}"]) == 1
+    err = capsys.readouterr().err
+    text = manifest_path(out).read_text()
+    manifest = json.loads(text)
+    for half in (KEY, KEY[:20], KEY[-20:], KEY[len(KEY) // 2 :]):
+        assert half not in text and half not in err
+    assert manifest["output_tail"].endswith("failing with [redacted]\n") and len(manifest["output_tail"]) <= 4000
+    assert manifest["version"] is None or manifest["version"].startswith("[redacted] build")
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J\\x1b]0;owned\\x07 failing with [redacted]" in err
+
+
+def test_tail_redaction_drops_a_key_cut_by_the_window(tmp_path):
+    output = tmp_path / "output.txt"
+    for shift in range(0, len(KEY) + 2):
+        output.write_text("a" * 50_000 + KEY + "b" * (16_000 - shift) + "\n")
+        tail = output_tail(output, [KEY])
+        assert not any(KEY[i:] in tail for i in range(len(KEY) - 4)) and tail.endswith("b\n")
+    assert redact(f"https://h/?key={KEY}&x={KEY.upper()}", [KEY]) == f"https://h/?key=[redacted]&x={KEY.upper()}"
