@@ -71,6 +71,45 @@ class _ProxiedHTTPS(http.client.HTTPSConnection):
         self.sock = ssl.create_default_context().wrap_socket(self.sock, server_hostname=host)
 
 
+def _plain_exchange(socket_path: str, url: str, body: bytes, headers: dict, timeout: float) -> tuple[int, bytes]:
+    """One plain-HTTP request through the proxy, read to the end: the proxy closes the connection
+    (`Connection: close`) after the response, so reading until EOF lets it finish the exchange and
+    log the response's usage (closing early would break its pipe)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(socket_path)
+        lines = [
+            f"POST {url} HTTP/1.1",
+            *(f"{k}: {v}" for k, v in headers.items()),
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+            "",
+            "",
+        ]
+        sock.sendall("\r\n".join(lines).encode() + body)
+        raw = bytearray()
+        while chunk := sock.recv(65536):
+            raw += chunk
+    finally:
+        sock.close()
+    response = http.client.HTTPResponse(_Bytes(bytes(raw)))  # type: ignore[arg-type]
+    response.begin()
+    return response.status, response.read()
+
+
+class _Bytes:
+    """A socket-like object over bytes already read, for http.client's response parser."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def makefile(self, *_args, **_kw):
+        import io
+
+        return io.BytesIO(self.data)
+
+
 def _through_proxy(socket_path: str, url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     """A connection to `url` through the record-mode proxy, and the request target.
 
@@ -105,15 +144,18 @@ def _ask(socket_path: str, url: str, model: str, messages: list[dict], key: str 
     headers = {"Content-Type": "application/json", "Host": urlsplit(url).netloc}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    connection, target = _through_proxy(socket_path, url, timeout)
-    try:
-        connection.request("POST", target, body=body, headers=headers)
-        response = connection.getresponse()
-        data = response.read()
-    finally:
-        connection.close()
-    if response.status != 200:
-        raise InputError("--base-url", f"the model endpoint answered HTTP {response.status}")
+    if url.startswith("http://"):
+        status, data = _plain_exchange(socket_path, url, body, headers, timeout)
+    else:
+        connection, target = _through_proxy(socket_path, url, timeout)
+        try:
+            connection.request("POST", target, body=body, headers=headers)
+            response = connection.getresponse()
+            status, data = response.status, response.read()
+        finally:
+            connection.close()
+    if status != 200:
+        raise InputError("--base-url", f"the model endpoint answered HTTP {status}")
     try:
         return str(orjson.loads(orjson.loads(data)["choices"][0]["message"]["content"])["label"])
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
