@@ -42,6 +42,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     },
     "SliceFrame": ("microctx.grading.slices", "SliceFrame"),
     "explore": ("microctx.lab.explorer", "explore"),
+    "annotate": ("microctx.semantic.widget", "annotate"),  # the semantic layer's widgets (docs/semantic.md)
+    "adjudicate": ("microctx.semantic.widget", "adjudicate"),
     "notebook_setup": ("microctx.lab.renderer", "notebook_setup"),
     "charts": ("microctx.reports.charts", None),
     "slices": ("microctx.grading.slices", None),

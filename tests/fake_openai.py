@@ -19,6 +19,8 @@ that carry that record; once used up, requests are answered normally):
 - "badshape": content that is JSON but has a wrong key;
 - "garbage": status 200 with a body that is not a chat completion;
 - "cutstream": a stream that stops before `[DONE]` (a dropped connection).
+A semantic-layer judge prompt (a user message starting `JUDGE ITEM (JSON):`, microctx.semantic.judge)
+is answered `{"label": judge(item)}` when a `judge` callable is given (item: the parsed JSON).
 Every request is logged in `requests` (ids, status, stream, usage returned, the Authorization
 header, the request body, the response's content type and bytes), so a test can compare a candidate's counters with what the server saw.
 """
@@ -62,8 +64,10 @@ class FakeOpenAI:
         slow_seconds: float = 2.0,
         chunk_chars: int = 40,
         delay: float = 0.0,
+        judge=None,
     ):
         self.oracle = oracle or {}
+        self.judge = judge
         self.wrong = wrong or {}
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.retry_after = retry_after
@@ -179,6 +183,9 @@ class FakeOpenAI:
                     content = "Sure! Here are the facts you asked for: state open."
                 elif behaviour == "badshape":
                     content = json.dumps({**fake.answer(records[0], fields), "confidence": 0.9})
+                elif fake.judge is not None and body["messages"][-1]["content"].startswith("JUDGE ITEM (JSON):\n"):
+                    item = json.loads(body["messages"][-1]["content"].split("\n", 1)[1])
+                    content = json.dumps({"label": fake.judge(item)})
                 elif '"answers"' in system:  # a window prompt (long, chunks)
                     content = json.dumps({"answers": [fake.answer(r, fields) for r in records]})
                 else:

@@ -8,25 +8,13 @@ Slow (a server and a kernel start); it still runs in `make test`.
 from __future__ import annotations
 
 import os
-import secrets
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
-from browser import browser_page, need_browser
+from browser import browser_page, jupyterlab, need_browser, run_all_cells
 
 SHOTS = os.environ.get("MICROCTX_SCREENSHOTS")  # a folder to keep the screenshots in (optional)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -44,51 +32,8 @@ def lab(tmp_path, synthetic):
     ]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(book, root / "explore.ipynb")
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {
-        **os.environ,
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-    }
-    log = open(tmp_path / "server.log", "wb")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.news_url=",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly",
-            "--allow-root",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None:
-                    raise AssertionError((tmp_path / "server.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
+    with jupyterlab(root, tmp_path) as (base, token):
         yield base, token, root
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 def _shot(page, path: Path, name: str) -> None:
@@ -105,11 +50,7 @@ def test_explorer_in_jupyterlab(lab, tmp_path, synthetic_corpus):
     mismatch = [r for r in records if "mismatch" in (r["title"] + "\n" + r["body"]).lower()]
     assert 0 < len(mismatch) < len(records)
     with browser_page(1400, 1600) as page:
-        page.goto(f"{base}/lab/tree/explore.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=90_000)
-        page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel is up
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        run_all_cells(page, base, token, "explore.ipynb")
         count = page.locator(".microctx-explorer .microctx-count")
         try:
             count.wait_for(timeout=90_000)

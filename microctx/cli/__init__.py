@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     from microctx.service.cli import register_service_commands  # the grader as a service (issue 21)
 
     register_service_commands(sub)
+    from microctx.semantic.cli import add_parsers as _study_parsers  # `microctx study` (docs/semantic.md)
+
+    _study_parsers(sub)
     return parser
 
 

@@ -73,12 +73,15 @@ def cmd_grade(args) -> int:
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
     from microctx.contract.records import read_manifest
+    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
 
+    layer = layer_for(args.semantic, args.answers, answers, submission)
     marked = look_mark(answers, submission, read_manifest(args.submission))
     look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
     write_grade(result, args.output)
     print(result.summary())
     print(look)
+    write_beside(layer, args.output)
     return EXIT_OK if result.passed else EXIT_FAIL
 
 
@@ -135,6 +138,11 @@ def _core_parsers(sub) -> None:
     )
     p.add_argument("--devkit", help="devkit (from `microctx devkit`) to grade --split tune against")
     p.add_argument("--output", required=True, help="grade JSON to write; the fact table goes beside it")
+    p.add_argument(
+        "--semantic",
+        metavar="semantic.json",
+        help="also score cue and duplicate answers against a study's adjudicated gold (<grade>.semantic.csv)",
+    )
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("data", help="locate published artifacts, checked against their pinned SHA-256")

@@ -22,6 +22,28 @@ from microctx.cli.common import (
 )
 
 
+def _semantic(args) -> str | None:
+    """`--semantic`, checked before a kernel starts (microctx.semantic sits above the reports)."""
+    if getattr(args, "semantic", None):
+        from microctx.semantic.freeze import load_semantic
+
+        load_semantic(args.semantic)
+    return getattr(args, "semantic", None)
+
+
+def cmd_report_semantic(args) -> int:
+    from microctx.reports.build import ReportError
+    from microctx.semantic.report import semantic_report
+
+    _check_paths({"DIR": args.study_dir, "--semantic": args.semantic}, {}, {"--out": args.out})
+    try:
+        manifest = semantic_report(args.study_dir, args.semantic, args.out)
+    except ReportError as exc:
+        _say(f"microctx report semantic: {exc}; nothing was written to {args.out}")
+        return EXIT_FAIL
+    return _report_done(manifest, args.out)
+
+
 def cmd_slices(args) -> int:
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.contract.score import grade
@@ -33,8 +55,12 @@ def cmd_slices(args) -> int:
     )  # an --output that is an input (the gold answers) is refused
     kw = _stats_kw(args)
     corpus = load_corpus(args.public)
-    result = grade(load_answers(args.answers), load_submission(args.submission))
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    result = grade(answers, submission)
     table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
+    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
+
+    layer = layer_for(args.semantic, args.answers, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
     slices.write_slices_csv(table, args.output)
     judged = int(table["p_value"].notna().sum())  # the slices the table judged (the method text's count)
@@ -43,6 +69,7 @@ def cmd_slices(args) -> int:
         f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})"
     )
     print(look)
+    write_beside(layer, args.output)
     return EXIT_OK
 
 
@@ -59,6 +86,7 @@ def _slices_parsers(sub) -> None:
     p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
     p.add_argument("--submission", required=True, help="submission to grade and slice")
     p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
+    p.add_argument("--semantic", metavar="semantic.json", help="also score cue and duplicate answers against adjudicated gold")
     _stats_options(p)
     p.set_defaults(func=cmd_slices)
 
@@ -84,7 +112,7 @@ def cmd_report(args) -> int:
             manifest = reports.corpus_report(args.public, args.out, **only)
         elif args.report_kind == "grade":
             manifest = reports.grade_report(
-                args.public, args.answers, args.submission, args.out, statistics=_stats_kw(args), **only
+                args.public, args.answers, args.submission, args.out, statistics=_stats_kw(args), semantic=_semantic(args), **only
             )
         else:
             manifest = reports.compare_report(
@@ -134,9 +162,17 @@ def _report_parsers(sub) -> None:
     k.add_argument("--public", help="public corpus (default: s8f)")
     k.add_argument("--answers", help="answer bundle (default: s8f)")
     k.add_argument("--submission", required=True)
+    k.add_argument("--semantic", metavar="semantic.json", help="show lexical and semantic verdicts side by side")
     k.add_argument("--out", required=True, metavar="DIR")
     _stats_options(k)
     k.set_defaults(func=cmd_report)
+    k = kinds.add_parser(
+        "semantic", help="semantic_report: a study's agreement, annotators, lexical rules and judge against gold"
+    )
+    k.add_argument("study_dir", metavar="DIR", help="a study folder (microctx study init)")
+    k.add_argument("--semantic", required=True, help="the semantic.json frozen from it")
+    k.add_argument("--out", required=True, metavar="R")
+    k.set_defaults(func=cmd_report_semantic)
     k = kinds.add_parser("compare", help="compare_candidates: submissions side by side, paired tests, run costs")
     k.add_argument("--public", help="public corpus (default: s8f)")
     k.add_argument("--answers", help="answer bundle (default: s8f)")

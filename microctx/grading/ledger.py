@@ -81,32 +81,39 @@ def ledger_path() -> Path:
     return Path(base) / "microctx" / "ledger.sqlite"
 
 
-def _connect(path: Path, wait: float | None = None) -> sqlite3.Connection:
+def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV, wait: float | None = None) -> sqlite3.Connection:
     wait = lock_wait() if wait is None else wait
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=wait, isolation_level=None)
         connection.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
     except (OSError, sqlite3.Error) as exc:
-        raise InputError(path, f"cannot open the held-out ledger: {exc}", field=LEDGER_ENV) from None
+        raise InputError(path, f"cannot open the {what}: {exc}", field=field) from None
     return connection
 
 
-def _with_retry(path: Path, work):
-    """Run `work(connection)` in one BEGIN IMMEDIATE transaction, retrying while the database is busy."""
+def connect(path: str | os.PathLike, what: str, field: str) -> sqlite3.Connection:
+    """An open connection to an append-only log (for reading; `transaction` writes)."""
+    return _connect(Path(path), what, field)
+
+
+def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what: str, field: str):
+    """Run `work(connection)` in one BEGIN IMMEDIATE transaction on the SQLite file `path` (WAL mode,
+    `schema` statements run first), retrying with backoff while the database is busy. Any
+    append-only log uses this (the held-out ledger, the semantic layer's event log); errors name
+    the file as `what` with `field`."""
+    path = Path(path)
     delay = 0.005
     deadline = time.monotonic() + lock_wait()
     for attempt in range(_ATTEMPTS):
-        connection = _connect(path, max(deadline - time.monotonic(), 0.0))
+        connection = _connect(path, what, field, max(deadline - time.monotonic(), 0.0))
         try:
             if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA:  # not executescript: it would commit the open transaction
+                for statement in schema:  # not executescript: it would commit the open transaction
                     connection.execute(statement)
-                if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
-                    connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
                 value = work(connection)
                 connection.execute("COMMIT")
                 return value
@@ -120,19 +127,30 @@ def _with_retry(path: Path, work):
             if busy and (attempt == _ATTEMPTS - 1 or time.monotonic() >= deadline):
                 raise InputError(
                     path,
-                    f"the held-out ledger is locked by another process (waited {lock_wait():g} s, {LOCK_WAIT_ENV}); "
+                    f"the {what} is locked by another process (waited {lock_wait():g} s, {LOCK_WAIT_ENV}); "
                     "nothing was recorded, try again",
-                    field=LEDGER_ENV,
+                    field=field,
                 ) from None
             if not busy:
-                raise InputError(path, f"cannot write the held-out ledger: {exc}", field=LEDGER_ENV) from None
+                raise InputError(path, f"cannot write the {what}: {exc}", field=field) from None
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)
         except sqlite3.DatabaseError as exc:
-            raise InputError(path, f"not a usable held-out ledger: {exc}", field=LEDGER_ENV) from None
+            raise InputError(path, f"not a usable {what}: {exc}", field=field) from None
         finally:
             connection.close()
     raise AssertionError("unreachable")
+
+
+def _with_retry(path: Path, work):
+    """Run `work(connection)` in one transaction on the held-out ledger (`transaction`)."""
+
+    def migrated(connection: sqlite3.Connection):
+        if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
+            connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
+        return work(connection)
+
+    return transaction(path, migrated, schema=_SCHEMA, what="held-out ledger", field=LEDGER_ENV)
 
 
 def _utc_now() -> str:

@@ -42,6 +42,7 @@ NOTEBOOKS_DIR = _notebooks_dir()
 NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
              "sweep": "sweep_report.ipynb"}
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
+NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
 KERNEL_NAME = "python3"
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
 MANIFEST = "report.json"
@@ -255,13 +256,16 @@ def _stat_params(full: dict) -> dict:
 
 
 def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike,
-                 statistics: dict | None = None, **kw) -> dict:
+                 statistics: dict | None = None, semantic: str | None = None, **kw) -> dict:
     """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts).
     `statistics`: seed, n_boot, min_support, min_components (defaults from the package); all the
-    settings are recorded in report.json under "statistics"."""
+    settings are recorded in report.json under "statistics". `semantic`: a study's semantic.json,
+    whose lexical and semantic verdicts the report shows side by side (grade.semantic.csv)."""
     full = _statistics(statistics)
     _checked_inputs(public, answers, [submission])
     params = {"public": str(public), "answers": str(answers), "submission": str(submission), **_stat_params(full)}
+    if semantic:  # checked by the caller (microctx.semantic sits above the reports)
+        params["semantic"] = str(Path(semantic).resolve())
     return make_report("grade", params, out, statistics=full, **kw)
 
 
@@ -318,3 +322,4 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
               "names": names, "baseline": baseline, "cost": cost, "cpu_dollars_per_hour": price,
               "n_boot": int(n_boot), "seed": int(seed)}
     return make_report("frontier", params, out, **kw)
+
