@@ -34,6 +34,8 @@ EVALUATION_SCHEMA = "microctx-evaluation/1"
 REPORT_MANIFEST_SCHEMA = "microctx-report/1"  # report.json of a report folder
 DEMO_SCHEMA = "microctx-demo/1"
 RECEIPT_SCHEMA = "microctx-receipt/1"  # a signed receipt of the competition service (microctx.service.receipts)
+SEMANTIC_SCHEMA = "microctx-semantic/1"  # an adjudicated answer layer (microctx.semantic.freeze)
+STUDY_ITEMS_SCHEMA = "microctx-study-items/1"  # a study folder's items (microctx.semantic.items)
 MICROCTX_SCHEMAS = (
     RUN_SCHEMA,
     SANDBOX_SCHEMA,
@@ -44,6 +46,8 @@ MICROCTX_SCHEMAS = (
     REPORT_MANIFEST_SCHEMA,
     DEMO_SCHEMA,
     RECEIPT_SCHEMA,
+    SEMANTIC_SCHEMA,
+    STUDY_ITEMS_SCHEMA,
 )
 
 

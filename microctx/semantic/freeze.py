@@ -14,6 +14,7 @@ import os
 
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256, sha256_hex
+from microctx.contract.schemas import SEMANTIC_SCHEMA
 from microctx.errors import InputError
 from microctx.grading.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from microctx.semantic import events as ev
@@ -22,8 +23,6 @@ from microctx.semantic.items import GUIDELINE_FILE, ITEMS_FILE, STUDY_FILE, Stud
 from microctx.semantic.judge import judge_section
 from microctx.semantic.labels import status
 from microctx.semantic.quality import dawid_skene
-
-SEMANTIC_SCHEMA = "microctx-semantic/1"
 
 
 def refusal(state: dict) -> str | None:

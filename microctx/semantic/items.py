@@ -18,11 +18,11 @@ from pathlib import Path
 from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.canonical import dumps
 from microctx.contract.patterns import issue_text, references, scope_contradictions
+from microctx.contract.schemas import STUDY_ITEMS_SCHEMA as ITEMS_SCHEMA
 from microctx.contract.split import SPLITS
 from microctx.errors import InputError
 from microctx.semantic.study import Study
 
-ITEMS_SCHEMA = "microctx-study-items/1"
 ITEMS_FILE = "items.json"
 STUDY_FILE = "study.toml"
 GUIDELINE_FILE = "guideline.md"
