@@ -200,17 +200,7 @@ class _FakeHandler(BaseHTTPRequestHandler):
             time.sleep(self.fake.slow_seconds)
         if behaviour == "garbage":
             return self._send(200, b"<html>this is not a chat completion</html>")
-        if behaviour == "malformed":
-            content = "Sure! Here are the facts you asked for: state open."
-        elif behaviour == "badshape":
-            content = json.dumps({**self.fake.answer(records[0], fields), "confidence": 0.9})
-        elif self.fake.judge is not None and body["messages"][-1]["content"].startswith("JUDGE ITEM (JSON):\n"):
-            item = json.loads(body["messages"][-1]["content"].split("\n", 1)[1])
-            content = json.dumps({"label": self.fake.judge(item)})
-        elif '"answers"' in system:  # a window prompt (long, chunks)
-            content = json.dumps({"answers": [self.fake.answer(r, fields) for r in records]})
-        else:
-            content = json.dumps(self.fake.answer(records[0], fields))
+        content = self._content(behaviour, body, system, fields, records)
         prompt_tokens = sum(tokens(m["content"]) for m in body["messages"])
         with self.fake.lock:
             cached = tokens(system) if system in self.fake._seen_systems else 0
@@ -236,6 +226,20 @@ class _FakeHandler(BaseHTTPRequestHandler):
             "usage": usage,
         }
         return self._send(200, json.dumps(envelope).encode())
+
+    def _content(self, behaviour: str, body: dict, system: str, fields: list[str], records: list[dict]) -> str:
+        """What the planted behaviour or the prompt kind makes the fake answer."""
+        if behaviour == "malformed":
+            return "Sure! Here are the facts you asked for: state open."
+        elif behaviour == "badshape":
+            return json.dumps({**self.fake.answer(records[0], fields), "confidence": 0.9})
+        elif self.fake.judge is not None and body["messages"][-1]["content"].startswith("JUDGE ITEM (JSON):\n"):
+            item = json.loads(body["messages"][-1]["content"].split("\n", 1)[1])
+            return json.dumps({"label": self.fake.judge(item)})
+        elif '"answers"' in system:  # a window prompt (long, chunks)
+            return json.dumps({"answers": [self.fake.answer(r, fields) for r in records]})
+        else:
+            return json.dumps(self.fake.answer(records[0], fields))
 
     def _send(self, status: int, data: bytes, headers: dict | None = None):
         self._entry.update(content_type="application/json", response=data)
