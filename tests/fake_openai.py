@@ -122,140 +122,7 @@ class FakeOpenAI:
         return "ok"
 
     def _handler(self):
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):
-                with fake.lock:
-                    fake.in_flight += 1
-                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
-                self._counted = True
-                try:
-                    if fake.delay:
-                        time.sleep(fake.delay)
-                    self._post()
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a call deadline)
-                    pass
-                finally:
-                    self._leave()
-
-            def _leave(self):
-                """No longer in flight: called before the last bytes go out, since the client may
-                send its next request as soon as it has them."""
-                if self._counted:
-                    self._counted = False
-                    with fake.lock:
-                        fake.in_flight -= 1
-
-            def _post(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                entry = {
-                    "path": self.path,
-                    "authorization": self.headers.get("Authorization"),
-                    "stream": bool(body.get("stream")),
-                    "status": 200,
-                    "usage": None,
-                    "body": body,
-                }
-                fake._log(entry)  # logged on arrival, so the count is right even for a client that gave up
-                self._entry = entry
-                if self.path != "/v1/chat/completions":
-                    entry["status"] = 404
-                    return self._send(404, b'{"error": "not found"}')
-                system = body["messages"][0]["content"]
-                fields, records = prompt_records(body["messages"][-1]["content"])
-                ids = [r["id"] for r in records]
-                entry["ids"] = ids
-                behaviour = fake._behaviour(ids)
-                entry["behaviour"] = behaviour
-                if behaviour in ("429", "500"):
-                    entry["status"] = int(behaviour)
-                    headers = {"Retry-After": fake.retry_after} if behaviour == "429" else {}
-                    return self._send(int(behaviour), b'{"error": {"message": "planted"}}', headers)
-                if behaviour == "slow":
-                    time.sleep(fake.slow_seconds)
-                if behaviour == "garbage":
-                    return self._send(200, b"<html>this is not a chat completion</html>")
-                if behaviour == "malformed":
-                    content = "Sure! Here are the facts you asked for: state open."
-                elif behaviour == "badshape":
-                    content = json.dumps({**fake.answer(records[0], fields), "confidence": 0.9})
-                elif fake.judge is not None and body["messages"][-1]["content"].startswith("JUDGE ITEM (JSON):\n"):
-                    item = json.loads(body["messages"][-1]["content"].split("\n", 1)[1])
-                    content = json.dumps({"label": fake.judge(item)})
-                elif '"answers"' in system:  # a window prompt (long, chunks)
-                    content = json.dumps({"answers": [fake.answer(r, fields) for r in records]})
-                else:
-                    content = json.dumps(fake.answer(records[0], fields))
-                prompt_tokens = sum(tokens(m["content"]) for m in body["messages"])
-                with fake.lock:
-                    cached = tokens(system) if system in fake._seen_systems else 0
-                    fake._seen_systems.add(system)
-                usage = {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": tokens(content),
-                    "total_tokens": prompt_tokens + tokens(content),
-                    "prompt_tokens_details": {"cached_tokens": cached},
-                }
-                entry["usage"] = usage
-                if body.get("stream"):
-                    return self._stream(
-                        content,
-                        usage if (body.get("stream_options") or {}).get("include_usage") else None,
-                        cut=behaviour == "cutstream",
-                    )
-                envelope = {
-                    "id": "chatcmpl-fake",
-                    "object": "chat.completion",
-                    "model": body["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": usage,
-                }
-                return self._send(200, json.dumps(envelope).encode())
-
-            def _send(self, status: int, data: bytes, headers: dict | None = None):
-                self._entry.update(content_type="application/json", response=data)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self._leave()
-                self.wfile.write(data)
-
-            def _stream(self, content: str, usage: dict | None, cut: bool = False):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-
-                self._entry.update(content_type="text/event-stream", response=b"")
-
-                def write(data: bytes) -> None:
-                    self._entry["response"] += data
-                    self.wfile.write(data)
-                    self.wfile.flush()
-
-                def event(payload: dict) -> None:
-                    write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-
-                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk"}
-                event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-                for start in range(0, len(content), fake.chunk_chars):
-                    event({**base, "choices": [{"index": 0, "delta": {"content": content[start : start + fake.chunk_chars]}}]})
-                if cut:
-                    self._leave()
-                    return
-                event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                if usage is not None:
-                    event({**base, "choices": [], "usage": usage})
-                self._leave()
-                write(b"data: [DONE]\n\n")
-
-        return Handler
+        return type("Handler", (_FakeHandler,), {"fake": self})
 
     def _log(self, entry: dict) -> None:
         with self.lock:
@@ -272,3 +139,143 @@ class FakeOpenAI:
                 "output_tokens": sum(u["completion_tokens"] for u in answered),
                 "cached_tokens": sum(u["prompt_tokens_details"]["cached_tokens"] for u in answered),
             }
+
+
+class _FakeHandler(BaseHTTPRequestHandler):
+    """The fake's request handler; `fake` is set on the subclass each server makes."""
+
+    fake: FakeOpenAI
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):
+        with self.fake.lock:
+            self.fake.in_flight += 1
+            self.fake.max_in_flight = max(self.fake.max_in_flight, self.fake.in_flight)
+        self._counted = True
+        try:
+            if self.fake.delay:
+                time.sleep(self.fake.delay)
+            self._post()
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a call deadline)
+            pass
+        finally:
+            self._leave()
+
+    def _leave(self):
+        """No longer in flight: called before the last bytes go out, since the client may
+        send its next request as soon as it has them."""
+        if self._counted:
+            self._counted = False
+            with self.fake.lock:
+                self.fake.in_flight -= 1
+
+    def _post(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        entry = {
+            "path": self.path,
+            "authorization": self.headers.get("Authorization"),
+            "stream": bool(body.get("stream")),
+            "status": 200,
+            "usage": None,
+            "body": body,
+        }
+        self.fake._log(entry)  # logged on arrival, so the count is right even for a client that gave up
+        self._entry = entry
+        if self.path != "/v1/chat/completions":
+            entry["status"] = 404
+            return self._send(404, b'{"error": "not found"}')
+        system = body["messages"][0]["content"]
+        fields, records = prompt_records(body["messages"][-1]["content"])
+        ids = [r["id"] for r in records]
+        entry["ids"] = ids
+        behaviour = self.fake._behaviour(ids)
+        entry["behaviour"] = behaviour
+        if behaviour in ("429", "500"):
+            entry["status"] = int(behaviour)
+            headers = {"Retry-After": self.fake.retry_after} if behaviour == "429" else {}
+            return self._send(int(behaviour), b'{"error": {"message": "planted"}}', headers)
+        if behaviour == "slow":
+            time.sleep(self.fake.slow_seconds)
+        if behaviour == "garbage":
+            return self._send(200, b"<html>this is not a chat completion</html>")
+        content = self._content(behaviour, body, system, fields, records)
+        prompt_tokens = sum(tokens(m["content"]) for m in body["messages"])
+        with self.fake.lock:
+            cached = tokens(system) if system in self.fake._seen_systems else 0
+            self.fake._seen_systems.add(system)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": tokens(content),
+            "total_tokens": prompt_tokens + tokens(content),
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        entry["usage"] = usage
+        if body.get("stream"):
+            return self._stream(
+                content,
+                usage if (body.get("stream_options") or {}).get("include_usage") else None,
+                cut=behaviour == "cutstream",
+            )
+        envelope = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": usage,
+        }
+        return self._send(200, json.dumps(envelope).encode())
+
+    def _content(self, behaviour: str, body: dict, system: str, fields: list[str], records: list[dict]) -> str:
+        """What the planted behaviour or the prompt kind makes the fake answer."""
+        if behaviour == "malformed":
+            return "Sure! Here are the facts you asked for: state open."
+        elif behaviour == "badshape":
+            return json.dumps({**self.fake.answer(records[0], fields), "confidence": 0.9})
+        elif self.fake.judge is not None and body["messages"][-1]["content"].startswith("JUDGE ITEM (JSON):\n"):
+            item = json.loads(body["messages"][-1]["content"].split("\n", 1)[1])
+            return json.dumps({"label": self.fake.judge(item)})
+        elif '"answers"' in system:  # a window prompt (long, chunks)
+            return json.dumps({"answers": [self.fake.answer(r, fields) for r in records]})
+        else:
+            return json.dumps(self.fake.answer(records[0], fields))
+
+    def _send(self, status: int, data: bytes, headers: dict | None = None):
+        self._entry.update(content_type="application/json", response=data)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self._leave()
+        self.wfile.write(data)
+
+    def _stream(self, content: str, usage: dict | None, cut: bool = False):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+        self._entry.update(content_type="text/event-stream", response=b"")
+
+        def write(data: bytes) -> None:
+            self._entry["response"] += data
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        def event(payload: dict) -> None:
+            write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk"}
+        event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        for start in range(0, len(content), self.fake.chunk_chars):
+            event({**base, "choices": [{"index": 0, "delta": {"content": content[start : start + self.fake.chunk_chars]}}]})
+        if cut:
+            self._leave()
+            return
+        event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if usage is not None:
+            event({**base, "choices": [], "usage": usage})
+        self._leave()
+        write(b"data: [DONE]\n\n")

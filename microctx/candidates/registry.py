@@ -104,7 +104,7 @@ BUILTINS = {
         "a model over an OpenAI-compatible endpoint: modes micro, long, chunks, hybrid (exact first); "
         "needs --param base_url=URL --param model=NAME",
         LlmParams,
-        code=("llm.py", "exact_sql.py", "retrieval.py", "prompts"),
+        code=("llm.py", "llm_config.py", "llm_prompts.py", "llm_endpoint.py", "exact_sql.py", "retrieval.py", "prompts"),
     ),
     "retrieval": Builtin(
         "microctx.candidates.builtins.retrieval:run",

@@ -94,6 +94,36 @@ class Corpus:
         return card_html("Corpus", fields, table_html(("id", "split", "state", "labels", "title"), rows, total=len(self)))
 
 
+def check_corpus_record(record: object, index: int, path) -> None:
+    """Validate one record of a public corpus (`records[index]`); InputError names record and field."""
+    where = f"records[{index}]"
+    if not isinstance(record, dict):
+        raise InputError(path, "expected an object", record=where)
+    if isinstance(record.get("id"), str):
+        where = f"{where} ({record['id']})"
+    for key in _STRING_FIELDS:
+        if not isinstance(record.get(key), str):
+            raise InputError(path, "expected a string", record=where, field=key)
+    number = record.get("number")
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise InputError(path, "expected a positive integer", record=where, field="number")
+    if record.get("state") not in STATES:
+        raise InputError(path, f"expected {' or '.join(STATES)}", record=where, field="state")
+    if record.get("split") not in SPLITS:
+        raise InputError(path, f"expected one of {', '.join(SPLITS)}", record=where, field="split")
+    labels = record.get("labels")
+    if labels is not None and not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+        raise InputError(path, "expected an array of strings or null", record=where, field="labels")
+    if record.get("closed_at") is not None and not isinstance(record.get("closed_at"), str):
+        raise InputError(path, "expected a string or null", record=where, field="closed_at")
+    for key in ("created_at", "updated_at", "closed_at"):
+        if record.get(key) is not None:
+            try:
+                parse_timestamp(record[key])
+            except ValueError as exc:
+                raise InputError(path, str(exc), record=where, field=key) from None
+
+
 def check_corpus_document(document: object, path) -> dict:
     """Validate the shape of a parsed public corpus; InputError names record and field."""
     if not isinstance(document, dict):
@@ -109,32 +139,7 @@ def check_corpus_document(document: object, path) -> dict:
     if not records:
         raise InputError(path, "no records: a public corpus holds at least one", field="records")
     for index, record in enumerate(records):
-        where = f"records[{index}]"
-        if not isinstance(record, dict):
-            raise InputError(path, "expected an object", record=where)
-        if isinstance(record.get("id"), str):
-            where = f"{where} ({record['id']})"
-        for key in _STRING_FIELDS:
-            if not isinstance(record.get(key), str):
-                raise InputError(path, "expected a string", record=where, field=key)
-        number = record.get("number")
-        if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
-            raise InputError(path, "expected a positive integer", record=where, field="number")
-        if record.get("state") not in STATES:
-            raise InputError(path, f"expected {' or '.join(STATES)}", record=where, field="state")
-        if record.get("split") not in SPLITS:
-            raise InputError(path, f"expected one of {', '.join(SPLITS)}", record=where, field="split")
-        labels = record.get("labels")
-        if labels is not None and not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
-            raise InputError(path, "expected an array of strings or null", record=where, field="labels")
-        if record.get("closed_at") is not None and not isinstance(record.get("closed_at"), str):
-            raise InputError(path, "expected a string or null", record=where, field="closed_at")
-        for key in ("created_at", "updated_at", "closed_at"):
-            if record.get(key) is not None:
-                try:
-                    parse_timestamp(record[key])
-                except ValueError as exc:
-                    raise InputError(path, str(exc), record=where, field=key) from None
+        check_corpus_record(record, index, path)
     return document
 
 

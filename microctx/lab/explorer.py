@@ -48,53 +48,70 @@ class Filters:
     errors_only: bool = False  # with a grade: records with a missed or false fact
 
 
+def _derive_texts(records: list[dict]):
+    """(references, duplicate targets, cue words per record; the text buffer; its record starts).
+
+    Every record's lower-cased (ASCII) title + body in one buffer, 0-separated: free text is
+    found with bytes.find, at C speed, then mapped back to records by offset."""
+    refs: list[list[int]] = []
+    dups: list[list[int]] = []
+    cues: list[list[str]] = []
+    lowered: list[bytes] = []
+    starts = np.zeros(len(records) + 1, dtype=np.int64)
+    offset = 0
+    for i, r in enumerate(records):
+        title, body = r["title"].encode(), r["body"].encode()
+        found = derive_utf8(title, body)  # the answers' own derivation: references, duplicates, cue words
+        refs.append(found[0])
+        dups.append(found[1])
+        cues.append(found[2])
+        text = title.lower() + b"\n" + body.lower()
+        lowered.append(text)
+        offset += len(text) + 1
+        starts[i + 1] = offset
+    return refs, dups, cues, b"\0".join(lowered) + b"\0", starts
+
+
+def _record_table(records: list[dict], numbers: list[int], refs, dups, cues) -> pd.DataFrame:
+    """One row per record: its public fields, derived facts and duplicate component."""
+    roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
+    table = pd.DataFrame(
+        {
+            "id": [r["id"] for r in records],
+            "number": numbers,
+            "split": pd.Categorical([r["split"] for r in records]),
+            "state": pd.Categorical([r["state"] for r in records]),
+            "labels": [list(r["labels"] or []) for r in records],
+            "title": [r["title"] for r in records],
+            "references": refs,
+            "duplicate_targets": dups,
+            "cue_words": cues,
+            "component": [roots[x] for x in numbers],
+        }
+    )
+    table["has_duplicate"] = [bool(x) for x in dups]
+    table["component_size"] = table.groupby("component")["id"].transform("size")
+    return table
+
+
 class ExplorerData:
     """The corpus as filterable columns (built once), plus per-record grade outcomes."""
 
     def __init__(self, corpus: Corpus, grade=None):
         self.corpus = corpus
         records = corpus.records
-        n = len(records)
-        refs: list[list[int]] = []
-        dups: list[list[int]] = []
-        cues: list[list[str]] = []
-        lowered: list[bytes] = []
-        starts = np.zeros(n + 1, dtype=np.int64)
-        offset = 0
-        for i, r in enumerate(records):
-            title, body = r["title"].encode(), r["body"].encode()
-            found = derive_utf8(title, body)  # the answers' own derivation: references, duplicates, cue words
-            refs.append(found[0])
-            dups.append(found[1])
-            cues.append(found[2])
-            text = title.lower() + b"\n" + body.lower()
-            lowered.append(text)
-            offset += len(text) + 1
-            starts[i + 1] = offset
-        # every record's lower-cased (ASCII) title + body in one buffer, 0-separated: free text is
-        # found with bytes.find, at C speed, then mapped back to records by offset
-        self._text = b"\0".join(lowered) + b"\0"
-        self._starts = starts
-        del lowered
+        refs, dups, cues, self._text, self._starts = _derive_texts(records)
         numbers = [r["number"] for r in records]
-        roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
-        table = pd.DataFrame(
-            {
-                "id": [r["id"] for r in records],
-                "number": numbers,
-                "split": pd.Categorical([r["split"] for r in records]),
-                "state": pd.Categorical([r["state"] for r in records]),
-                "labels": [list(r["labels"] or []) for r in records],
-                "title": [r["title"] for r in records],
-                "references": refs,
-                "duplicate_targets": dups,
-                "cue_words": cues,
-                "component": [roots[x] for x in numbers],
-            }
-        )
-        table["has_duplicate"] = [bool(x) for x in dups]
-        table["component_size"] = table.groupby("component")["id"].transform("size")
+        table = _record_table(records, numbers, refs, dups, cues)
         self.table = table
+        self._index_table(table, numbers, refs)
+        self.fact_outcomes: dict[str, list[tuple[str, str, str]]] = {}
+        self._in_error = np.zeros(len(records), dtype=bool)
+        if grade is not None:
+            self.set_grade(grade)
+
+    def _index_table(self, table: pd.DataFrame, numbers: list[int], refs: list[list[int]]) -> None:
+        """The lookups the filters use: positions, categories, label rows, component rows, citers."""
         self._codes = {
             column: (table[column].cat.categories, table[column].cat.codes.to_numpy()) for column in ("split", "state")
         }
@@ -116,10 +133,6 @@ class ExplorerData:
             for number in cited:
                 if number in self.position:
                     self._cited_by.setdefault(number, []).append(row)
-        self.fact_outcomes: dict[str, list[tuple[str, str, str]]] = {}
-        self._in_error = np.zeros(n, dtype=bool)
-        if grade is not None:
-            self.set_grade(grade)
 
     def __len__(self) -> int:
         return len(self.table)

@@ -129,21 +129,12 @@ def _check_isolation(selected_path: Path, sandbox: SandboxSettings | None, allow
     return PROCESS_WARNING
 
 
-def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None, allow_process: bool = False) -> dict:
-    """Run the frozen configuration once, then (only then) open the answers, grade it on test and
-    record the look; returns the outcome."""
-    from microctx._io.atomic import atomic_write
-    from microctx.candidates.runner import manifest_path, run_candidate
-    from microctx.contract.facts import write_grade
-    from microctx.contract.schemas import load_answers, load_submission
-    from microctx.contract.score import grade
-    from microctx.grading.ledger import config_digest, looks_line, record_look
+def _check_evaluation_inputs(
+    selected_path: Path, selected: dict, public: Path, answers: Path, out: Path
+) -> tuple[Path, str | None]:
+    """(the candidate's devkit, the corpus SHA-256) once the corpus, answers, devkit and --out are usable."""
+    from microctx._io.sets import is_our_output
 
-    selected_path = Path(selected_path)
-    selected = load_selected(selected_path)
-    sandbox, pass_env = selected_sandbox(selected_path, selected)
-    warning = _check_isolation(selected_path, sandbox, allow_process)
-    public, answers, out = Path(public), Path(answers), Path(out)
     corpus_sha256 = file_sha256(public) if public.is_file() else None
     if corpus_sha256 != selected["corpus_sha256"]:
         raise InputError(public, f"the configuration was chosen on corpus {selected['corpus_sha256']}, this is {corpus_sha256}")
@@ -152,16 +143,18 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     devkit = selected_path.parent / selected["candidate_devkit"]["path"]
     if not devkit.is_file() or file_sha256(devkit) != selected["candidate_devkit"]["sha256"]:
         raise InputError(devkit, "missing or changed since the sweep (its SHA-256 differs from selected.json's)")
-    from microctx._io.sets import is_our_output
-
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_our_output(out / MARKER))):
         raise InputError(out, f"exists and is not an evaluation folder (no {MARKER}); choose another --out or empty it")
-    out.mkdir(parents=True, exist_ok=True)
+    return devkit, corpus_sha256
+
+
+def _run_selected(selected: dict, public: Path, submission: Path, devkit: Path, timeout, sandbox, pass_env, warning) -> dict:
+    """Run the frozen configuration once, isolation and network as in the sweep; its manifest."""
+    from microctx.candidates.runner import run_candidate
 
     cand = selected["candidate"]
     name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
-    submission = out / "submission.json"
-    manifest = run_candidate(
+    return run_candidate(
         name,
         public,
         submission,
@@ -172,7 +165,54 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         sandbox=sandbox,
         pass_env=pass_env,
         note={"isolation_allowed_by": "--allow-process-isolation"} if warning else None,
-    )  # isolation and network as in the sweep; the answers are not opened before it ends
+    )  # the answers are not opened before it ends
+
+
+def _grade_and_record(
+    outcome: dict, manifest: dict, answers: Path, submission: Path, out: Path, corpus_sha256: str | None, candidate: str
+) -> None:
+    """The separate step, after the candidate is gone: open the answers, grade, record the look (into `outcome`)."""
+    from microctx.contract.facts import write_grade
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.score import grade
+    from microctx.grading.ledger import looks_line, record_look
+
+    gold = load_answers(answers)
+    if gold["corpus_sha256"] != corpus_sha256:
+        raise InputError(
+            answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
+        )
+    result = grade(gold, load_submission(submission))
+    look = record_look(
+        answers_sha256=file_sha256(answers),
+        submission_sha256=manifest["submission_sha256"],
+        candidate=candidate,
+        config_digest=outcome["config_digest"],
+        via="evaluate",
+        grade=result.grade,
+    )
+    write_grade(result, out / "grade.json")
+    outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
+
+
+def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None, allow_process: bool = False) -> dict:
+    """Run the frozen configuration once, then (only then) open the answers, grade it on test and
+    record the look; returns the outcome."""
+    from microctx._io.atomic import atomic_write
+    from microctx.candidates.runner import manifest_path
+    from microctx.grading.ledger import config_digest
+
+    selected_path = Path(selected_path)
+    selected = load_selected(selected_path)
+    sandbox, pass_env = selected_sandbox(selected_path, selected)
+    warning = _check_isolation(selected_path, sandbox, allow_process)
+    public, answers, out = Path(public), Path(answers), Path(out)
+    devkit, corpus_sha256 = _check_evaluation_inputs(selected_path, selected, public, answers, out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    cand = selected["candidate"]
+    submission = out / "submission.json"
+    manifest = _run_selected(selected, public, submission, devkit, timeout, sandbox, pass_env, warning)
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
     outcome: dict = {
         "schema": EVALUATION_SCHEMA,
@@ -192,21 +232,6 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         "isolation_warning": warning,
     }
     if manifest["ok"]:
-        gold = load_answers(answers)  # the separate step: the candidate is gone
-        if gold["corpus_sha256"] != corpus_sha256:
-            raise InputError(
-                answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
-            )
-        result = grade(gold, load_submission(submission))
-        look = record_look(
-            answers_sha256=file_sha256(answers),
-            submission_sha256=manifest["submission_sha256"],
-            candidate=cand["name"],
-            config_digest=digest,
-            via="evaluate",
-            grade=result.grade,
-        )
-        write_grade(result, out / "grade.json")
-        outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
+        _grade_and_record(outcome, manifest, answers, submission, out, corpus_sha256, cand["name"])
     atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
     return outcome
