@@ -46,7 +46,7 @@ def _any_of(needles: list[bytes]):
     return re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -34,13 +34,13 @@ def facts_csv(rows: list[FactRow]) -> bytes:
     return csv_bytes(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
 
 
-def facts_path(grade_path: str | os.PathLike) -> str:
+def facts_path(grade_path: str | os.PathLike[str]) -> str:
     """Where the fact table goes beside a grade file: `<G without .json>.facts.csv`."""
     text = os.fspath(grade_path)
     return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"
 
 
-def write_grade(result, grade_path: str | os.PathLike) -> None:
+def write_grade(result, grade_path: str | os.PathLike[str]) -> None:
     """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table beside
     it (`<grade>.facts.csv`), together: both or neither."""
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)

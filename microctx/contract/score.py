@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_KINDS, FactRow
@@ -35,7 +36,7 @@ class GradeResult:
     `microctx.api.Grade`, which adds `.slices(corpus)` (slices sit above the scorer).
     """
 
-    grade: dict
+    grade: dict[str, Any]
     facts: list[FactRow] = field(default_factory=list)
 
     @property
@@ -118,7 +119,7 @@ class GradeResult:
         )
 
 
-def record_facts(answer: dict) -> set[tuple[str, str]]:
+def record_facts(answer: dict[str, Any]) -> set[tuple[str, str]]:
     """The fact set of one answer, as (kind, value) pairs."""
     facts: set[tuple[str, str]] = set()
     for key, (kind, _, is_list) in ANSWER_FIELDS.items():
@@ -151,7 +152,7 @@ def _fact_sort_key(fact: tuple[str, str]):
 SCORED_SPLITS = ("test", "tune")
 
 
-def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
+def grade(answers: dict[str, Any], submission: dict[str, Any], split: str = "test") -> GradeResult:
     """Grade a (validated) submission against a (validated) answer bundle.
 
     `split="tune"` grades the tune answers of a devkit (aggregates not scored; see the module
@@ -163,7 +164,7 @@ def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
         return _score(answers, submission, with_rows=True, split=split)
 
 
-def grade_counts(answers: dict, submission: dict) -> dict:
+def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[str, Any]:
     """The grade document of `grade(answers, submission)`, without building the fact table.
 
     For the blind oracle of freeze and verify, which only need the counts.
@@ -171,7 +172,7 @@ def grade_counts(answers: dict, submission: dict) -> dict:
     return _score(answers, submission, with_rows=False).grade
 
 
-def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "test") -> GradeResult:
+def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test") -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
         grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
@@ -207,12 +208,12 @@ def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "te
 
 
 def _citations(
-    submitted_answers: list[dict], gold_by_id: dict[str, dict], *, unknown_is_error: bool = True
-) -> tuple[dict[str, dict], list[FactRow]]:
+    submitted_answers: list[dict[str, Any]], gold_by_id: dict[str, dict[str, Any]], *, unknown_is_error: bool = True
+) -> tuple[dict[str, dict[str, Any]], list[FactRow]]:
     """The submitted answers by id (the last one of a repeated id counts), and a row per
     citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
     ids), or a repeated one."""
-    submitted: dict[str, dict] = {}
+    submitted: dict[str, dict[str, Any]] = {}
     rows: list[FactRow] = []
     for answer in submitted_answers:
         rid = answer["id"]
@@ -235,7 +236,9 @@ class _RecordScore:
     rows: list[FactRow] = field(default_factory=list)
 
 
-def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool, split: str = "test") -> _RecordScore:
+def _score_records(
+    gold_answers: list[dict[str, Any]], submitted: dict[str, dict[str, Any]], with_rows: bool, split: str = "test"
+) -> _RecordScore:
     """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
     out = _RecordScore()
     for gold in gold_answers:
@@ -265,7 +268,7 @@ def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_ro
     return out
 
 
-def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
+def _aggregate_errors(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
     """A row per aggregate field that differs from gold (together they count as one error)."""
     rows = []
     for key in AGGREGATE_FIELDS:
@@ -275,7 +278,9 @@ def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
     return rows
 
 
-def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test") -> dict:
+def _grade_doc(
+    digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test"
+) -> dict[str, Any]:
     doc = {
         "schema": GRADE_SCHEMA,
         "corpus_sha256": digest,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -197,7 +198,7 @@ def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndar
     return out
 
 
-def component_counts_of_rows(rows, component_of: dict) -> tuple[np.ndarray, np.ndarray]:
+def component_counts_of_rows(rows, component_of: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(component keys, (n_components, 5) counts) from a grade's fact rows (`GradeResult.facts`)
     and a record id -> component map (a record missing from the map is its own component).
 

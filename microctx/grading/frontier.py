@@ -44,7 +44,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from microctx.contract.costs import COST_MEASURES
 from microctx.errors import InputError
@@ -100,10 +100,10 @@ class Frontier:
     baseline: str
     cost_measure: str
     method: str
-    looks: dict = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
+    looks: dict[str, Any] = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
 
 
-def _counter(manifest: dict, key: str) -> float:
+def _counter(manifest: dict[str, Any], key: str) -> float:
     counters = manifest.get("counters")
     value = counters.get(key) if isinstance(counters, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
@@ -113,7 +113,7 @@ def _float(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
-def _number(manifest: dict, key: str) -> float:
+def _number(manifest: dict[str, Any], key: str) -> float:
     value = manifest.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
@@ -210,7 +210,7 @@ def verdict(gain: float, extra: float, break_even: float, baseline: str, measure
     return text
 
 
-def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: str = "") -> str:
+def pick_baseline(names: Sequence[str], manifests: Sequence[dict[str, Any]], requested: str = "") -> str:
     """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
     if requested:
         if requested not in names:
@@ -222,7 +222,9 @@ def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: st
     return names[0]
 
 
-def _candidate_row(name: str, result, facts, manifest: dict, counts: dict, cpu_dollars_per_hour: float) -> dict:
+def _candidate_row(
+    name: str, result, facts, manifest: dict[str, Any], counts: dict[str, Any], cpu_dollars_per_hour: float
+) -> dict[str, Any]:
     from microctx.contract.facts import FACT_KINDS
 
     outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
@@ -285,9 +287,9 @@ def frontier_table(
     inputs,
     names: Sequence[str],
     *,
-    manifests: Sequence[dict],
-    counts: Sequence[dict],
-    look: Callable[[str, object], dict] | None = None,
+    manifests: Sequence[dict[str, Any]],
+    counts: Sequence[dict[str, Any]],
+    look: Callable[[str, object], dict[str, Any]] | None = None,
     baseline: str = "",
     cost_measure: str = "dollars",
     cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
@@ -340,7 +342,7 @@ def frontier_table(
     return Frontier(table[list(FRONTIER_COLUMNS)], base, cost_measure, method, looks)
 
 
-def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
+def write_frontier_csv(frontier: Frontier, path: str | os.PathLike[str]) -> None:
     from microctx._io.atomic import atomic_write
     from microctx._io.csvout import frame_csv_bytes
 

@@ -26,7 +26,7 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -92,12 +92,12 @@ def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV,
     return connection
 
 
-def connect(path: str | os.PathLike, what: str, field: str) -> sqlite3.Connection:
+def connect(path: str | os.PathLike[str], what: str, field: str) -> sqlite3.Connection:
     """An open connection to an append-only log (for reading; `transaction` writes)."""
     return _connect(Path(path), what, field)
 
 
-def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what: str, field: str):
+def transaction(path: str | os.PathLike[str], work, *, schema: tuple[str, ...], what: str, field: str):
     """Run `work(connection)` in one BEGIN IMMEDIATE transaction on the SQLite file `path` (WAL mode,
     `schema` statements run first), retrying with backoff while the database is busy. Any
     append-only log uses this (the held-out ledger, the semantic layer's event log); errors name
@@ -157,7 +157,7 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def grade_summary(grade: dict) -> dict:
+def grade_summary(grade: dict[str, Any]) -> dict[str, Any]:
     """The part of a grade document the ledger keeps."""
     keys = (
         "test_records",
@@ -171,7 +171,7 @@ def grade_summary(grade: dict) -> dict:
     return {k: grade.get(k) for k in keys}
 
 
-def config_digest(manifest: RunManifest | dict | None) -> str | None:
+def config_digest(manifest: RunManifest | dict[str, Any] | None) -> str | None:
     """A run manifest's configuration digest (`microctx.contract.records.Configuration`: candidate,
     code version, parameters and isolation, as a type); None without a manifest."""
     from microctx.contract.records import config_digest as digest
@@ -186,10 +186,10 @@ def record_look(
     candidate: str | None,
     config_digest: str | None,
     via: str,
-    grade: dict,
-    path: str | os.PathLike | None = None,
+    grade: dict[str, Any],
+    path: str | os.PathLike[str] | None = None,
     marked: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included,
     marked looks left out): the looks at these answers, and those of this configuration digest
     (of this candidate name when the digest is unknown)."""
@@ -227,8 +227,8 @@ def record_look(
 
 
 def record_report_look(
-    inputs, name: str, result, via: str, manifest: RunManifest | dict | None = None, marked: str | None = None
-) -> dict:
+    inputs, name: str, result, via: str, manifest: RunManifest | dict[str, Any] | None = None, marked: str | None = None
+) -> dict[str, Any]:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
     to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
     mark) come from the caller, which may read manifests."""
@@ -247,11 +247,11 @@ def record_report_look(
 
 def entries(
     answers_sha256: str | None = None,
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike[str] | None = None,
     *,
     candidate: str | None = None,
     config: str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Every entry (of one answer bundle, candidate or configuration digest prefix, when given),
     oldest first, marked ones included. No ledger file: no entries."""
     where = Path(path) if path is not None else ledger_path()
@@ -285,13 +285,13 @@ def _filters(answers_sha256: str | None, candidate: str | None, config: str | No
 
 
 def looks(
-    answers_sha256: str, candidate: str | None = None, path: str | os.PathLike | None = None, *, config: str | None = None
+    answers_sha256: str, candidate: str | None = None, path: str | os.PathLike[str] | None = None, *, config: str | None = None
 ) -> int:
     """How many counted (unmarked) entries this answer bundle has (of this candidate or configuration, when given)."""
     return sum(1 for e in entries(answers_sha256, path, candidate=candidate, config=config) if e["marked"] is None)
 
 
-def looks_line(entry: dict) -> str:
+def looks_line(entry: dict[str, Any]) -> str:
     """One line for a grade's output: how often this answer bundle and candidate were looked at."""
     times = "time" if entry["answers_looks"] == 1 else "times"
     if entry.get("marked"):
@@ -308,7 +308,7 @@ def looks_line(entry: dict) -> str:
 
 
 def submission_identity(
-    submission_path: str | os.PathLike, manifest: RunManifest | dict | None = None
+    submission_path: str | os.PathLike[str], manifest: RunManifest | dict[str, Any] | None = None
 ) -> tuple[str, str | None, str | None]:
     """(submission SHA-256, candidate, configuration digest) of a submission file; the last two
     from its run `manifest` when the caller found one (microctx.contract.records.read_manifest:
@@ -321,18 +321,18 @@ def submission_identity(
 
 
 def record_grade(
-    answers_path: str | os.PathLike,
-    grade: dict,
+    answers_path: str | os.PathLike[str],
+    grade: dict[str, Any],
     *,
     via: str,
     submission_path=None,
     submission=None,
     candidate: str | None = None,
     config: str | None = None,
-    manifest: RunManifest | dict | None = None,
+    manifest: RunManifest | dict[str, Any] | None = None,
     marked: str | None = None,
     answers_sha256: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
     The candidate and configuration come from the submission's run `manifest` when the caller

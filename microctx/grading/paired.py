@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -224,7 +225,7 @@ def paired_comparison(
     return pd.DataFrame(columns)[list(PAIRED_COLUMNS)]
 
 
-def _exact_columns(counts_a, counts_b, a_tot, b_tot, n_slices) -> dict:
+def _exact_columns(counts_a, counts_b, a_tot, b_tot, n_slices) -> dict[str, Any]:
     union = [len(np.union1d(counts_a.records[i], counts_b.records[i])) for i in range(n_slices)]
     b10 = [len(np.setdiff1d(counts_b.bad[i], counts_a.bad[i])) for i in range(n_slices)]
     b01 = [len(np.setdiff1d(counts_a.bad[i], counts_b.bad[i])) for i in range(n_slices)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ BODY_LENGTH_BUCKETS = (
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
 
 
-def load_facts(path: str | os.PathLike) -> pd.DataFrame:
+def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a `<grade>.facts.csv`: columns record_id, split, kind, value, outcome, detail.
 
     Every cell stays a string (a label "None" or an empty detail is not turned into NaN).
@@ -98,7 +99,7 @@ def _body_length_bucket(length: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _public_facts(record: dict) -> list[tuple[str, str]]:
+def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
     """A record's gold facts derived from its public text, as the answers derive them: its
     state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
     refs, dups, cues = derive(record["title"], record["body"])
@@ -109,7 +110,7 @@ def _public_facts(record: dict) -> list[tuple[str, str]]:
     return facts
 
 
-def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
+def record_table(corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per public record with the columns slices group by.
 
     Everything comes from the public text (references via `facts.references`, cue words via
@@ -161,6 +162,6 @@ def component_index(records: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray
     return index, len(roots)
 
 
-def component_of(records: pd.DataFrame) -> dict:
+def component_of(records: pd.DataFrame) -> dict[str, Any]:
     """Record id -> split component root (the split rule's unit), from the record table."""
     return dict(zip(records["id"], records["component"]))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -130,7 +131,7 @@ def settings(
     n_boot: int = stats.DEFAULT_N_BOOT,
     min_support: int = stats.DEFAULT_MIN_SUPPORT,
     min_components: int = stats.DEFAULT_MIN_COMPONENTS,
-) -> dict:
+) -> dict[str, Any]:
     """Every statistics setting of a slice table, checked (InputError naming the option): the
     four a user sets, then the fixed ones, as a report records them in report.json."""
     counting.check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
@@ -234,7 +235,7 @@ def _not_judged(spec, support, min_support, estimable, reason, rest_ok) -> str:
     return "" if rest_ok else "its rest is not estimable"
 
 
-def _judge(specs, counts, replicates, est, options) -> dict:
+def _judge(specs, counts, replicates, est, options) -> dict[str, Any]:
     """Slice against the rest of its family: judged, p-values, weak, minimum detectable gaps."""
     n = len(specs)
     totals, weights = counts.totals, counts.facts_per_component
@@ -268,7 +269,7 @@ def _judge(specs, counts, replicates, est, options) -> dict:
             "mdd": mdd, "rest_f1": rest_f1, "reasons": reasons, "mix": mix}  # fmt: skip
 
 
-def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict:
+def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict[str, Any]:
     n = len(specs)
     by = counts.by_component[:n]
     weights = counts.facts_per_component[:n]
@@ -286,7 +287,7 @@ def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict:
             "n_eff": n_eff["f1"][:n]}  # fmt: skip
 
 
-def _columns(specs, counts, points, intervals, metrics, est, verdict, split_support) -> dict:
+def _columns(specs, counts, points, intervals, metrics, est, verdict, split_support) -> dict[str, Any]:
     n = len(specs)
     tp, fp, fn, n_records, n_exact = (counts.totals[:n, j] for j in range(5))
     weights = counts.facts_per_component[:n]
@@ -410,7 +411,7 @@ def overall_metrics(
     seed: int = stats.DEFAULT_SEED,
     min_components: int = stats.DEFAULT_MIN_COMPONENTS,
     min_n_eff: float = stats.DEFAULT_MIN_N_EFF,
-) -> dict:
+) -> dict[str, Any]:
     """The overall row of a slice table from (n_components, 5) per-component counts
     (`counts.component_counts`): the tune metrics of sweeps. Returns per metric (precision,
     recall, f1, exact_rate) its value, `<m>_ci_low/_ci_high` (NaN when not estimable, by the
@@ -423,7 +424,7 @@ def overall_metrics(
     spec = counting.Spec("overall", "all")
     options = {"min_components": min_components, "min_n_eff": min_n_eff}
     est = _estimates([spec], counts, points, intervals, n_eff, np.arange(layout.shape[0]), options)
-    out: dict = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0]}
+    out: dict[str, Any] = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0]}
     for name in estimate.METRICS:
         low, high = intervals[name]
         keep = out["estimable"]
@@ -434,7 +435,7 @@ def overall_metrics(
     return out
 
 
-def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
+def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write a slice (or compare/paired) table as CSV, atomically; floats with full precision."""
     from microctx._io.csvout import frame_csv_bytes
 
