@@ -40,7 +40,7 @@ def digest_chunks(chunks: Iterable[bytes], needles: Iterable[bytes] = ()) -> tup
     return digest.hexdigest(), found
 
 
-def _any_of(needles: list[bytes]):
+def _any_of(needles: list[bytes]) -> re.Pattern[bytes] | None:
     if not needles:
         return None
     return re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))

@@ -105,7 +105,8 @@ class RunManifest(msgspec.Struct, **_OPTIONS):
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest as a JSON object, in the order it is written."""
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class Configuration(msgspec.Struct, frozen=True):
@@ -171,7 +172,8 @@ class Selected(msgspec.Struct, **_OPTIONS):
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class SweepResult(msgspec.Struct, **_OPTIONS):
@@ -235,7 +237,8 @@ class ReportManifest(msgspec.Struct, **_OPTIONS):
     statistics: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
 
     def as_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class LedgerEntry(msgspec.Struct, **_OPTIONS):
@@ -389,7 +392,7 @@ def model_counts(manifest: RunManifest | dict[str, Any]) -> dict[str, Any]:
         return {**counts, "counts_source": "gateway", "counts_agree": agree, "dollars": _count(gateway.get("dollars"))}
     counts = {key: _count(manifest.counter(key)) for key in MODEL_COUNTS}
     found = manifest.model_usage_check
-    check: dict[str, Any] = found if isinstance(found, dict[str, Any]) else {}
+    check: dict[str, Any] = found if isinstance(found, dict) else {}
     agree, runner = check.get("agree"), check.get("runner")
     source = "candidate"
     if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:

@@ -70,7 +70,7 @@ def _is(value: object, kind: type) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def check_answer_list(answers: object, path, *, gold: bool) -> list[dict[str, Any]]:
+def check_answer_list(answers: object, path: object, *, gold: bool) -> list[dict[str, Any]]:
     """Validate the `answers` array of an answer bundle (gold) or a submission."""
     from microctx.errors import InputError, json_type_name
 
@@ -107,7 +107,7 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict[str, An
     return answers
 
 
-def check_aggregates(aggregates: object, path, *, gold: bool) -> dict[str, Any] | None:
+def check_aggregates(aggregates: object, path: object, *, gold: bool) -> dict[str, Any] | None:
     """Validate an `aggregates` object: count maps of integers, id lists of strings."""
     from microctx.errors import InputError, json_type_name
 
@@ -132,7 +132,7 @@ def check_aggregates(aggregates: object, path, *, gold: bool) -> dict[str, Any] 
     return aggregates
 
 
-def check_answers_document(document: object, path) -> dict[str, Any]:
+def check_answers_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
     from microctx.errors import InputError, json_type_name
 
@@ -147,7 +147,7 @@ def check_answers_document(document: object, path) -> dict[str, Any]:
     return document
 
 
-def check_submission_document(document: object, path) -> dict[str, Any]:
+def check_submission_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
     from microctx.errors import InputError, json_type_name
 

@@ -17,6 +17,7 @@ per scored fact (tp, fp, fn) and one per aggregate field or citation in error.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -64,7 +65,7 @@ class GradeResult:
     def ok(self) -> bool:
         return self.passed
 
-    def facts_frame(self):
+    def facts_frame(self) -> Any:
         """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome,
         detail; every cell a string, as `slices.load_facts` reads a facts.csv)."""
         import pandas as pd
@@ -76,7 +77,7 @@ class GradeResult:
 
     frame = facts_frame
 
-    def write(self, path) -> None:
+    def write(self, path: str | os.PathLike[str]) -> None:
         """Write the grade JSON and its fact table beside it (`<grade>.facts.csv`), atomically."""
         from microctx.contract.facts import write_grade
 
@@ -144,7 +145,7 @@ def same_json(a: object, b: object) -> bool:
     return a == b
 
 
-def _fact_sort_key(fact: tuple[str, str]):
+def _fact_sort_key(fact: tuple[str, str]) -> tuple[int, int, str]:
     kind, value = fact
     return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
 
@@ -279,9 +280,17 @@ def _aggregate_errors(gold: dict[str, Any], submitted: dict[str, Any]) -> list[F
 
 
 def _grade_doc(
-    digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test"
+    digest: str,
+    test_records: int,
+    exact_records: int,
+    fp: int,
+    fn: int,
+    aggregate_errors: int,
+    citation_errors: int,
+    passed: bool,
+    split: str = "test",
 ) -> dict[str, Any]:
-    doc = {
+    doc: dict[str, Any] = {
         "schema": GRADE_SCHEMA,
         "corpus_sha256": digest,
         "test_records": test_records,
