@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser 
     import numpy as np
     import pandas as pd
 
+    from microctx.contract.score import GradeResult
+
 DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
 DEFAULT_BASELINE = "exact-sql"
 FRONTIER_COLUMNS = (
@@ -140,7 +142,8 @@ def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndar
     where[test] = np.searchsorted(roots, records["component"].to_numpy()[test])
     keep = where[prepared.record] >= 0
     per = counting.component_counts(where[prepared.record][keep], prepared.outcome[keep], prepared.record[keep], len(roots))
-    return (per[:, 0] - per[:, 1]).astype(np.float64)
+    returned: np.ndarray = (per[:, 0] - per[:, 1]).astype(np.float64)
+    return returned
 
 
 def bootstrap_net_true(sizes: np.ndarray, nets: dict[str, np.ndarray], n_boot: int, seed: int) -> dict[str, np.ndarray]:
@@ -223,7 +226,12 @@ def pick_baseline(names: Sequence[str], manifests: Sequence[dict[str, Any]], req
 
 
 def _candidate_row(
-    name: str, result, facts, manifest: dict[str, Any], counts: dict[str, Any], cpu_dollars_per_hour: float
+    name: str,
+    result: GradeResult,
+    facts: pd.DataFrame,
+    manifest: dict[str, Any],
+    counts: dict[str, Any],
+    cpu_dollars_per_hour: float,
 ) -> dict[str, Any]:
     from microctx.contract.facts import FACT_KINDS
 
@@ -256,7 +264,7 @@ def break_even(gain: float, extra: float, n_test: int) -> float:
     return extra / (gain / n_test)
 
 
-def _against_baseline(table, boot, base: str, n_test: int, cost_measure: str) -> None:
+def _against_baseline(table: pd.DataFrame, boot: dict[str, np.ndarray], base: str, n_test: int, cost_measure: str) -> None:
     b = table.index[table["candidate"] == base][0]
     gains, lows, highs, extras, breaks, verdicts = [], [], [], [], [], []
     for i, name in enumerate(table["candidate"]):
@@ -274,7 +282,7 @@ def _against_baseline(table, boot, base: str, n_test: int, cost_measure: str) ->
     table["extra_cost_per_record"], table["break_even_per_fact"], table["verdict"] = extras, breaks, verdicts
 
 
-def _check(names, cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -> None:
+def _check(names: Sequence[str], cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -> None:
     if cost_measure not in COST_MEASURES:
         raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost_measure!r}")
     if not names:
@@ -284,7 +292,7 @@ def _check(names, cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -
 
 
 def frontier_table(
-    inputs,
+    inputs: Any,  # a reports.tables.Inputs (a higher layer)
     names: Sequence[str],
     *,
     manifests: Sequence[dict[str, Any]],

@@ -24,9 +24,10 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -36,6 +37,9 @@ from microctx.errors import InputError
 
 if TYPE_CHECKING:
     from microctx.contract.records import RunManifest
+    from microctx.contract.score import GradeResult
+
+T = TypeVar("T")
 
 LEDGER_ENV = "MICROCTX_LEDGER"
 _SCHEMA = (
@@ -97,7 +101,9 @@ def connect(path: str | os.PathLike[str], what: str, field: str) -> sqlite3.Conn
     return _connect(Path(path), what, field)
 
 
-def transaction(path: str | os.PathLike[str], work, *, schema: tuple[str, ...], what: str, field: str):
+def transaction(
+    path: str | os.PathLike[str], work: Callable[[sqlite3.Connection], T], *, schema: tuple[str, ...], what: str, field: str
+) -> T:
     """Run `work(connection)` in one BEGIN IMMEDIATE transaction on the SQLite file `path` (WAL mode,
     `schema` statements run first), retrying with backoff while the database is busy. Any
     append-only log uses this (the held-out ledger, the semantic layer's event log); errors name
@@ -142,10 +148,10 @@ def transaction(path: str | os.PathLike[str], work, *, schema: tuple[str, ...], 
     raise AssertionError("unreachable")
 
 
-def _with_retry(path: Path, work):
+def _with_retry(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
     """Run `work(connection)` in one transaction on the held-out ledger (`transaction`)."""
 
-    def migrated(connection: sqlite3.Connection):
+    def migrated(connection: sqlite3.Connection) -> T:
         if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
             connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
         return work(connection)
@@ -211,7 +217,7 @@ def record_look(
     counted = "answers_sha256 = ? AND marked IS NULL"
     same = ("config_digest = ?", config_digest) if config_digest else ("config_digest IS NULL AND candidate IS ?", candidate)
 
-    def append(connection):
+    def append(connection: sqlite3.Connection) -> dict[str, Any]:
         cursor = connection.execute(
             "INSERT INTO looks (at, answers_sha256, submission_sha256, candidate, config_digest, via, summary, marked) "
             "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary, :marked)",
@@ -227,7 +233,12 @@ def record_look(
 
 
 def record_report_look(
-    inputs, name: str, result, via: str, manifest: RunManifest | dict[str, Any] | None = None, marked: str | None = None
+    inputs: Any,
+    name: str,
+    result: GradeResult,
+    via: str,
+    manifest: RunManifest | dict[str, Any] | None = None,
+    marked: str | None = None,
 ) -> dict[str, Any]:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
     to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
@@ -272,7 +283,7 @@ def entries(
     return [dict(zip(COLUMNS, row)) for row in rows]
 
 
-def _filters(answers_sha256: str | None, candidate: str | None, config: str | None) -> tuple[str, tuple]:
+def _filters(answers_sha256: str | None, candidate: str | None, config: str | None) -> tuple[str, tuple[str | None, ...]]:
     clauses, args = [], []
     for clause, value in (("answers_sha256 = ?", answers_sha256), ("candidate = ?", candidate)):
         if value is not None:
@@ -325,8 +336,8 @@ def record_grade(
     grade: dict[str, Any],
     *,
     via: str,
-    submission_path=None,
-    submission=None,
+    submission_path: str | os.PathLike[str] | None = None,
+    submission: dict[str, Any] | None = None,
     candidate: str | None = None,
     config: str | None = None,
     manifest: RunManifest | dict[str, Any] | None = None,

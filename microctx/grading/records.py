@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS
+from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive, issue_text, references, scope_contradictions
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx.corpus.public import Corpus
 
 OUTCOMES = ("tp", "fp", "fn")
 # (upper bound in characters, name); bodies longer than the last bound are ">8,000 chars"
@@ -67,13 +70,13 @@ def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
-def facts_frame(rows: Iterable) -> pd.DataFrame:
+def facts_frame(rows: Iterable[FactRow]) -> pd.DataFrame:
     """The fact table as a DataFrame from `GradeResult.facts` (FactRow objects)."""
     data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows]
     return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
 
 
-def _check_facts(frame: pd.DataFrame, path) -> None:
+def _check_facts(frame: pd.DataFrame, path: object) -> None:
     scored = frame["kind"].isin(FACT_KINDS)
     bad_outcome = scored & ~frame["outcome"].isin(OUTCOMES)
     if bad_outcome.any():
@@ -110,7 +113,7 @@ def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
-def record_table(corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
+def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per public record with the columns slices group by.
 
     Everything comes from the public text (references via `facts.references`, cue words via
