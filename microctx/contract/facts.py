@@ -8,14 +8,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from microctx._io.atomic import AtomicOutputs
 from microctx._io.csvout import csv_bytes
 from microctx.contract.canonical import dumps
-
-if TYPE_CHECKING:
-    from microctx.contract.score import GradeResult
 
 FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
 
@@ -44,7 +41,17 @@ def facts_path(grade_path: str | os.PathLike[str]) -> str:
     return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"
 
 
-def write_grade(result: GradeResult, grade_path: str | os.PathLike[str]) -> None:
+class GradeLike(Protocol):
+    """What `write_grade` reads of a `score.GradeResult` (named structurally: score imports this module)."""
+
+    @property
+    def grade(self) -> dict[str, Any]: ...
+
+    @property
+    def facts(self) -> list[FactRow]: ...
+
+
+def write_grade(result: GradeLike, grade_path: str | os.PathLike[str]) -> None:
     """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table beside
     it (`<grade>.facts.csv`), together: both or neither."""
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
