@@ -162,7 +162,9 @@ def test_limit_is_respected_on_every_page(one_item, s8f_corpus):
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
+    """A fresh machine: no MICROCTX_DATA_DIR, no microctx.toml in reach (the checkout's points at the data)."""
     monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(data.CACHE_DIR_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
