@@ -10,6 +10,7 @@ maps themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -41,7 +42,9 @@ def dumps(value: object) -> bytes:
     return _escape(orjson.dumps(value, option=orjson.OPT_INDENT_2)) + b"\n"
 
 
-def iter_dumps(document: dict, list_key: str, batch_size: int = 100, copy_keys: tuple[str, ...] = ()) -> Iterator[bytes]:
+def iter_dumps(
+    document: dict[str, Any], list_key: str, batch_size: int = 100, copy_keys: tuple[str, ...] = ()
+) -> Iterator[bytes]:
     """The canonical bytes of `document` in chunks, one per `batch_size` items of `document[list_key]`.
 
     Joining the chunks gives exactly `dumps(document)`; streaming them keeps a large corpus

@@ -40,13 +40,13 @@ def digest_chunks(chunks: Iterable[bytes], needles: Iterable[bytes] = ()) -> tup
     return digest.hexdigest(), found
 
 
-def _any_of(needles: list[bytes]):
+def _any_of(needles: list[bytes]) -> re.Pattern[bytes] | None:
     if not needles:
         return None
     return re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

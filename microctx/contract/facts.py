@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from microctx._io.atomic import AtomicOutputs
 from microctx._io.csvout import csv_bytes
@@ -34,13 +35,23 @@ def facts_csv(rows: list[FactRow]) -> bytes:
     return csv_bytes(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
 
 
-def facts_path(grade_path: str | os.PathLike) -> str:
+def facts_path(grade_path: str | os.PathLike[str]) -> str:
     """Where the fact table goes beside a grade file: `<G without .json>.facts.csv`."""
     text = os.fspath(grade_path)
     return (text[:-5] if text.endswith(".json") else text) + ".facts.csv"
 
 
-def write_grade(result, grade_path: str | os.PathLike) -> None:
+class GradeLike(Protocol):
+    """What `write_grade` reads of a `score.GradeResult` (named structurally: score imports this module)."""
+
+    @property
+    def grade(self) -> dict[str, Any]: ...
+
+    @property
+    def facts(self) -> list[FactRow]: ...
+
+
+def write_grade(result: GradeLike, grade_path: str | os.PathLike[str]) -> None:
     """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table beside
     it (`<grade>.facts.csv`), together: both or neither."""
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)

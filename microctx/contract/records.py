@@ -105,7 +105,8 @@ class RunManifest(msgspec.Struct, **_OPTIONS):
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest as a JSON object, in the order it is written."""
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class Configuration(msgspec.Struct, frozen=True):
@@ -138,7 +139,7 @@ class Configuration(msgspec.Struct, frozen=True):
         return sha256_hex(dumps(msgspec.to_builtins(self)))
 
 
-def config_digest(manifest: RunManifest | dict | None) -> str | None:
+def config_digest(manifest: RunManifest | dict[str, Any] | None) -> str | None:
     """A run manifest's configuration digest (`Configuration.digest`), None without a manifest."""
     if not manifest:
         return None
@@ -171,7 +172,8 @@ class Selected(msgspec.Struct, **_OPTIONS):
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class SweepResult(msgspec.Struct, **_OPTIONS):
@@ -235,7 +237,8 @@ class ReportManifest(msgspec.Struct, **_OPTIONS):
     statistics: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
 
     def as_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        document: dict[str, Any] = msgspec.to_builtins(self)
+        return document
 
 
 class LedgerEntry(msgspec.Struct, **_OPTIONS):
@@ -300,7 +303,7 @@ def as_record(document: object, kind: type[Record], path: object) -> Record:
         raise validation_error(path, exc, what) from None
 
 
-def read_record(path: str | os.PathLike, kind: type[Record]) -> Record:
+def read_record(path: str | os.PathLike[str], kind: type[Record]) -> Record:
     """Read one record file: unreadable JSON, another schema or a wrong field is an InputError."""
     from microctx._io.jsonio import read_json
 
@@ -310,13 +313,13 @@ def read_record(path: str | os.PathLike, kind: type[Record]) -> Record:
 # --- the run manifest -----------------------------------------------------------------------------
 
 
-def manifest_path(submission: str | os.PathLike) -> Path:
+def manifest_path(submission: str | os.PathLike[str]) -> Path:
     """Where the run manifest goes beside a submission: `<S without .json>.run.json`."""
     text = os.fspath(submission)
     return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
 
 
-def read_manifest_document(submission: str | os.PathLike, *, strict: bool = False) -> dict | None:
+def read_manifest_document(submission: str | os.PathLike[str], *, strict: bool = False) -> dict[str, Any] | None:
     """The run manifest beside a submission as the JSON object it is, checked as a `RunManifest`
     (for callers that pass manifests on as documents); see `read_manifest`. A manifest whose
     `submission_sha256` differs from the file beside it (a run killed between its two renames)
@@ -341,7 +344,7 @@ def read_manifest_document(submission: str | os.PathLike, *, strict: bool = Fals
     return document
 
 
-def _belongs(manifest: dict, submission: Path) -> bool:
+def _belongs(manifest: dict[str, Any], submission: Path) -> bool:
     """False when the manifest names a submission digest and the file beside it has another one."""
     from microctx.contract.digests import file_sha256
 
@@ -354,7 +357,7 @@ def _belongs(manifest: dict, submission: Path) -> bool:
         return False
 
 
-def read_manifest(submission: str | os.PathLike, *, strict: bool = False) -> RunManifest | None:
+def read_manifest(submission: str | os.PathLike[str], *, strict: bool = False) -> RunManifest | None:
     """The run manifest beside a submission (`manifest_path`), or None when there is none.
 
     An unreadable manifest (not JSON, not an object, another schema, an unknown field or one
@@ -369,7 +372,7 @@ def _count(value: object) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def model_counts(manifest: RunManifest | dict) -> dict:
+def model_counts(manifest: RunManifest | dict[str, Any]) -> dict[str, Any]:
     """A run's model calls and tokens, the runner's own count preferred to the candidate's.
 
     When the runner's proxy counted the calls (`model_usage_check` with `agree` true or false),
@@ -389,7 +392,7 @@ def model_counts(manifest: RunManifest | dict) -> dict:
         return {**counts, "counts_source": "gateway", "counts_agree": agree, "dollars": _count(gateway.get("dollars"))}
     counts = {key: _count(manifest.counter(key)) for key in MODEL_COUNTS}
     found = manifest.model_usage_check
-    check: dict = found if isinstance(found, dict) else {}
+    check: dict[str, Any] = found if isinstance(found, dict) else {}
     agree, runner = check.get("agree"), check.get("runner")
     source = "candidate"
     if isinstance(agree, bool) and isinstance(runner, dict) and _count(runner.get("model_calls")) is not None:

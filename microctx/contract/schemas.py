@@ -7,6 +7,7 @@ came from (for messages) and return it, or raise an InputError naming file, reco
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # microctx.errors is imported by the validators, not here: a sandboxed candidate that needs only a
 # schema id (exact-sql) imports this module alone.
@@ -73,7 +74,7 @@ def _is(value: object, kind: type) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
+def check_answer_list(answers: object, path: object, *, gold: bool) -> list[dict[str, Any]]:
     """Validate the `answers` array of an answer bundle (gold) or a submission."""
     from microctx.errors import InputError, json_type_name
 
@@ -110,7 +111,7 @@ def check_answer_list(answers: object, path, *, gold: bool) -> list[dict]:
     return answers
 
 
-def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
+def check_aggregates(aggregates: object, path: object, *, gold: bool) -> dict[str, Any] | None:
     """Validate an `aggregates` object: count maps of integers, id lists of strings."""
     from microctx.errors import InputError, json_type_name
 
@@ -135,7 +136,7 @@ def check_aggregates(aggregates: object, path, *, gold: bool) -> dict | None:
     return aggregates
 
 
-def check_answers_document(document: object, path) -> dict:
+def check_answers_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
     from microctx.errors import InputError, json_type_name
 
@@ -150,7 +151,7 @@ def check_answers_document(document: object, path) -> dict:
     return document
 
 
-def check_submission_document(document: object, path) -> dict:
+def check_submission_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
     from microctx.errors import InputError, json_type_name
 
@@ -164,14 +165,14 @@ def check_submission_document(document: object, path) -> dict:
     return document
 
 
-def load_answers(path: str | os.PathLike) -> dict:
+def load_answers(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate an answer bundle (schema fak-microcontext-answers/1)."""
     from microctx._io.jsonio import parse_json, read_bytes  # loaded when a file is read, not for the schema ids
 
     return check_answers_document(parse_json(read_bytes(path), path), path)
 
 
-def load_submission(path: str | os.PathLike) -> dict:
+def load_submission(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a submission (schema fak-microcontext-submission/1)."""
     from microctx._io.jsonio import parse_json, read_bytes
 

@@ -17,8 +17,10 @@ per scored fact (tp, fp, fn) and one per aggregate field or citation in error.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_KINDS, FactRow
@@ -35,7 +37,7 @@ class GradeResult:
     `microctx.api.Grade`, which adds `.slices(corpus)` (slices sit above the scorer).
     """
 
-    grade: dict
+    grade: dict[str, Any]
     facts: list[FactRow] = field(default_factory=list)
 
     @property
@@ -63,7 +65,7 @@ class GradeResult:
     def ok(self) -> bool:
         return self.passed
 
-    def facts_frame(self):
+    def facts_frame(self) -> Any:
         """The fact table as a pandas DataFrame (columns record_id, split, kind, value, outcome,
         detail; every cell a string, as `slices.load_facts` reads a facts.csv)."""
         import pandas as pd
@@ -75,7 +77,7 @@ class GradeResult:
 
     frame = facts_frame
 
-    def write(self, path) -> None:
+    def write(self, path: str | os.PathLike[str]) -> None:
         """Write the grade JSON and its fact table beside it (`<grade>.facts.csv`), atomically."""
         from microctx.contract.facts import write_grade
 
@@ -118,7 +120,7 @@ class GradeResult:
         )
 
 
-def record_facts(answer: dict) -> set[tuple[str, str]]:
+def record_facts(answer: dict[str, Any]) -> set[tuple[str, str]]:
     """The fact set of one answer, as (kind, value) pairs."""
     facts: set[tuple[str, str]] = set()
     for key, (kind, _, is_list) in ANSWER_FIELDS.items():
@@ -143,7 +145,7 @@ def same_json(a: object, b: object) -> bool:
     return a == b
 
 
-def _fact_sort_key(fact: tuple[str, str]):
+def _fact_sort_key(fact: tuple[str, str]) -> tuple[int, int, str]:
     kind, value = fact
     return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
 
@@ -151,7 +153,7 @@ def _fact_sort_key(fact: tuple[str, str]):
 SCORED_SPLITS = ("test", "tune")
 
 
-def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
+def grade(answers: dict[str, Any], submission: dict[str, Any], split: str = "test") -> GradeResult:
     """Grade a (validated) submission against a (validated) answer bundle.
 
     `split="tune"` grades the tune answers of a devkit (aggregates not scored; see the module
@@ -163,7 +165,7 @@ def grade(answers: dict, submission: dict, split: str = "test") -> GradeResult:
         return _score(answers, submission, with_rows=True, split=split)
 
 
-def grade_counts(answers: dict, submission: dict) -> dict:
+def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[str, Any]:
     """The grade document of `grade(answers, submission)`, without building the fact table.
 
     For the blind oracle of freeze and verify, which only need the counts.
@@ -171,7 +173,7 @@ def grade_counts(answers: dict, submission: dict) -> dict:
     return _score(answers, submission, with_rows=False).grade
 
 
-def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "test") -> GradeResult:
+def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test") -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
         grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
@@ -207,12 +209,12 @@ def _score(answers: dict, submission: dict, *, with_rows: bool, split: str = "te
 
 
 def _citations(
-    submitted_answers: list[dict], gold_by_id: dict[str, dict], *, unknown_is_error: bool = True
-) -> tuple[dict[str, dict], list[FactRow]]:
+    submitted_answers: list[dict[str, Any]], gold_by_id: dict[str, dict[str, Any]], *, unknown_is_error: bool = True
+) -> tuple[dict[str, dict[str, Any]], list[FactRow]]:
     """The submitted answers by id (the last one of a repeated id counts), and a row per
     citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
     ids), or a repeated one."""
-    submitted: dict[str, dict] = {}
+    submitted: dict[str, dict[str, Any]] = {}
     rows: list[FactRow] = []
     for answer in submitted_answers:
         rid = answer["id"]
@@ -235,7 +237,9 @@ class _RecordScore:
     rows: list[FactRow] = field(default_factory=list)
 
 
-def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_rows: bool, split: str = "test") -> _RecordScore:
+def _score_records(
+    gold_answers: list[dict[str, Any]], submitted: dict[str, dict[str, Any]], with_rows: bool, split: str = "test"
+) -> _RecordScore:
     """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
     out = _RecordScore()
     for gold in gold_answers:
@@ -265,7 +269,7 @@ def _score_records(gold_answers: list[dict], submitted: dict[str, dict], with_ro
     return out
 
 
-def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
+def _aggregate_errors(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
     """A row per aggregate field that differs from gold (together they count as one error)."""
     rows = []
     for key in AGGREGATE_FIELDS:
@@ -275,8 +279,18 @@ def _aggregate_errors(gold: dict, submitted: dict) -> list[FactRow]:
     return rows
 
 
-def _grade_doc(digest, test_records, exact_records, fp, fn, aggregate_errors, citation_errors, passed, split="test") -> dict:
-    doc = {
+def _grade_doc(
+    digest: str,
+    test_records: int,
+    exact_records: int,
+    fp: int,
+    fn: int,
+    aggregate_errors: int,
+    citation_errors: int,
+    passed: bool,
+    split: str = "test",
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "schema": GRADE_SCHEMA,
         "corpus_sha256": digest,
         "test_records": test_records,

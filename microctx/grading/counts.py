@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from microctx.contract.facts import FACT_KINDS
+from microctx.contract.facts import FACT_KINDS, FactRow
 from microctx.contract.patterns import CUE_WORDS
 from microctx.contract.split import SPLITS
 from microctx.errors import InputError
@@ -165,12 +166,14 @@ class Counts:
 
     @property
     def totals(self) -> np.ndarray:
-        return self.layout.sum(axis=0, dtype=np.int64)
+        returned: np.ndarray = self.layout.sum(axis=0, dtype=np.int64)
+        return returned
 
     @property
     def facts_per_component(self) -> np.ndarray:
         """(n_slices, n_components): scored facts (tp + fp + fn) of each slice in each component."""
-        return self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
+        returned: np.ndarray = self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
+        return returned
 
     def per_component(self, quantities: Sequence[int] = (0, 1, 2, 3, 4)) -> np.ndarray:
         """(n_components, n_slices * len(quantities)) rows for the cluster bootstrap."""
@@ -197,7 +200,7 @@ def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndar
     return out
 
 
-def component_counts_of_rows(rows, component_of: dict) -> tuple[np.ndarray, np.ndarray]:
+def component_counts_of_rows(rows: Iterable[FactRow], component_of: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(component keys, (n_components, 5) counts) from a grade's fact rows (`GradeResult.facts`)
     and a record id -> component map (a record missing from the map is its own component).
 

@@ -63,7 +63,8 @@ def metric_weights(by_component: np.ndarray) -> dict[str, np.ndarray]:
 
 def f1_of_q(q: np.ndarray) -> np.ndarray:
     """F1 from the share q = tp / (tp + fp + fn) of right facts among all scored facts."""
-    return 2 * q / (1 + q)
+    returned: np.ndarray = 2 * q / (1 + q)
+    return returned
 
 
 def korn_graubard(
@@ -204,7 +205,8 @@ def standardised_rest(slice_parts: np.ndarray, family_parts: np.ndarray) -> np.n
     with np.errstate(invalid="ignore", divide="ignore"):
         w = np.where(n_r > 0, n_s / np.where(n_r > 0, n_r, 1), 0.0)
     own = (n_r <= 0)[..., None] * s
-    return (w[..., None] * r + own).sum(axis=-2)
+    returned: np.ndarray = (w[..., None] * r + own).sum(axis=-2)
+    return returned
 
 
 def effective_size(q: np.ndarray, replicates: np.ndarray, n_eff: np.ndarray) -> np.ndarray:

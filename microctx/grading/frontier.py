@@ -44,7 +44,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from microctx.contract.costs import COST_MEASURES
 from microctx.errors import InputError
@@ -52,6 +52,8 @@ from microctx.errors import InputError
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser imports this module
     import numpy as np
     import pandas as pd
+
+    from microctx.contract.score import GradeResult
 
 DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
 DEFAULT_BASELINE = "exact-sql"
@@ -100,10 +102,10 @@ class Frontier:
     baseline: str
     cost_measure: str
     method: str
-    looks: dict = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
+    looks: dict[str, Any] = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
 
 
-def _counter(manifest: dict, key: str) -> float:
+def _counter(manifest: dict[str, Any], key: str) -> float:
     counters = manifest.get("counters")
     value = counters.get(key) if isinstance(counters, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
@@ -113,7 +115,7 @@ def _float(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
-def _number(manifest: dict, key: str) -> float:
+def _number(manifest: dict[str, Any], key: str) -> float:
     value = manifest.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
@@ -140,7 +142,8 @@ def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndar
     where[test] = np.searchsorted(roots, records["component"].to_numpy()[test])
     keep = where[prepared.record] >= 0
     per = counting.component_counts(where[prepared.record][keep], prepared.outcome[keep], prepared.record[keep], len(roots))
-    return (per[:, 0] - per[:, 1]).astype(np.float64)
+    returned: np.ndarray = (per[:, 0] - per[:, 1]).astype(np.float64)
+    return returned
 
 
 def bootstrap_net_true(sizes: np.ndarray, nets: dict[str, np.ndarray], n_boot: int, seed: int) -> dict[str, np.ndarray]:
@@ -210,7 +213,7 @@ def verdict(gain: float, extra: float, break_even: float, baseline: str, measure
     return text
 
 
-def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: str = "") -> str:
+def pick_baseline(names: Sequence[str], manifests: Sequence[dict[str, Any]], requested: str = "") -> str:
     """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
     if requested:
         if requested not in names:
@@ -222,7 +225,14 @@ def pick_baseline(names: Sequence[str], manifests: Sequence[dict], requested: st
     return names[0]
 
 
-def _candidate_row(name: str, result, facts, manifest: dict, counts: dict, cpu_dollars_per_hour: float) -> dict:
+def _candidate_row(
+    name: str,
+    result: GradeResult,
+    facts: pd.DataFrame,
+    manifest: dict[str, Any],
+    counts: dict[str, Any],
+    cpu_dollars_per_hour: float,
+) -> dict[str, Any]:
     from microctx.contract.facts import FACT_KINDS
 
     outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
@@ -254,7 +264,7 @@ def break_even(gain: float, extra: float, n_test: int) -> float:
     return extra / (gain / n_test)
 
 
-def _against_baseline(table, boot, base: str, n_test: int, cost_measure: str) -> None:
+def _against_baseline(table: pd.DataFrame, boot: dict[str, np.ndarray], base: str, n_test: int, cost_measure: str) -> None:
     b = table.index[table["candidate"] == base][0]
     gains, lows, highs, extras, breaks, verdicts = [], [], [], [], [], []
     for i, name in enumerate(table["candidate"]):
@@ -272,7 +282,7 @@ def _against_baseline(table, boot, base: str, n_test: int, cost_measure: str) ->
     table["extra_cost_per_record"], table["break_even_per_fact"], table["verdict"] = extras, breaks, verdicts
 
 
-def _check(names, cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -> None:
+def _check(names: Sequence[str], cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -> None:
     if cost_measure not in COST_MEASURES:
         raise InputError("--cost", f"expected one of {', '.join(COST_MEASURES)}, got {cost_measure!r}")
     if not names:
@@ -282,12 +292,12 @@ def _check(names, cost_measure: str, n_boot: int, cpu_dollars_per_hour: float) -
 
 
 def frontier_table(
-    inputs,
+    inputs: Any,  # a reports.tables.Inputs (a higher layer)
     names: Sequence[str],
     *,
-    manifests: Sequence[dict],
-    counts: Sequence[dict],
-    look: Callable[[str, object], dict] | None = None,
+    manifests: Sequence[dict[str, Any]],
+    counts: Sequence[dict[str, Any]],
+    look: Callable[[str, object], dict[str, Any]] | None = None,
     baseline: str = "",
     cost_measure: str = "dollars",
     cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
@@ -340,7 +350,7 @@ def frontier_table(
     return Frontier(table[list(FRONTIER_COLUMNS)], base, cost_measure, method, looks)
 
 
-def write_frontier_csv(frontier: Frontier, path: str | os.PathLike) -> None:
+def write_frontier_csv(frontier: Frontier, path: str | os.PathLike[str]) -> None:
     from microctx._io.atomic import atomic_write
     from microctx._io.csvout import frame_csv_bytes
 

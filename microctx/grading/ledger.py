@@ -24,9 +24,10 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -36,6 +37,9 @@ from microctx.errors import InputError
 
 if TYPE_CHECKING:
     from microctx.contract.records import RunManifest
+    from microctx.contract.score import GradeResult
+
+T = TypeVar("T")
 
 LEDGER_ENV = "MICROCTX_LEDGER"
 _SCHEMA = (
@@ -92,12 +96,14 @@ def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV,
     return connection
 
 
-def connect(path: str | os.PathLike, what: str, field: str) -> sqlite3.Connection:
+def connect(path: str | os.PathLike[str], what: str, field: str) -> sqlite3.Connection:
     """An open connection to an append-only log (for reading; `transaction` writes)."""
     return _connect(Path(path), what, field)
 
 
-def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what: str, field: str):
+def transaction(
+    path: str | os.PathLike[str], work: Callable[[sqlite3.Connection], T], *, schema: tuple[str, ...], what: str, field: str
+) -> T:
     """Run `work(connection)` in one BEGIN IMMEDIATE transaction on the SQLite file `path` (WAL mode,
     `schema` statements run first), retrying with backoff while the database is busy. Any
     append-only log uses this (the held-out ledger, the semantic layer's event log); errors name
@@ -142,10 +148,10 @@ def transaction(path: str | os.PathLike, work, *, schema: tuple[str, ...], what:
     raise AssertionError("unreachable")
 
 
-def _with_retry(path: Path, work):
+def _with_retry(path: Path, work: Callable[[sqlite3.Connection], T]) -> T:
     """Run `work(connection)` in one transaction on the held-out ledger (`transaction`)."""
 
-    def migrated(connection: sqlite3.Connection):
+    def migrated(connection: sqlite3.Connection) -> T:
         if "marked" not in {row[1] for row in connection.execute("PRAGMA table_info(looks)")}:
             connection.execute("ALTER TABLE looks ADD COLUMN marked TEXT")  # a ledger from before marks
         return work(connection)
@@ -157,7 +163,7 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def grade_summary(grade: dict) -> dict:
+def grade_summary(grade: dict[str, Any]) -> dict[str, Any]:
     """The part of a grade document the ledger keeps."""
     keys = (
         "test_records",
@@ -171,7 +177,7 @@ def grade_summary(grade: dict) -> dict:
     return {k: grade.get(k) for k in keys}
 
 
-def config_digest(manifest: RunManifest | dict | None) -> str | None:
+def config_digest(manifest: RunManifest | dict[str, Any] | None) -> str | None:
     """A run manifest's configuration digest (`microctx.contract.records.Configuration`: candidate,
     code version, parameters and isolation, as a type); None without a manifest."""
     from microctx.contract.records import config_digest as digest
@@ -186,10 +192,10 @@ def record_look(
     candidate: str | None,
     config_digest: str | None,
     via: str,
-    grade: dict,
-    path: str | os.PathLike | None = None,
+    grade: dict[str, Any],
+    path: str | os.PathLike[str] | None = None,
     marked: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Append one entry; returns it with `answers_looks` and `candidate_looks` (this one included,
     marked looks left out): the looks at these answers, and those of this configuration digest
     (of this candidate name when the digest is unknown)."""
@@ -211,7 +217,7 @@ def record_look(
     counted = "answers_sha256 = ? AND marked IS NULL"
     same = ("config_digest = ?", config_digest) if config_digest else ("config_digest IS NULL AND candidate IS ?", candidate)
 
-    def append(connection):
+    def append(connection: sqlite3.Connection) -> dict[str, Any]:
         cursor = connection.execute(
             "INSERT INTO looks (at, answers_sha256, submission_sha256, candidate, config_digest, via, summary, marked) "
             "VALUES (:at, :answers_sha256, :submission_sha256, :candidate, :config_digest, :via, :summary, :marked)",
@@ -227,8 +233,13 @@ def record_look(
 
 
 def record_report_look(
-    inputs, name: str, result, via: str, manifest: RunManifest | dict | None = None, marked: str | None = None
-) -> dict:
+    inputs: Any,
+    name: str,
+    result: GradeResult,
+    via: str,
+    manifest: RunManifest | dict[str, Any] | None = None,
+    marked: str | None = None,
+) -> dict[str, Any]:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
     to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
     mark) come from the caller, which may read manifests."""
@@ -247,11 +258,11 @@ def record_report_look(
 
 def entries(
     answers_sha256: str | None = None,
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike[str] | None = None,
     *,
     candidate: str | None = None,
     config: str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Every entry (of one answer bundle, candidate or configuration digest prefix, when given),
     oldest first, marked ones included. No ledger file: no entries."""
     where = Path(path) if path is not None else ledger_path()
@@ -272,7 +283,7 @@ def entries(
     return [dict(zip(COLUMNS, row)) for row in rows]
 
 
-def _filters(answers_sha256: str | None, candidate: str | None, config: str | None) -> tuple[str, tuple]:
+def _filters(answers_sha256: str | None, candidate: str | None, config: str | None) -> tuple[str, tuple[str | None, ...]]:
     clauses, args = [], []
     for clause, value in (("answers_sha256 = ?", answers_sha256), ("candidate = ?", candidate)):
         if value is not None:
@@ -285,13 +296,13 @@ def _filters(answers_sha256: str | None, candidate: str | None, config: str | No
 
 
 def looks(
-    answers_sha256: str, candidate: str | None = None, path: str | os.PathLike | None = None, *, config: str | None = None
+    answers_sha256: str, candidate: str | None = None, path: str | os.PathLike[str] | None = None, *, config: str | None = None
 ) -> int:
     """How many counted (unmarked) entries this answer bundle has (of this candidate or configuration, when given)."""
     return sum(1 for e in entries(answers_sha256, path, candidate=candidate, config=config) if e["marked"] is None)
 
 
-def looks_line(entry: dict) -> str:
+def looks_line(entry: dict[str, Any]) -> str:
     """One line for a grade's output: how often this answer bundle and candidate were looked at."""
     times = "time" if entry["answers_looks"] == 1 else "times"
     if entry.get("marked"):
@@ -308,7 +319,7 @@ def looks_line(entry: dict) -> str:
 
 
 def submission_identity(
-    submission_path: str | os.PathLike, manifest: RunManifest | dict | None = None
+    submission_path: str | os.PathLike[str], manifest: RunManifest | dict[str, Any] | None = None
 ) -> tuple[str, str | None, str | None]:
     """(submission SHA-256, candidate, configuration digest) of a submission file; the last two
     from its run `manifest` when the caller found one (microctx.contract.records.read_manifest:
@@ -321,18 +332,18 @@ def submission_identity(
 
 
 def record_grade(
-    answers_path: str | os.PathLike,
-    grade: dict,
+    answers_path: str | os.PathLike[str],
+    grade: dict[str, Any],
     *,
     via: str,
-    submission_path=None,
-    submission=None,
+    submission_path: str | os.PathLike[str] | None = None,
+    submission: dict[str, Any] | None = None,
     candidate: str | None = None,
     config: str | None = None,
-    manifest: RunManifest | dict | None = None,
+    manifest: RunManifest | dict[str, Any] | None = None,
     marked: str | None = None,
     answers_sha256: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Append the look that grading `submission_path` (or the `submission` document) on test was.
 
     The candidate and configuration come from the submission's run `manifest` when the caller

@@ -16,7 +16,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ from microctx.errors import InputError
 from microctx.grading import counts as counting
 from microctx.grading import estimate, stats
 from microctx.grading.records import record_table
+
+if TYPE_CHECKING:
+    from microctx.corpus.public import Corpus
 
 PAIRED_COLUMNS = (
     "slice_kind",
@@ -57,7 +61,9 @@ PAIRED_COLUMNS = (
 )
 
 
-def _exact_by_component(counts_a: counting.Counts, counts_b: counting.Counts, component: np.ndarray, n_components: int):
+def _exact_by_component(
+    counts_a: counting.Counts, counts_b: counting.Counts, component: np.ndarray, n_components: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per slice and component: records with a slice fact under a or b, those exact under a, under b."""
     n = len(counts_a.records)
     union = np.zeros((n, n_components), dtype=np.int64)
@@ -71,22 +77,34 @@ def _exact_by_component(counts_a: counting.Counts, counts_b: counting.Counts, co
     return union, exact_a, exact_b
 
 
-def _flip_statistics(a_tot: np.ndarray, b_tot: np.ndarray):
+def _flip_statistics(
+    a_tot: np.ndarray, b_tot: np.ndarray
+) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
     """Statistics of swapped candidates from kept sums K of a - b over components (columns
     tp, fp, fn, exact): a' = b + K and b' = a - K. Returns (F1 difference, exact difference)."""
 
     def f1_diff(kept: np.ndarray) -> np.ndarray:
         a = b_tot[None, :] + kept
         b = a_tot[None, :] - kept
-        return stats.f1_score(a[:, 0], a[:, 1], a[:, 2]) - stats.f1_score(b[:, 0], b[:, 1], b[:, 2])
+        returned: np.ndarray = stats.f1_score(a[:, 0], a[:, 1], a[:, 2]) - stats.f1_score(b[:, 0], b[:, 1], b[:, 2])
+        return returned
 
     def exact_diff(kept: np.ndarray) -> np.ndarray:
-        return (b_tot[3] + kept[:, 3]) - (a_tot[3] - kept[:, 3])
+        returned: np.ndarray = (b_tot[3] + kept[:, 3]) - (a_tot[3] - kept[:, 3])
+        return returned
 
     return f1_diff, exact_diff
 
 
-def _flip_p_values(delta, discordant, a_tot, b_tot, judged, n_boot, seed):
+def _flip_p_values(
+    delta: np.ndarray,
+    discordant: np.ndarray,
+    a_tot: np.ndarray,
+    b_tot: np.ndarray,
+    judged: np.ndarray,
+    n_boot: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Sign-flip p-values (F1 difference, exact records) of every judged slice."""
     n_slices, _, n_components = delta.shape
     f1_p, exact_p = np.full(n_slices, np.nan), np.full(n_slices, np.nan)
@@ -113,7 +131,17 @@ def _flip_p_values(delta, discordant, a_tot, b_tot, judged, n_boot, seed):
     return f1_p, exact_p
 
 
-def _diff_estimability(by_a, by_b, low, high, n_comp, n_eff, roots, min_components, min_n_eff):
+def _diff_estimability(
+    by_a: np.ndarray,
+    by_b: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    n_comp: np.ndarray,
+    n_eff: np.ndarray,
+    roots: np.ndarray,
+    min_components: int,
+    min_n_eff: float,
+) -> tuple[np.ndarray, list[str]]:
     """(estimable, reasons) of the F1 difference: the slice table's rule, on a - b."""
     tot_a, tot_b = by_a.sum(axis=2), by_b.sum(axis=2)
     present = (by_a[:, :3].sum(axis=1) + by_b[:, :3].sum(axis=1)) > 0
@@ -134,7 +162,7 @@ def _diff_estimability(by_a, by_b, low, high, n_comp, n_eff, roots, min_componen
     )
 
 
-def _equal_f1_test(diff_reps, observed, n_eff, judged):
+def _equal_f1_test(diff_reps: np.ndarray, observed: np.ndarray, n_eff: np.ndarray, judged: np.ndarray) -> np.ndarray:
     """Two-sided paired bootstrap t test of equal expected F1 (t with n_eff - 1 df) per judged slice."""
     from scipy.special import stdtr
 
@@ -149,7 +177,9 @@ def _equal_f1_test(diff_reps, observed, n_eff, judged):
     return p
 
 
-def _paired_counts(facts_a, facts_b, records, group_by):
+def _paired_counts(
+    facts_a: pd.DataFrame, facts_b: pd.DataFrame, records: pd.DataFrame, group_by: Sequence[str]
+) -> tuple[list[counting.Spec], counting.Counts, counting.Counts, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     prepared = [counting.prepare(facts_a, records, "facts a"), counting.prepare(facts_b, records, "facts b")]
     specs = counting.slice_specs(prepared, records, group_by)
     component, n_components = counting.scored_components(prepared, records)
@@ -173,7 +203,7 @@ def _paired_counts(facts_a, facts_b, records, group_by):
 def paired_comparison(
     facts_a: pd.DataFrame,
     facts_b: pd.DataFrame,
-    corpus,
+    corpus: Corpus,
     *,
     n_boot: int = stats.DEFAULT_N_BOOT,
     seed: int = stats.DEFAULT_SEED,
@@ -224,7 +254,9 @@ def paired_comparison(
     return pd.DataFrame(columns)[list(PAIRED_COLUMNS)]
 
 
-def _exact_columns(counts_a, counts_b, a_tot, b_tot, n_slices) -> dict:
+def _exact_columns(
+    counts_a: counting.Counts, counts_b: counting.Counts, a_tot: np.ndarray, b_tot: np.ndarray, n_slices: int
+) -> dict[str, Any]:
     union = [len(np.union1d(counts_a.records[i], counts_b.records[i])) for i in range(n_slices)]
     b10 = [len(np.setdiff1d(counts_b.bad[i], counts_a.bad[i])) for i in range(n_slices)]
     b01 = [len(np.setdiff1d(counts_a.bad[i], counts_b.bad[i])) for i in range(n_slices)]
@@ -232,7 +264,17 @@ def _exact_columns(counts_a, counts_b, a_tot, b_tot, n_slices) -> dict:
             "b10": b10, "b01": b01}  # fmt: skip
 
 
-def _method(n_components, n_boot, seed, adjustment, judged, min_support, min_components, min_n_eff, alpha) -> str:
+def _method(
+    n_components: int,
+    n_boot: int,
+    seed: int,
+    adjustment: str,
+    judged: int,
+    min_support: int,
+    min_components: int,
+    min_n_eff: float,
+    alpha: float,
+) -> str:
     return (
         f"on these records: f1_a, f1_b, f1_diff and the exact-record counts are exact; beyond these records: "
         f"f1_diff's 95% paired percentile cluster bootstrap over {n_components} split components "

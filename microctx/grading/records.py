@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS
+from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive, issue_text, references, scope_contradictions
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx.corpus.public import Corpus
 
 OUTCOMES = ("tp", "fp", "fn")
 # (upper bound in characters, name); bodies longer than the last bound are ">8,000 chars"
@@ -39,7 +43,7 @@ BODY_LENGTH_BUCKETS = (
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
 
 
-def load_facts(path: str | os.PathLike) -> pd.DataFrame:
+def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a `<grade>.facts.csv`: columns record_id, split, kind, value, outcome, detail.
 
     Every cell stays a string (a label "None" or an empty detail is not turned into NaN).
@@ -66,13 +70,13 @@ def load_facts(path: str | os.PathLike) -> pd.DataFrame:
     return frame
 
 
-def facts_frame(rows: Iterable) -> pd.DataFrame:
+def facts_frame(rows: Iterable[FactRow]) -> pd.DataFrame:
     """The fact table as a DataFrame from `GradeResult.facts` (FactRow objects)."""
     data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows]
     return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
 
 
-def _check_facts(frame: pd.DataFrame, path) -> None:
+def _check_facts(frame: pd.DataFrame, path: object) -> None:
     scored = frame["kind"].isin(FACT_KINDS)
     bad_outcome = scored & ~frame["outcome"].isin(OUTCOMES)
     if bad_outcome.any():
@@ -98,7 +102,7 @@ def _body_length_bucket(length: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _public_facts(record: dict) -> list[tuple[str, str]]:
+def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
     """A record's gold facts derived from its public text, as the answers derive them: its
     state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
     refs, dups, cues = derive(record["title"], record["body"])
@@ -109,7 +113,7 @@ def _public_facts(record: dict) -> list[tuple[str, str]]:
     return facts
 
 
-def record_table(corpus, answers: dict | None = None) -> pd.DataFrame:
+def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per public record with the columns slices group by.
 
     Everything comes from the public text (references via `facts.references`, cue words via
@@ -161,6 +165,6 @@ def component_index(records: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray
     return index, len(roots)
 
 
-def component_of(records: pd.DataFrame) -> dict:
+def component_of(records: pd.DataFrame) -> dict[str, Any]:
     """Record id -> split component root (the split rule's unit), from the record table."""
     return dict(zip(records["id"], records["component"]))

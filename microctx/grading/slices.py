@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,9 @@ from microctx.grading.frame import SliceFrame
 from microctx.grading.paired import PAIRED_COLUMNS, paired_comparison
 from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, facts_frame, load_facts, record_table
 from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
+
+if TYPE_CHECKING:
+    from microctx.corpus.public import Corpus
 
 __all__ = [
     "Z95",
@@ -130,7 +134,7 @@ def settings(
     n_boot: int = stats.DEFAULT_N_BOOT,
     min_support: int = stats.DEFAULT_MIN_SUPPORT,
     min_components: int = stats.DEFAULT_MIN_COMPONENTS,
-) -> dict:
+) -> dict[str, Any]:
     """Every statistics setting of a slice table, checked (InputError naming the option): the
     four a user sets, then the fixed ones, as a report records them in report.json."""
     counting.check_options(n_boot, min_support, min_components, stats.ALPHA, stats.ADJUSTMENT)
@@ -209,7 +213,9 @@ def _intervals(
     return points, intervals, metrics, n_eff
 
 
-def _rest(specs, totals, replicates, parts_index, n_slices):
+def _rest(
+    specs: Sequence[counting.Spec], totals: np.ndarray, replicates: np.ndarray, parts_index: np.ndarray, n_slices: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(family, rest q, rest q replicates, record-level?) of every slice against its family's rest
     (q = tp / (tp + fp + fn); a record-level slice's rest standardised to its fact-kind mix)."""
     family = counting.family_of(specs)
@@ -224,7 +230,7 @@ def _rest(specs, totals, replicates, parts_index, n_slices):
     return family, estimate.f1_share(rest_tot), estimate.f1_share(rest_reps), record_level
 
 
-def _not_judged(spec, support, min_support, estimable, reason, rest_ok) -> str:
+def _not_judged(spec: counting.Spec, support: float, min_support: int, estimable: bool, reason: str, rest_ok: bool) -> str:
     if spec.kind == "overall":
         return "overall row: no rest to compare with"
     if support < min_support:
@@ -234,7 +240,13 @@ def _not_judged(spec, support, min_support, estimable, reason, rest_ok) -> str:
     return "" if rest_ok else "its rest is not estimable"
 
 
-def _judge(specs, counts, replicates, est, options) -> dict:
+def _judge(
+    specs: Sequence[counting.Spec],
+    counts: counting.Counts,
+    replicates: np.ndarray,
+    est: dict[str, Any],
+    options: dict[str, Any],
+) -> dict[str, Any]:
     """Slice against the rest of its family: judged, p-values, weak, minimum detectable gaps."""
     n = len(specs)
     totals, weights = counts.totals, counts.facts_per_component
@@ -268,7 +280,15 @@ def _judge(specs, counts, replicates, est, options) -> dict:
             "mdd": mdd, "rest_f1": rest_f1, "reasons": reasons, "mix": mix}  # fmt: skip
 
 
-def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict:
+def _estimates(
+    specs: Sequence[counting.Spec],
+    counts: counting.Counts,
+    points: dict[str, np.ndarray],
+    intervals: dict[str, tuple[np.ndarray, np.ndarray]],
+    n_eff: dict[str, np.ndarray],
+    roots: np.ndarray,
+    options: dict[str, Any],
+) -> dict[str, Any]:
     n = len(specs)
     by = counts.by_component[:n]
     weights = counts.facts_per_component[:n]
@@ -286,7 +306,16 @@ def _estimates(specs, counts, points, intervals, n_eff, roots, options) -> dict:
             "n_eff": n_eff["f1"][:n]}  # fmt: skip
 
 
-def _columns(specs, counts, points, intervals, metrics, est, verdict, split_support) -> dict:
+def _columns(
+    specs: Sequence[counting.Spec],
+    counts: counting.Counts,
+    points: dict[str, np.ndarray],
+    intervals: dict[str, tuple[np.ndarray, np.ndarray]],
+    metrics: dict[str, np.ndarray],
+    est: dict[str, Any],
+    verdict: dict[str, Any],
+    split_support: dict[str, np.ndarray],
+) -> dict[str, Any]:
     n = len(specs)
     tp, fp, fn, n_records, n_exact = (counts.totals[:n, j] for j in range(5))
     weights = counts.facts_per_component[:n]
@@ -338,7 +367,7 @@ def _roots(records: pd.DataFrame, component: np.ndarray, n_components: int) -> n
 
 def slice_table(
     facts: pd.DataFrame,
-    corpus,
+    corpus: Corpus,
     *,
     min_support: int = stats.DEFAULT_MIN_SUPPORT,
     min_components: int = stats.DEFAULT_MIN_COMPONENTS,
@@ -381,12 +410,12 @@ def slice_table(
     return _sorted(pd.DataFrame(columns)[list(SLICE_COLUMNS)])
 
 
-def slice_frame(facts: pd.DataFrame, corpus, **kw) -> SliceFrame:
+def slice_frame(facts: pd.DataFrame, corpus: Corpus, **kw: Any) -> SliceFrame:
     """`slice_table` wrapped in a SliceFrame."""
     return SliceFrame(slice_table(facts, corpus, **kw))
 
 
-def compare_table(facts_by_candidate: Mapping[str, pd.DataFrame], corpus, **kw) -> pd.DataFrame:
+def compare_table(facts_by_candidate: Mapping[str, pd.DataFrame], corpus: Corpus, **kw: Any) -> pd.DataFrame:
     """The slice table of each candidate, stacked, with a leading `candidate` column.
 
     Each candidate's table is computed on its own (same seed); candidates keep their given order.
@@ -410,7 +439,7 @@ def overall_metrics(
     seed: int = stats.DEFAULT_SEED,
     min_components: int = stats.DEFAULT_MIN_COMPONENTS,
     min_n_eff: float = stats.DEFAULT_MIN_N_EFF,
-) -> dict:
+) -> dict[str, Any]:
     """The overall row of a slice table from (n_components, 5) per-component counts
     (`counts.component_counts`): the tune metrics of sweeps. Returns per metric (precision,
     recall, f1, exact_rate) its value, `<m>_ci_low/_ci_high` (NaN when not estimable, by the
@@ -423,7 +452,7 @@ def overall_metrics(
     spec = counting.Spec("overall", "all")
     options = {"min_components": min_components, "min_n_eff": min_n_eff}
     est = _estimates([spec], counts, points, intervals, n_eff, np.arange(layout.shape[0]), options)
-    out: dict = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0]}
+    out: dict[str, Any] = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0]}
     for name in estimate.METRICS:
         low, high = intervals[name]
         keep = out["estimable"]
@@ -434,7 +463,7 @@ def overall_metrics(
     return out
 
 
-def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike) -> None:
+def write_slices_csv(table: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write a slice (or compare/paired) table as CSV, atomically; floats with full precision."""
     from microctx._io.csvout import frame_csv_bytes
 

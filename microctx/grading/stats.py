@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 CONFIDENCE = 0.95
@@ -126,7 +127,8 @@ def mcnemar_exact(b01: int, b10: int) -> float:
     for i in range(min(b01, b10) + 1):
         tail += term
         term = term * (n - i) // (i + 1)
-    return min(1.0, 2 * tail / 2**n)  # int / int is correctly rounded, even for huge n
+    returned: float = min(1.0, 2 * tail / 2**n)  # int / int is correctly rounded, even for huge n
+    return returned
 
 
 def kish_n_eff(weights: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -181,7 +183,7 @@ ADJUSTMENTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"holm": holm, "bh"
 # ---------------------------------------------------------------- ratios
 
 
-def ratio(num, den) -> np.ndarray:
+def ratio(num: npt.ArrayLike, den: npt.ArrayLike) -> np.ndarray:
     """num / den elementwise, NaN where den == 0."""
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
@@ -189,7 +191,7 @@ def ratio(num, den) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def f1_score(tp, fp, fn) -> np.ndarray:
+def f1_score(tp: npt.ArrayLike, fp: npt.ArrayLike, fn: npt.ArrayLike) -> np.ndarray:
     """2tp / (2tp + fp + fn), NaN when there is no fact at all."""
     tp = np.asarray(tp, dtype=np.float64)
     return ratio(2 * tp, 2 * tp + np.asarray(fp, dtype=np.float64) + np.asarray(fn, dtype=np.float64))
@@ -281,7 +283,8 @@ def bootstrap_p_worse(diff: np.ndarray, margin: float = 0.0) -> np.ndarray:
     """
     d = np.asarray(diff, dtype=np.float64)
     not_worse = ~(d < -margin)  # NaN compares False, so NaN counts as not worse
-    return (1 + not_worse.sum(axis=0)) / (d.shape[0] + 1)
+    returned: np.ndarray = (1 + not_worse.sum(axis=0)) / (d.shape[0] + 1)
+    return returned
 
 
 # ---------------------------------------------------------------- the paired sign-flip test
@@ -313,7 +316,8 @@ def sign_flip_p_monte_carlo(values: np.ndarray, observed: np.ndarray, tol: float
     """(1 + flips with |statistic| >= |observed|) / (n + 1), per column of (flips, columns)."""
     v = np.asarray(values, dtype=np.float64)
     extreme = ~(np.abs(v) < np.abs(observed)[None, :] - tol)  # NaN counts as extreme (conservative)
-    return (1 + extreme.sum(axis=0)) / (v.shape[0] + 1)
+    returned: np.ndarray = (1 + extreme.sum(axis=0)) / (v.shape[0] + 1)
+    return returned
 
 
 # ---------------------------------------------------------------- the Pareto front

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from microctx.contract.costs import COST_MEASURES  # noqa: F401  (re-exported for notebooks and tests)
 from microctx.grading.frontier import (  # noqa: F401  (re-exported for notebooks and tests)
-    COST_MEASURES,
     DEFAULT_BASELINE,
     DEFAULT_CPU_DOLLARS_PER_HOUR,
     FRONTIER_COLUMNS,

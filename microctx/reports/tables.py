@@ -19,6 +19,7 @@ from microctx.errors import InputError
 
 if TYPE_CHECKING:
     from microctx.contract.records import RunManifest
+    from microctx.corpus.public import Corpus
 from microctx._io.paths import inside, safe_name, safe_name_from
 from microctx.contract.facts import write_grade
 from microctx.reports.text import code_span, linked, md, plural, safe_url  # noqa: F401  (notebooks: tables.md, ...)
@@ -30,7 +31,7 @@ class Inputs:
 
     public: str
     answers_path: str
-    corpus: object
+    corpus: Corpus
     answers: dict
     submissions: dict
     paths: dict = field(default_factory=dict)  # name -> submission file (none for demo submissions)
