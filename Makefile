@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # One data setting: `make setup` writes microctx.toml (data_dir) when the published s8f files sit
 # beside the checkout in ../shared/s8f. The CLI, notebooks, JupyterLab and the tests all read it,
 # from this folder or below; without it the data layer downloads the files by pinned URL and SHA-256.
-SHARED_S8F := ../shared/s8f
+SHARED_S8F ?= ../shared/s8f
 
 .PHONY: setup setup-test data-setting lock sandbox-tool browser-tool demo test lint docs bench lab test-fast
 setup: $(VENV)/.installed data-setting
