@@ -60,13 +60,19 @@ def folded(inner_html: str, summary: str) -> str:
     return f'<details class="microctx-fold"><summary>{html.escape(summary)}</summary>{inner_html}</details>'
 
 
+def _reason(row) -> str | None:
+    """The slice table's `no_interval_reason` (why no beyond-these-records interval), when it has one."""
+    reason = row.get("no_interval_reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
 def slice_status_text(row) -> str:
     """Why a slice is or is not judged, in words: "weak", "ok", "too small (n=3 < 20)",
     "no interval (4 components)"."""
     if bool(row.get("weak")):
         return "weak"
     if not bool(row.get("estimable", True)):
-        return f"no interval ({plural(int(row['n_components']), 'component')})"
+        return f"no interval ({_reason(row) or plural(int(row['n_components']), 'component')})"
     if bool(row.get("too_small")):
         return "too small (support below the minimum)"
     return "ok"
@@ -80,7 +86,9 @@ def compact_slices(table):
     rows = []
     for _, row in table.iterrows():
         name = "overall" if row["slice_kind"] == "overall" else f"{row['slice_kind']}: {row['slice']}"
-        f1 = interval_text(row["f1"], row["ci_low"], row["ci_high"], bool(row.get("estimable", True)), row.get("n_components"))
+        f1 = interval_text(
+            row["f1"], row["ci_low"], row["ci_high"], bool(row.get("estimable", True)), row.get("n_components"), _reason(row)
+        )
         rows.append(
             {
                 "slice": name,
@@ -100,7 +108,14 @@ def verdict_markdown(name: str, result, table) -> str:
     overall = table[table["slice_kind"] == "overall"].iloc[0]
     judged = table[(table["slice_kind"] != "overall") & ~table["too_small"] & table["estimable"]]
     weak = int(table["weak"].sum())
-    f1 = interval_text(overall["f1"], overall["ci_low"], overall["ci_high"], bool(overall["estimable"]), overall["n_components"])
+    f1 = interval_text(
+        overall["f1"],
+        overall["ci_low"],
+        overall["ci_high"],
+        bool(overall["estimable"]),
+        overall["n_components"],
+        _reason(overall),
+    )
     verdict = "PASS" if g["quality_pass"] else "FAIL"
     return (
         f"## Verdict: **{verdict}** ({md(name)})\n\n"
@@ -190,7 +205,10 @@ def frontier_view(table):
     view = table.copy()
     measure = str(view["cost_measure"].iloc[0]) if "cost_measure" in view and len(view) else ""
     if measure in MONEY:
-        for column, name in (("cost", f"{measure} per 1,000 records"), ("extra_cost_per_record", "extra dollars per 1,000 records")):
+        for column, name in (
+            ("cost", f"{measure} per 1,000 records"),
+            ("extra_cost_per_record", "extra dollars per 1,000 records"),
+        ):
             if column in view:
                 view[name] = view.pop(column) * 1000
     return view
