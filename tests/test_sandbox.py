@@ -356,7 +356,7 @@ def test_sandbox_unavailable_exits_2_with_one_line(s8f, tmp_path, monkeypatch, c
     shutil.rmtree(fake)
 
 
-def test_settings_are_checked(s8f, tmp_path):
+def test_settings_are_checked(s8f, tmp_path, capsys):
     out = str(tmp_path / "x.json")
     base = ["run", "exact-sql", "--public", str(s8f.public), "--submission", out]
     for extra in (
@@ -369,6 +369,12 @@ def test_settings_are_checked(s8f, tmp_path):
         ["--cpu-seconds", "0"],
     ):
         assert main(base + extra) == 2, extra
+    # upper bounds: a typo past any sane range is one line naming the option, exit 2 (not a crash in setrlimit)
+    for option, value in (("--max-processes", "9" * 30), ("--max-processes", "65537"), ("--cpu-seconds", "9" * 30)):
+        capsys.readouterr()
+        assert main([*base, option, value]) == 2, option
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and option in err and "expected" in err, err
     assert sb.parse_size("2G") == 2 << 30 and sb.parse_size("512M") == 512 << 20 and sb.parse_size("1.5GiB") == 3 << 29
     assert not list(tmp_path.iterdir())
 

@@ -95,6 +95,8 @@ def test_the_sandbox_table_becomes_sandbox_settings(tmp_path):
         ('memory = "1M"', "sandbox.memory"),
         ("max_processes = 0", "sandbox.max_processes"),
         ("cpu_seconds = 1.5", "sandbox.cpu_seconds"),
+        ("max_processes = 100000000", "sandbox.max_processes"),
+        ("cpu_seconds = 99999999999", "sandbox.cpu_seconds"),
         ('cache_dir = "no-such-folder"', "sandbox.cache_dir"),
         ('pass_env = ["sk-123 secret"]', "sandbox.pass_env"),
         ('isolation = "process"\nnetwork = "record"', "sandbox.network"),

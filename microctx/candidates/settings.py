@@ -40,6 +40,8 @@ class SandboxUnavailable(InputError):
 
 
 MAX_MEMORY = 64 << 40  # 64 TiB: more than any cgroup here can be given
+MAX_PROCESSES = 65536  # processes and threads of one run: past this it is a typo, not a limit
+MAX_CPU_SECONDS = 30 * 86400  # CPU time of one process: 30 days, as the wall timeout's bound
 
 
 def parse_size(text: str | int) -> int:
@@ -140,12 +142,12 @@ class SandboxSettings:
             parse_allowed_host(host)
         if self.memory_bytes < 64 << 20:
             raise InputError("--memory", f"at least 64M, got {self.memory_bytes} bytes")
-        if self.max_processes < 4:
-            raise InputError("--max-processes", f"at least 4, got {self.max_processes}")
+        if not 4 <= self.max_processes <= MAX_PROCESSES:
+            raise InputError("--max-processes", f"expected 4 to {MAX_PROCESSES}, got {self.max_processes}")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise InputError("--timeout", f"expected a positive number of seconds, got {self.timeout_seconds}")
-        if self.cpu_seconds is not None and self.cpu_seconds <= 0:
-            raise InputError("--cpu-seconds", f"expected a positive number of seconds, got {self.cpu_seconds}")
+        if self.cpu_seconds is not None and not 0 < self.cpu_seconds <= MAX_CPU_SECONDS:
+            raise InputError("--cpu-seconds", f"expected 1 to {MAX_CPU_SECONDS} seconds (30 days), got {self.cpu_seconds}")
         if self.cache_dir is not None:
             from microctx.candidates.cachedir import check_cache_dir
 
