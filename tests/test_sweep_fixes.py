@@ -85,6 +85,20 @@ def test_the_sandbox_table_becomes_sandbox_settings(tmp_path):
     assert load_sweep(sweep_file(tmp_path, "miss = [0]", name="plain.toml")).sandbox is None
 
 
+def test_relative_folders_in_the_sandbox_table_are_relative_to_the_sweep_file(tmp_path, monkeypatch):
+    sweeps, elsewhere = tmp_path / "sweeps", tmp_path / "elsewhere"
+    for folder in (sweeps / "cache", elsewhere / "cache"):
+        folder.mkdir(parents=True)  # the same names beside the current directory: never the ones chosen
+    monkeypatch.chdir(elsewhere)
+    table = 'cache_dir = "cache"\nmodel_endpoint = "http://127.0.0.1:9/v1"\nmodel_cache = "model-cache"'
+    spec = load_sweep(sweep_file(sweeps, "miss = [0]", sandbox=table))
+    assert spec.sandbox.cache_dir == str(sweeps.resolve() / "cache")
+    assert spec.sandbox.gateway.cache == str(sweeps.resolve() / "model-cache")
+    absolute = f'cache_dir = "{sweeps / "cache"}"\nmodel_endpoint = "http://h/v1"\nmodel_cache = "/var/tmp/mc"'
+    spec = load_sweep(sweep_file(sweeps, "miss = [0]", sandbox=absolute, name="abs.toml"))
+    assert (spec.sandbox.cache_dir, spec.sandbox.gateway.cache) == (str(sweeps / "cache"), "/var/tmp/mc")
+
+
 @pytest.mark.parametrize(
     "text, where",
     [

@@ -164,6 +164,12 @@ def convert(document: object, kind: type, path: object) -> Any:
         raise InputError(path, "nested too deeply") from None
 
 
+def _beside(sweep_path, text: str) -> str:
+    """A folder named in the sweep file (cache_dir, model_cache, the candidate's project file): absolute as
+    given, else relative to the sweep file's folder, never the current directory."""
+    return text if Path(text).is_absolute() else str(Path(sweep_path).resolve().parent / text)
+
+
 def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettings | None, tuple[str, ...]]:
     """SWEEP.toml's [sandbox] table -> (SandboxSettings, pass_env); an InputError names the key."""
     from microctx.candidates.settings import parse_size
@@ -174,8 +180,8 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
         return None, ()
     options: dict = {key: getattr(table, key) for key in ("isolation", "network", "cache_dir", "max_processes", "cpu_seconds")}
     options = {key: value for key, value in options.items() if value is not None}
-    if "cache_dir" in options and not Path(options["cache_dir"]).is_absolute():
-        options["cache_dir"] = str(Path(path).resolve().parent / options["cache_dir"])  # relative to the sweep file
+    if "cache_dir" in options:
+        options["cache_dir"] = _beside(path, options["cache_dir"])
     options["allow_hosts"] = tuple(table.allow_hosts)
     pass_env = tuple(table.pass_env)
     if any(not name.replace("_", "").isalnum() for name in pass_env):
@@ -189,6 +195,8 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
         from microctx.candidates.settings import gateway_from_table
 
         gateway = {key: getattr(table, key) for key in GATEWAY_TABLE_KEYS if getattr(table, key) is not None}
+        if isinstance(gateway.get("model_cache"), str):
+            gateway["model_cache"] = _beside(path, gateway["model_cache"])
         options["gateway"] = gateway_from_table(gateway)
         settings = SandboxSettings(**options)
     except InputError as exc:  # the settings name their CLI option: say the sweep file's key instead
