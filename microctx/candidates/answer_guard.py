@@ -65,7 +65,7 @@ def holds_answers(data: bytes) -> bool:
     return False
 
 
-def _read(path: Path) -> bytes | None:
+def read_bounded(path: Path) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -80,7 +80,7 @@ def _read(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _files(paths: Iterable[Path]) -> Iterable[Path]:
+def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
     """Regular-file candidates under `paths`: links not followed, at most _MAX_DEPTH levels, MAX_FILES files."""
     count = 0
     for top in paths:
@@ -108,8 +108,8 @@ def _files(paths: Iterable[Path]) -> Iterable[Path]:
 def find_answers(paths: Iterable[Path]) -> list[Path]:
     """The files among `paths` (files, or folders walked) that hold test answers; [] when none."""
     found = []
-    for path in _files(paths):
-        data = _read(path)
+    for path in walk_files(paths):
+        data = read_bounded(path)
         if data is not None and holds_answers(data):
             found.append(path)
     return found

@@ -151,3 +151,38 @@ def load_candidate_file(path: str | os.PathLike) -> CandidateFile:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e7):
         raise InputError(path, "expected a positive number of seconds", field="candidate.timeout")
     return CandidateFile(table["name"], table["command"], project, _strings(path, table, "env"), settings, timeout)
+
+
+def project_digest(file: str | os.PathLike, project: Project) -> str:
+    """SHA-256 of what a project candidate is: its candidate.toml, every file of its code and data
+    folders (relative path and content, walked as the answer guard walks them: links not followed,
+    bounded), its venv's `pyvenv.cfg` and the names in its site-packages (the packages installed,
+    not their bytes) or its interpreter's path. A sweep keys its results on it, and `evaluate`
+    refuses a project that changed since the sweep chose it."""
+    import hashlib
+
+    from microctx.candidates.answer_guard import read_bounded, walk_files
+
+    digest = hashlib.sha256()
+
+    def add(*parts: str | bytes) -> None:
+        for part in parts:
+            data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
+            digest.update(len(data).to_bytes(8, "big") + data)
+
+    from microctx._io.jsonio import read_bytes
+
+    add("candidate.toml", read_bytes(file))
+    for kind, folders in (("code", project.code), ("data", project.data)):
+        for index, folder in enumerate(folders):
+            for path in sorted(walk_files([folder])):
+                content = read_bounded(path)
+                add(kind, str(index), str(path.relative_to(folder)), hashlib.sha256(content or b"").hexdigest())
+    if project.venv is not None:
+        config = project.venv / "pyvenv.cfg"
+        add("venv", config.read_bytes() if config.is_file() else b"")
+        for site in sorted(project.venv.glob("lib*/python*/site-packages")):
+            add(*sorted(entry.name for entry in site.iterdir()))
+    if project.interpreter is not None:
+        add("interpreter", str(project.interpreter))
+    return digest.hexdigest()

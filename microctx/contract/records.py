@@ -153,6 +153,18 @@ class CandidateDevkit(msgspec.Struct, **_OPTIONS):
     sha256: str
 
 
+class SelectedProject(msgspec.Struct, **_OPTIONS):
+    """A project candidate of a sweep (`[candidate] project = "candidate.toml"`): its file, the digest of
+    what it is (microctx.candidates.project.project_digest) and its folders, absolute."""
+
+    file: str
+    digest: str
+    code: list[str]
+    data: list[str]
+    venv: str | None
+    interpreter: str | None
+
+
 class Selected(msgspec.Struct, **_OPTIONS):
     """A sweep's frozen choice (selected.json, written by microctx.tuning)."""
 
@@ -170,6 +182,7 @@ class Selected(msgspec.Struct, **_OPTIONS):
     selection: dict[str, Any]
     tune: dict[str, Any] | None
     reason: str
+    project: SelectedProject | msgspec.UnsetType = msgspec.UNSET  # only for a project candidate
 
     def as_dict(self) -> dict[str, Any]:
         document: dict[str, Any] = msgspec.to_builtins(self)

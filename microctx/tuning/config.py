@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from microctx.candidates.project import CandidateFile, Project
 from microctx.candidates.registry import BUILTINS
 from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
@@ -44,6 +45,7 @@ class CandidateTable(msgspec.Struct, **_CLOSED):
     builtin: _Text | None = None
     function: _Text | None = None
     cmd: _Text | None = None
+    project: _Text | None = None  # a candidate.toml (relative to the sweep file): a candidate that is a project
     version: str | int | None = None
     timeout: float | None = None
     devkit_splits: Annotated[list[Literal["train", "tune"]], msgspec.Meta(min_length=1)] = msgspec.field(
@@ -110,6 +112,9 @@ class SweepSpec:
     sha256: str = ""
     sandbox: SandboxSettings | None = None  # None: the runner's default (the sandbox, no network)
     pass_env: tuple[str, ...] = ()
+    project: Project | None = None  # kind "project": its folders (from `project_file`)
+    project_file: str | None = None  # the candidate.toml, absolute
+    project_digest: str | None = None  # microctx.candidates.project.project_digest of it
 
     @property
     def identity(self) -> dict:
@@ -127,8 +132,15 @@ class SweepSpec:
         return {**data, "pass_env": list(self.pass_env)}
 
     def run_args(self) -> tuple[str, str | None]:
-        """(candidate, cmd) as `run_candidate` takes them."""
-        return (self.name, self.entry) if self.kind == "command" else (self.entry, None)
+        """(candidate, cmd) as `run_candidate` takes them (a project's command is its cmd)."""
+        return (self.name, self.entry) if self.kind in ("command", "project") else (self.entry, None)
+
+    @property
+    def project_record(self) -> dict | None:
+        """What selected.json says of a project candidate (microctx.contract.records.SelectedProject)."""
+        if self.project is None or self.project_file is None or self.project_digest is None:
+            return None
+        return {"file": self.project_file, "digest": self.project_digest, **self.project.as_dict()}
 
 
 def _type_error(path, key: str, expected: str, value: object) -> InputError:
@@ -214,9 +226,9 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
 
 def _candidate(path, cand: CandidateTable) -> tuple[str, str, str, str | None]:
     """(name, kind, entry, version) of the [candidate] table."""
-    given = [k for k in ("builtin", "function", "cmd") if getattr(cand, k) is not None]
+    given = [k for k in ("builtin", "function", "cmd", "project") if getattr(cand, k) is not None]
     if len(given) != 1:
-        raise InputError(path, "name exactly one of builtin, function, cmd", field="candidate")
+        raise InputError(path, "name exactly one of builtin, function, cmd, project", field="candidate")
     how = given[0]
     entry: str = getattr(cand, how)
     if how == "builtin" and entry not in BUILTINS:
@@ -228,7 +240,7 @@ def _candidate(path, cand: CandidateTable) -> tuple[str, str, str, str | None]:
     if len(set(cand.devkit_splits)) != len(cand.devkit_splits):
         raise _type_error(path, "candidate.devkit_splits", 'a non-empty list of "train" and "tune"', cand.devkit_splits)
     name = cand.name or (entry if how != "cmd" else "command")
-    kind = {"builtin": "builtin", "function": "function", "cmd": "command"}[how]
+    kind = {"builtin": "builtin", "function": "function", "cmd": "command", "project": "project"}[how]
     version = None if cand.version is None else str(cand.version)
     if kind == "function" and entry.split(":")[0].endswith(".py"):
         file = Path(entry.rsplit(":", 1)[0])
@@ -322,13 +334,20 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
     _check_search(path, sweep.search, size)
     _check_select(path, sweep.select, sweep.grid)
     sandbox, pass_env = load_sandbox(path, sweep.sandbox)
+    timeout, found, file, digest = sweep.candidate.timeout, None, None, None
+    if sweep.candidate.project is not None:
+        found, file, digest = _load_project(path, sweep.candidate.project)
+        name, entry = sweep.candidate.name or found.name, found.command
+        version = version if version is not None else f"sha256:{digest}"
+        timeout = timeout if timeout is not None else found.timeout
+        sandbox, pass_env = _with_project(path, sweep.sandbox, sandbox, pass_env, found)
     return SweepSpec(
         str(path),
         name,
         kind,
         entry,
         version,
-        sweep.candidate.timeout,
+        timeout,
         tuple(sweep.candidate.devkit_splits),
         sweep.grid,
         sweep.search.method,
@@ -341,7 +360,50 @@ def load_sweep(path: str | os.PathLike) -> SweepSpec:
         sha256_hex(data),
         sandbox,
         pass_env,
+        found.project if found is not None else None,
+        str(file) if file is not None else None,
+        digest,
     )
+
+
+def _load_project(path, text: str) -> tuple[CandidateFile, Path, str]:
+    """[candidate] project: the candidate.toml (relative to the sweep file) read and checked
+    (folders exist, no answers in them), its absolute path and its digest."""
+    from microctx.candidates.project import load_candidate_file, project_digest
+
+    file = Path(_beside(path, text)).resolve()
+    if not file.is_file():
+        raise InputError(path, f"candidate file {file} not found", field="candidate.project")
+    found = load_candidate_file(file)  # its own problems name it and its key
+    return found, file, project_digest(file, found.project)
+
+
+_PROJECT_KEYS = {"network": "network", "allow_hosts": "allow_hosts", "memory_bytes": "memory"}
+_PROJECT_KEYS |= {"max_processes": "max_processes", "cpu_seconds": "cpu_seconds"}
+
+
+def _with_project(
+    path, table: SandboxTable | None, settings: SandboxSettings | None, pass_env: tuple[str, ...], found: CandidateFile
+) -> tuple[SandboxSettings | None, tuple[str, ...]]:
+    """The sweep's settings with the candidate file's limits and network where [sandbox] leaves them
+    unset (the sweep file wins; a network it sets takes its allowed hosts too), and both files'
+    variables to pass."""
+    import dataclasses
+
+    def unset(key: str) -> bool:
+        if table is None:
+            return True
+        if key == "allow_hosts":
+            return not table.allow_hosts and table.network is None
+        return getattr(table, _PROJECT_KEYS[key]) is None
+
+    chosen = {key: value for key, value in found.settings.items() if unset(key)}
+    if chosen:
+        try:
+            settings = dataclasses.replace(settings or SandboxSettings(), **chosen)
+        except InputError as exc:
+            raise InputError(path, exc.message, field="candidate.project") from None
+    return settings, tuple(dict.fromkeys([*pass_env, *found.pass_env]))
 
 
 def configurations(spec: SweepSpec) -> list[dict]:

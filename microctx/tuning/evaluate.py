@@ -30,7 +30,7 @@ from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import EVALUATION_SCHEMA
 from microctx.errors import InputError
 
-__all__ = ["EVALUATION_SCHEMA", "MARKER", "evaluate_selected", "load_selected", "selected_sandbox"]
+__all__ = ["EVALUATION_SCHEMA", "MARKER", "evaluate_selected", "load_selected", "selected_project", "selected_sandbox"]
 MARKER = "evaluation.json"
 
 
@@ -148,12 +148,35 @@ def _check_evaluation_inputs(
     return devkit, corpus_sha256
 
 
-def _run_selected(selected: dict, public: Path, submission: Path, devkit: Path, timeout, sandbox, pass_env, warning) -> dict:
+def selected_project(path, document: dict):
+    """The project candidate of selected.json (a `Project`), or None: its candidate.toml read again and
+    checked (no answers in its folders), refused when what it is changed since the sweep chose it."""
+    from microctx.candidates.project import load_candidate_file, project_digest
+    from microctx.contract.records import Selected, SelectedProject, as_record
+
+    recorded = as_record(document, Selected, path).project
+    if document["candidate"]["kind"] != "project":
+        return None
+    if not isinstance(recorded, SelectedProject):
+        raise InputError(path, "a project candidate needs its project record", field="project")
+    found = load_candidate_file(recorded.file)
+    if project_digest(recorded.file, found.project) != recorded.digest:
+        raise InputError(
+            recorded.file,
+            "the project changed since the sweep chose it (its digest differs from selected.json's project.digest); "
+            "sweep again to evaluate this code",
+        )
+    return found.project
+
+
+def _run_selected(
+    selected: dict, public: Path, submission: Path, devkit: Path, timeout, sandbox, pass_env, warning, project
+) -> dict:
     """Run the frozen configuration once, isolation and network as in the sweep; its manifest."""
     from microctx.candidates.runner import run_candidate
 
     cand = selected["candidate"]
-    name, cmd = (cand["name"], cand["entry"]) if cand["kind"] == "command" else (cand["entry"], None)
+    name, cmd = (cand["name"], cand["entry"]) if cand["kind"] in ("command", "project") else (cand["entry"], None)
     return run_candidate(
         name,
         public,
@@ -165,6 +188,7 @@ def _run_selected(selected: dict, public: Path, submission: Path, devkit: Path, 
         sandbox=sandbox,
         pass_env=pass_env,
         note={"isolation_allowed_by": "--allow-process-isolation"} if warning else None,
+        project=project,
     )  # the answers are not opened before it ends
 
 
@@ -206,13 +230,14 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
     selected = load_selected(selected_path)
     sandbox, pass_env = selected_sandbox(selected_path, selected)
     warning = _check_isolation(selected_path, sandbox, allow_process)
+    project = selected_project(selected_path, selected)
     public, answers, out = Path(public), Path(answers), Path(out)
     devkit, corpus_sha256 = _check_evaluation_inputs(selected_path, selected, public, answers, out)
     out.mkdir(parents=True, exist_ok=True)
 
     cand = selected["candidate"]
     submission = out / "submission.json"
-    manifest = _run_selected(selected, public, submission, devkit, timeout, sandbox, pass_env, warning)
+    manifest = _run_selected(selected, public, submission, devkit, timeout, sandbox, pass_env, warning, project)
     digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
     outcome: dict = {
         "schema": EVALUATION_SCHEMA,

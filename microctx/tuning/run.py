@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from microctx.candidates.project import Project
 from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import RESULT_SCHEMA
@@ -44,6 +45,7 @@ class Task:
     timeout: float | None
     sandbox: SandboxSettings | None = None
     pass_env: tuple[str, ...] = ()
+    project: Project | None = None  # a project candidate's folders (its candidate.toml's), bound read-only
 
 
 def _materialise(value, folder: Path, name: str) -> Path:
@@ -53,6 +55,11 @@ def _materialise(value, folder: Path, name: str) -> Path:
         target.write_bytes(value)
         return target
     return Path(value)
+
+
+def _project_option(task: Task) -> dict:
+    """`project=` for the runner only when there is one (a test's runner need not take it)."""
+    return {"project": task.project} if task.project is not None else {}
 
 
 def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | None = None) -> dict:
@@ -86,6 +93,7 @@ def run_task(task: Task, public, candidate_devkit, devkit, runner: Callable | No
                 cmd=task.cmd,
                 sandbox=task.sandbox,
                 pass_env=task.pass_env,
+                **_project_option(task),
             )
         except SandboxUnavailable as exc:  # this machine's fault, not the configuration's: resume reruns it
             result.update(error=f"refused: {exc}", transient=True)

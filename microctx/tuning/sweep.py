@@ -11,7 +11,9 @@ the file and the key, exit 2):
     name = "text-only"             # optional label (default: the builtin, function or "command")
     builtin = "text-only"          # or function = "module:function" | "file.py:function" (relative to this file),
                                    # or cmd = "python mine.py {public} {submission} {params}"
-    version = "2"                  # optional; else microctx's version + a hash of its code (builtin), the file's SHA-256, or none
+                                   # or project = "mine/candidate.toml" (relative to this file; a project:
+                                   # its command, folders, venv, data; microctx.candidates.project)
+    version = "2"                  # optional; else microctx's version + a hash of its code (builtin), the file's SHA-256, the project's digest, or none
     timeout = 600                  # optional, seconds per run
     devkit_splits = ["train"]      # optional: what the candidate sees of the devkit (default train only)
 
@@ -233,6 +235,7 @@ def _tasks(spec: SweepSpec, inputs: Inputs) -> list[Task]:
             spec.timeout,
             spec.sandbox,
             spec.pass_env,
+            spec.project,
         )
         for i, p in enumerate(configurations(spec))
     ]

@@ -87,6 +87,8 @@ def write_outputs(out: Path, spec: SweepSpec, rows: list[dict], selected: dict |
         },
         "reason": selected["reason"] if selected else "",
     }
+    if spec.project_record is not None:
+        document["project"] = spec.project_record
     with AtomicOutputs() as staged:
         staged.write(out / "sweep.csv", sweep_csv(rows, None if row is None else row["key"]))
         staged.write(out / "selected.json", dumps(as_record(_json_safe(document), Selected, out / "selected.json").as_dict()))
