@@ -1,7 +1,8 @@
 """A deterministic local OpenAI-compatible server for the model-candidate tests (127.0.0.1, a free port).
 
 `FakeOpenAI` serves `POST /v1/chat/completions`, plain JSON or streamed (SSE, with
-`stream_options.include_usage` honoured: a last chunk carrying `usage`). It answers like a
+`stream_options.include_usage` honoured: a last chunk carrying `usage`; with `honour_max_tokens`,
+an answer is cut to the request's `max_completion_tokens` or `max_tokens`, as a real model cuts it). It answers like a
 perfect extractor: it reads the records out of the prompt (the JSON after `RECORDS (JSON):`) and
 the fields asked for (`FIELDS:`), and derives each fact from the record with the contract's own
 functions (state and labels from the record, or from `oracle` when the prompt hides them). With
@@ -65,9 +66,11 @@ class FakeOpenAI:
         chunk_chars: int = 40,
         delay: float = 0.0,
         judge=None,
+        honour_max_tokens: bool = False,
     ):
         self.oracle = oracle or {}
         self.judge = judge
+        self.honour_max_tokens = honour_max_tokens  # cut the answer to max_completion_tokens/max_tokens, as a real model does
         self.wrong = wrong or {}
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.retry_after = retry_after
@@ -201,6 +204,9 @@ class _FakeHandler(BaseHTTPRequestHandler):
         if behaviour == "garbage":
             return self._send(200, b"<html>this is not a chat completion</html>")
         content = self._content(behaviour, body, system, fields, records)
+        bound = body.get("max_completion_tokens", body.get("max_tokens"))
+        if self.fake.honour_max_tokens and isinstance(bound, int) and tokens(content) > bound:
+            content = content[: bound * 4]  # finish_reason "length": at most `bound` completion tokens
         prompt_tokens = sum(tokens(m["content"]) for m in body["messages"])
         with self.fake.lock:
             cached = tokens(system) if system in self.fake._seen_systems else 0

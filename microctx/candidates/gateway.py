@@ -13,8 +13,11 @@ tokens (each response's `usage`, plain JSON or the last event of a stream), time
 (the first body bytes of the upstream's answer), errors, calls whose response carried no usage,
 cache hits, and dollars at the given prices. Budgets (`max_calls`, `max_tokens`, `max_dollars`):
 a call that would start past a budget is answered 403 without reaching the model, the run is
-stopped at once and fails with that reason. A call already under way may take the token or dollar total past its
-budget (its size is known only when it ends): the run fails all the same.
+stopped at once and fails with that reason. Token and dollar budgets are kept before a call is
+forwarded (microctx.candidates.model_budget): each call reserves its worst case (input estimate
+plus its output bound, which the gateway caps or sets to what is left), waits while the calls in
+flight hold the room it needs, and is refused when it cannot fit at all; so calls in flight never
+take the totals past the budget, under the conditions model_budget states.
 
 What the gateway cannot count: work the endpoint does that its `usage` does not report, tokens
 of a response that carried no usage (`calls_without_usage` says how many), and anything a
@@ -31,13 +34,13 @@ import hashlib
 import http.client
 import socket
 import statistics
-import threading
 import time
 from urllib.parse import urlsplit
 
 import h11
 import orjson
 
+from microctx.candidates.model_budget import Ask, Budget, Reservation, dollars_of, read_ask
 from microctx.candidates.network import RecordingProxy, split_host_port
 from microctx.candidates.proxy_http import _BODY_LIMIT, Refused, read_body
 from microctx.candidates.settings import GatewaySettings
@@ -60,9 +63,10 @@ class Gateway:
         parts = urlsplit(settings.endpoint)
         self.scheme, self.base_path = parts.scheme, parts.path.rstrip("/")
         self.host, self.port = split_host_port(parts.netloc.rpartition("@")[2], 443 if parts.scheme == "https" else 80)
-        self._lock = threading.Lock()
+        self.budget = Budget(settings)
+        self._lock = self.budget.cond  # one lock: the counts and the reservations change together
         self.counts = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
-        self.counts.update(cache_hits=0, errors=0, calls_without_usage=0, refused_over_budget=0)
+        self.counts.update(cache_hits=0, errors=0, calls_without_usage=0, refused_over_budget=0, refused_unbounded=0)
         self.ttft_ms: list[float] = []
         self.started_calls = 0
         self.over_budget = ""
@@ -77,44 +81,40 @@ class Gateway:
     # --- budgets and counts --------------------------------------------------------------
 
     def dollars(self) -> float:
-        s, c = self.settings, self.counts
-        cached_price = s.price_in if s.price_cached is None else s.price_cached
-        fresh = max(0, c["input_tokens"] - c["cached_tokens"])
-        return (fresh * s.price_in + c["cached_tokens"] * cached_price + c["output_tokens"] * s.price_out) / 1e6
-
-    def _past_budget(self) -> str:
-        s, c = self.settings, self.counts
-        if s.max_calls is not None and self.started_calls >= s.max_calls:
-            return f"over budget: {s.max_calls} model calls (--max-model-calls) used up"
-        if s.max_tokens is not None and c["input_tokens"] + c["output_tokens"] >= s.max_tokens:
-            return f"over budget: {c['input_tokens'] + c['output_tokens']} tokens, the budget is {s.max_tokens} (--max-tokens)"
-        if s.max_dollars is not None and self.dollars() >= s.max_dollars:
-            return f"over budget: ${self.dollars():.6f}, the budget is ${s.max_dollars:g} (--max-dollars)"
-        return ""
+        c = self.counts
+        return dollars_of(self.settings, c["input_tokens"], c["cached_tokens"], c["output_tokens"])
 
     def _past_size_budget(self) -> str:
-        """Why the tokens or dollars so far are past their budget ("" when they are not)."""
-        s, c = self.settings, self.counts
-        tokens = c["input_tokens"] + c["output_tokens"]
-        if s.max_tokens is not None and tokens > s.max_tokens:
-            return f"over budget: {tokens} tokens, the budget is {s.max_tokens} (--max-tokens)"
-        if s.max_dollars is not None and self.dollars() > s.max_dollars:
-            return f"over budget: ${self.dollars():.6f}, the budget is ${s.max_dollars:g} (--max-dollars)"
+        """Why the tokens or dollars spent are past their budget ("" when they are not): only an endpoint
+        that reports more than it was allowed (model_budget's conditions) gets here."""
+        s, b = self.settings, self.budget
+        if s.max_tokens is not None and b.used_tokens > s.max_tokens:
+            return f"over budget: {b.used_tokens} tokens, the budget is {s.max_tokens} (--max-tokens)"
+        if s.max_dollars is not None and b.used_dollars > s.max_dollars:
+            return f"over budget: ${b.used_dollars:.6f}, the budget is ${s.max_dollars:g} (--max-dollars)"
         return ""
 
-    def _start_call(self) -> str:
-        """ "" and a call counted as started, or why the budget refuses it."""
+    def _start_call(self, ask: Ask) -> tuple[str, int | None, Reservation]:
+        """("", the output bound to set or None, the call's reservation) and the call counted as
+        started, or why the budget refuses it (the call budget first, then the room left)."""
         with self._lock:
-            why = self._past_budget()
+            s = self.settings
+            why = f"over budget: {s.max_calls} model calls (--max-model-calls) used up"
+            cap, reservation = None, Reservation()
+            if s.max_calls is None or self.started_calls < s.max_calls:
+                why = self._past_size_budget()
+            if not why:
+                why, cap, reservation = self.budget.reserve(ask)
             if why:
                 self.counts["refused_over_budget"] += 1
                 self.over_budget = self.over_budget or why
-                return why
+                return why, None, reservation
             self.started_calls += 1
-            return ""
+            return "", cap, reservation
 
-    def _count(self, status: int | None, usage: dict | None, ttft: float | None) -> None:
+    def _count(self, status: int | None, usage: dict | None, ttft: float | None, reservation: Reservation) -> None:
         with self._lock:
+            self.budget.settle(reservation, status, usage)
             self.counts["model_calls"] += 1
             if status != 200:
                 self.counts["errors"] += 1
@@ -146,6 +146,10 @@ class Gateway:
                 "budget": {"max_calls": s.max_calls, "max_tokens": s.max_tokens, "max_dollars": s.max_dollars},
                 "prices_per_million": {"in": s.price_in, "out": s.price_out, "cached": s.price_cached},
                 "over_budget": self.over_budget or None,
+                "capped_calls": self.budget.capped_calls,
+                "waited_calls": self.budget.waited_calls,
+                "charged_without_usage_tokens": self.budget.charged_without_usage_tokens,
+                "unsettled_calls": self.budget.in_flight,  # still under way when the manifest was written
             }
 
     # --- serving ---------------------------------------------------------------------------
@@ -164,14 +168,24 @@ class Gateway:
                     self.counts["cache_hits"] += 1
                 _answer(client, conn, 200, cached[0], cached[1])
                 return
-            why = self._start_call()
+            ask = read_ask(method, path[len("/v1") :], body) if self.budget.sized else Ask(0)
+            if isinstance(ask, str):  # a call whose spending the gateway cannot bound: refused, the run goes on
+                with self._lock:
+                    self.counts["refused_unbounded"] += 1
+                error = orjson.dumps({"error": {"message": ask, "type": "microctx_budget", "code": "unbounded"}})
+                _answer(client, conn, 400, "application/json", error)
+                return
+            why, cap, reservation = self._start_call(ask)
             if why:  # 403, not 429: no client retries it; and the run is stopped
                 error = orjson.dumps({"error": {"message": why, "type": "microctx_budget", "code": "over_budget"}})
                 _answer(client, conn, 403, "application/json", error)
                 if self.stop is not None:
                     self.stop()
                 return
-            self._forward(client, conn, request, method, path[len("/v1") :], body, digest)
+            if cap is not None and isinstance(ask, Ask) and ask.field is not None:  # the output bound set to what is left
+                body = orjson.dumps({**orjson.loads(body), ask.field: cap})
+                digest = _digest(method, path, body)  # kept under what was sent: a capped answer never answers the uncapped call
+            self._forward(client, conn, request, method, path[len("/v1") :], body, digest, reservation)
         finally:
             proxy.release(len(body))
 
@@ -180,38 +194,49 @@ class Gateway:
             return http.client.HTTPSConnection(self.host, self.port, timeout=_CALL_TIMEOUT)
         return http.client.HTTPConnection(self.host, self.port, timeout=_CALL_TIMEOUT)
 
-    def _forward(self, client, conn, request: h11.Request, method: str, rest: str, body: bytes, digest: str) -> None:
+    def _forward(
+        self, client, conn, request: h11.Request, method: str, rest: str, body: bytes, digest: str, reservation: Reservation
+    ) -> None:
+        """Send the call upstream and relay the answer. The answer is read to its end even when the
+        candidate is gone (killed, or cut off at the end of the run), so its usage is still counted;
+        the call is settled exactly once, whatever fails."""
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers if k.lower() in _KEPT_HEADERS}
         headers["Accept-Encoding"] = "identity"
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        started, ttft, status, captured = time.monotonic(), None, None, bytearray()
+        started, ttft, status, captured, usage = time.monotonic(), None, None, bytearray(), None
+        relay = _Relay(client, conn)
         upstream = self._upstream()
         try:
             upstream.request(method, self.base_path + rest, body=body, headers=headers)
             response = upstream.getresponse()
             status, ctype = response.status, response.getheader("Content-Type", "application/json")
-            _send(client, conn, h11.Response(status_code=status, headers=[(b"content-type", ctype.encode("latin-1"))]))
+            relay.send(h11.Response(status_code=status, headers=[(b"content-type", ctype.encode("latin-1"))]))
             while chunk := response.read1(65536):
                 ttft = ttft if ttft is not None else time.monotonic() - started
-                _send(client, conn, h11.Data(data=chunk))
+                relay.send(h11.Data(data=chunk))
                 if len(captured) + len(chunk) <= _BODY_LIMIT:
                     captured += chunk
-            _send(client, conn, h11.EndOfMessage())
-        except (OSError, http.client.HTTPException) as exc:
+            relay.send(h11.EndOfMessage())
+            usage = usage_from_response(ctype, bytes(captured)) if status == 200 else None
+            if status == 200 and len(captured) < _BODY_LIMIT and relay.ok:
+                self._store(digest, ctype, bytes(captured))
+        except (OSError, http.client.HTTPException) as exc:  # the endpoint failed
             if status is None:
                 message = orjson.dumps(
                     {"error": {"message": f"the model endpoint failed: {type(exc).__name__}", "type": "gateway"}}
                 )
-                _answer(client, conn, 502, "application/json", message)
-            self._count(status or 502, None, ttft)
-            return
+                relay.answer(502, message)
+            status = status or 502
         finally:
             upstream.close()
-        usage = usage_from_response(ctype, bytes(captured)) if status == 200 else None
-        self._count(status, usage, ttft)
-        if status == 200 and len(captured) < _BODY_LIMIT:
-            self._store(digest, ctype, bytes(captured))
+            self._count(status, usage, ttft, reservation)
+
+    def drain(self, timeout: float) -> int:
+        """Wait up to `timeout` seconds for the calls in flight to end (their usage counted); how many did not."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.budget.in_flight == 0, timeout=timeout)
+            return self.budget.in_flight
 
     def _cached(self, digest: str) -> tuple[str, bytes] | None:
         if self.settings.cache is None:
@@ -254,6 +279,27 @@ def _send(client: socket.socket, conn: h11.Connection, event) -> None:
     data = conn.send(event)
     if data:
         client.sendall(data)
+
+
+class _Relay:
+    """The answer's way back to the candidate; once the candidate is gone, the rest is dropped (ok False)."""
+
+    def __init__(self, client: socket.socket, conn: h11.Connection):
+        self.client, self.conn, self.ok = client, conn, True
+
+    def send(self, event) -> None:
+        if self.ok:
+            try:
+                _send(self.client, self.conn, event)
+            except (OSError, h11.LocalProtocolError):
+                self.ok = False
+
+    def answer(self, status: int, body: bytes) -> None:
+        if self.ok:
+            try:
+                _answer(self.client, self.conn, status, "application/json", body)
+            except (OSError, h11.LocalProtocolError):
+                self.ok = False
 
 
 def _answer(client: socket.socket, conn: h11.Connection, status: int, ctype: str, body: bytes) -> None:

@@ -392,6 +392,7 @@ def _after_run(proxy, cache_dir: Path | None) -> dict:
         proxy.close()
         extra["runner_limit"] = proxy.overload
         if proxy.gateway is not None:
+            proxy.gateway.drain(30.0)  # calls the candidate left under way: their usage is still counted
             extra["gateway"] = proxy.gateway.record()
             extra["runner_limit"] = extra["runner_limit"] or proxy.gateway.over_budget
     if cache_dir is not None:
