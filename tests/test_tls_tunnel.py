@@ -125,3 +125,51 @@ def test_a_real_tls_call_goes_through_the_tunnel_and_plain_bytes_in_one_are_refu
     assert "usage" not in good and good.get("path") is None  # opaque: the proxy saw bytes, not the call
     assert [r.get("error") for r in tunnels if r.get("error")] == ["not TLS inside the tunnel (closed)"]
     assert [d["reason"].split(":")[0] for d in manifest["network"]["denied"]] == ["not TLS inside the tunnel"]
+
+
+def test_the_forwarder_and_the_proxy_share_one_pump(tmp_path):
+    """The forwarder runs inside the sandbox without microctx, so its script carries the pump's text;
+    the proxy imports the same function. A copy that drifted would be a second `relay`."""
+    import socket
+    import subprocess
+    import sys
+
+    from microctx.candidates import proxy_http, pump
+    from microctx.candidates.forwarder import FORWARDER, forwarder_argv
+
+    assert proxy_http.relay is pump.relay
+    text = open(pump.__file__, encoding="utf-8").read()
+    assert FORWARDER.startswith(text) and FORWARDER.count("def relay(") == 1
+    # the script, run as the sandbox runs it (-I -S: no microctx), pipes a connection to a Unix socket
+    path = tmp_path / "echo.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = forwarder_argv(sys.executable, str(path), port, [sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen(argv, start_new_session=True)  # its own group: the forked pipe goes with it
+    try:
+        for _ in range(100):
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                import time
+
+                time.sleep(0.05)
+        with client:
+            conn, _ = server.accept()
+            with conn:
+                client.sendall(b"ping")
+                assert conn.recv(4) == b"ping"
+                conn.sendall(b"pong")
+                assert client.recv(4) == b"pong"
+    finally:
+        import os
+        import signal
+
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        server.close()

@@ -8,42 +8,20 @@ ARGV. Its threads run inside the sandbox and count against the run's process lim
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from microctx.candidates import pump
+
 DEFAULT_PORT = 3128
 
 
 # Run as `python -I -S -c FORWARDER SOCKET PORT -- ARGV...`: standard library only, so that it starts
 # in a few milliseconds. It listens on 127.0.0.1:PORT, forks a child that pipes every connection to
 # SOCKET (the child lives until the sandbox ends: bwrap's init kills it with the run), and execs ARGV.
-FORWARDER = r"""
-import os, selectors, socket, sys, threading
-
-def relay(a, b):
-    peer, open_ = {a: b, b: a}, {a, b}
-    with selectors.DefaultSelector() as selector:
-        for s in open_:
-            selector.register(s, selectors.EVENT_READ)
-        while open_:
-            ready = selector.select(120)
-            if not ready:
-                return
-            for key, _ in ready:
-                source = key.fileobj
-                try:
-                    data = source.recv(65536)
-                except OSError:
-                    data = b""
-                if data:
-                    try:
-                        peer[source].sendall(data)
-                    except OSError:
-                        return
-                    continue
-                selector.unregister(source)
-                open_.discard(source)
-                try:
-                    peer[source].shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
+# The pipe is microctx.candidates.pump's `relay`, the proxy's own: the script begins with that
+# module's text (it cannot import microctx inside the sandbox), so there is one pump, not two.
+FORWARDER_MAIN = r"""
+import os, sys, threading
 
 def one(conn, path):
     with conn:
@@ -70,6 +48,9 @@ if os.fork() == 0:
 listener.close()
 os.execvp(command[0], command)
 """
+
+
+FORWARDER = Path(str(pump.__file__)).read_text(encoding="utf-8") + FORWARDER_MAIN
 
 
 def forwarder_argv(python: str, socket_path: str, port: int, command: list[str]) -> list[str]:

@@ -9,7 +9,6 @@ Every refusal is answered with an HTTP error and listed in the proxy's `denied`.
 from __future__ import annotations
 
 import re
-import selectors
 import socket
 import time
 import zlib
@@ -18,11 +17,12 @@ from urllib.parse import urlsplit
 
 import h11
 
+from microctx.candidates.pump import IDLE_SECONDS as _IDLE_SECONDS
+from microctx.candidates.pump import relay
 from microctx.candidates.usage import usage_from_response
 
 _HEAD_LIMIT = 64 * 1024
 _BODY_LIMIT = 16 << 20  # a request body, and the part of a response read for its usage
-_IDLE_SECONDS = 120.0
 _HOP = {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"transfer-encoding"}
 _HOP |= {b"content-length", b"host"}
 
@@ -188,41 +188,6 @@ def _first_bytes(client: socket.socket, rest: bytes) -> bytes:
             break
         data += chunk
     return data
-
-
-def relay(a: Any, b: Any, idle: float = _IDLE_SECONDS) -> tuple[int, int]:
-    """Pipe bytes both ways until both sides are done (or nothing moves for `idle` seconds).
-    Returns (bytes a->b, bytes b->a)."""
-    counts = {a: 0, b: 0}
-    peer = {a: b, b: a}
-    open_ = {a, b}
-    with selectors.DefaultSelector() as selector:
-        for s in open_:
-            selector.register(s, selectors.EVENT_READ)
-        while open_:
-            ready = selector.select(idle)
-            if not ready:
-                break
-            for key, _ in ready:
-                source: Any = key.fileobj
-                try:
-                    data = source.recv(65536)
-                except OSError:
-                    data = b""
-                if data:
-                    try:
-                        peer[source].sendall(data)
-                    except OSError:
-                        return counts[a], counts[b]
-                    counts[source] += len(data)
-                    continue
-                selector.unregister(source)
-                open_.discard(source)
-                try:
-                    peer[source].shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-    return counts[a], counts[b]
 
 
 # --- absolute-URI requests -----------------------------------------------------------------
