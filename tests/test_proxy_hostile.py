@@ -186,6 +186,73 @@ def test_connection_and_buffer_caps_fail_the_run_not_the_runner(tmp_path, upstre
     assert "more than the proxy's buffer of 8388608 bytes" in proxy.overload and upstream.heads == []
 
 
+class SlowClose:
+    """A host whose answers end with its close (no length), which it holds for `hold` seconds: each
+    proxy handler outlives the candidate's connection, as under a starved runner."""
+
+    def __init__(self, hold: float):
+        self.hold, self.served = hold, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nhello")
+                self.served += 1
+                time.sleep(self.hold)
+            except OSError:
+                pass
+
+
+def test_connections_the_candidate_closed_do_not_count_against_the_cap(tmp_path):
+    """The cap counts open sockets, not live handlers; handlers of closed connections are bounded too."""
+    host = SlowClose(hold=5.0)
+    request = f"GET http://127.0.0.1:{host.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+    def one() -> bytes:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(5)
+            client.connect(str(tmp_path / "p.sock"))
+            got = b""
+            try:
+                client.sendall(request)
+                while b"hello" not in got:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            except OSError:
+                pass  # refused at the cap
+            return got  # and hang up before the host has ended its answer
+
+    try:
+        with RecordingProxy(tmp_path / "p.sock", [f"127.0.0.1:{host.port}"], max_connections=4) as proxy:
+            answers = [one() for _ in range(8)]  # twice the cap, one after the other: each closed before the next
+            assert all(a.startswith(b"HTTP/1.1 200") and a.endswith(b"hello\r\n") for a in answers), answers
+            assert proxy.overload == ""  # counted by thread alive, the fifth was refused
+            for _ in range(8):  # a candidate that opens and drops connections: the handlers left are bounded
+                one()
+            handlers = [t for t in threading.enumerate() if t.name.endswith("(_serve)")]  # the proxy's, one a connection
+            assert 4 < len(handlers) <= 4 + 2 * 4  # past the cap (closed ones linger), within the cap and the lingering bound
+            assert proxy.overload.startswith("more than 4 connections at once")
+            proxy.close(wait=0.2)
+    finally:
+        host.sock.close()
+
+
 def test_a_submission_past_the_runners_read_cap_fails_the_run(s8f, tmp_path):
     script = tmp_path / "big.py"
     script.write_text("import sys\nwith open(sys.argv[1], 'w') as f:\n    f.write('{\"answers\": [' + ' ' * (20 << 20) + ']}')\n")

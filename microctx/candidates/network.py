@@ -37,6 +37,7 @@ its connection refused and `overload` set: the runner fails the run with that re
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 import time
@@ -49,6 +50,7 @@ from microctx.candidates.proxy_http import handle_connection, split_host_port
 from microctx.errors import InputError
 
 MAX_CONNECTIONS = 256
+LINGERING_FACTOR = 2  # handlers of connections the candidate closed: at most this many times the cap
 MAX_BUFFER = 64 << 20
 
 
@@ -106,7 +108,8 @@ class RecordingProxy:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._open: dict[int, dict] = {}  # requests in flight, by id
-        self._sockets: set[socket.socket] = set()
+        self._sockets: set[socket.socket] = set()  # connections the candidate holds open (the cap counts these)
+        self._lingering: set[socket.socket] = set()  # closed by the candidate, their handler not yet ended
         self._buffered = 0
         self._next_id = 0
         self._listener: socket.socket | None = None
@@ -200,7 +203,7 @@ class RecordingProxy:
             except OSError:
                 return
             with self._lock:
-                full = len(self._sockets) >= self.max_connections
+                full = self._full()
                 if not full:
                     self._sockets.add(client)
             if full:
@@ -209,6 +212,34 @@ class RecordingProxy:
                 self.deny("", 0, "?", "", f"connection refused: more than {self.max_connections} at once")
                 continue
             threading.Thread(target=self._serve, args=(client, handle_connection), daemon=True).start()
+
+    def _full(self) -> bool:
+        """True when the candidate holds `max_connections` open, or LINGERING_FACTOR times as many closed
+        ones still have a handler (so the runner's threads stay under three times the cap). Called with
+        the lock held.
+
+        Connections are counted by open socket, not by handler alive: a handler may outlive its
+        connection (a response whose end is the host's close, a streamed answer the candidate read to
+        its last event and hung up on, a handler starved of the GIL among the runner's threads), and
+        counting those made an 8-way run meet the cap. So at the cap, the connections the candidate
+        has closed (poll: POLLRDHUP or POLLHUP) move to `_lingering` first."""
+        lingering_cap = LINGERING_FACTOR * self.max_connections
+        if len(self._sockets) < self.max_connections:
+            return len(self._lingering) >= lingering_cap
+        poller = select.poll()
+        by_fd: dict[int, socket.socket] = {}
+        for sock in self._sockets:
+            try:
+                by_fd[sock.fileno()] = sock
+                poller.register(sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+            except (OSError, ValueError):
+                continue
+        for fd, _ in poller.poll(0):
+            closed = by_fd.get(fd)
+            if closed is not None:
+                self._sockets.discard(closed)
+                self._lingering.add(closed)
+        return len(self._sockets) >= self.max_connections or len(self._lingering) >= lingering_cap
 
     def _serve(self, client: socket.socket, handler) -> None:
         try:
@@ -219,6 +250,7 @@ class RecordingProxy:
             client.close()
             with self._idle:
                 self._sockets.discard(client)
+                self._lingering.discard(client)
                 self._idle.notify_all()
 
     def close(self, wait: float = 2.0) -> None:
@@ -229,13 +261,13 @@ class RecordingProxy:
             if self._thread is not None:
                 self._thread.join()
         with self._idle:
-            self._idle.wait_for(lambda: not self._sockets, timeout=wait)
-            for sock in list(self._sockets):
+            self._idle.wait_for(lambda: not self._sockets and not self._lingering, timeout=wait)
+            for sock in [*self._sockets, *self._lingering]:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-            self._idle.wait_for(lambda: not self._sockets, timeout=wait)
+            self._idle.wait_for(lambda: not self._sockets and not self._lingering, timeout=wait)
         with self._lock:
             still_open, self._open = list(self._open.values()), {}
         for entry in still_open:
