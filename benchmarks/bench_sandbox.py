@@ -12,7 +12,8 @@ Goal: the sandbox adds under 0.3 s of wall time per run.
 Last, the model gateway's overhead per call: a sandboxed candidate makes the same chat
 completion calls to the local fake endpoint (tests/fake_openai.py) through the gateway
 (`--model-endpoint`) and through the recording proxy (`--network record`, the endpoint allowed),
-timing each call itself; the difference of the medians is what the gateway adds per call.
+timing each call itself; the difference of the medians is what the gateway adds per call; and
+through the gateway with token and dollar budgets (each call reserved before it is forwarded).
 
     python benchmarks/bench_sandbox.py            # 7 runs of each
     python benchmarks/bench_sandbox.py --runs 15
@@ -109,6 +110,12 @@ def _gateway_overhead(public: Path, folder: Path, calls: int) -> None:
         ways = {
             "gateway": (SandboxSettings(gateway=GatewaySettings(fake.base_url)), "http://model.gateway/v1"),
             "proxy": (SandboxSettings(network="record", allow_hosts=(host,)), fake.base_url),
+            "gateway+budget": (  # token and dollar budgets: each call reserved, bounded and settled
+                SandboxSettings(
+                    gateway=GatewaySettings(fake.base_url, max_tokens=10**9, max_dollars=1e6, price_in=1, price_out=2)
+                ),
+                "http://model.gateway/v1",
+            ),
         }
         for way, (settings, base) in ways.items():
             out = folder / f"calls-{way}.json"
@@ -122,6 +129,8 @@ def _gateway_overhead(public: Path, folder: Path, calls: int) -> None:
     for way, value in medians.items():
         print(f"{way:<16} {value * 1000:>8.2f} ms")
     print(f"gateway overhead per call (gateway - recording proxy): {(medians['gateway'] - medians['proxy']) * 1000:+.2f} ms")
+    budget = (medians["gateway+budget"] - medians["gateway"]) * 1000
+    print(f"budget reservation per call (gateway+budget - gateway): {budget:+.2f} ms")
 
 
 def _print(label: str, runs: int, figures: dict[str, dict[str, list[float]]]) -> None:
