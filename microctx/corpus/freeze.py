@@ -259,7 +259,7 @@ def _scrub_and_derive(issues: Sequence[RawIssue], rules: Sequence[Rule]) -> _Der
     marker = MARKER.encode()
     for index, issue in enumerate(out.issues):
         if rules:
-            result = scrub(issue.title, issue.body, rules)
+            result = scrub(issue.title, issue.body, rules, record=f"number {issue.number}")
             out.scrubbed_matches += result.matches
             out.scrubbed_records += result.touched
             if result.title is not issue.title or result.body is not issue.body:
