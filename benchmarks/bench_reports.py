@@ -24,7 +24,7 @@ from microctx.contract.schemas import load_answers
 from microctx.corpus import snapshot as data
 from microctx.reports import build as reports
 from microctx.reports import charts, tables
-from microctx.reports.examples import demo_submissions
+from microctx.grading.examples import demo_submissions
 
 GRADE_TARGET_SECONDS = 20.0
 

@@ -99,8 +99,8 @@ def _record_look(answers: dict, submission: dict, answers_path, submission_path,
     from microctx.contract.canonical import dumps
     from microctx.contract.digests import sha256_hex
     from microctx.contract.records import read_manifest
+    from microctx.grading.examples import look_mark
     from microctx.grading.ledger import record_grade
-    from microctx.reports.examples import look_mark
 
     manifest = read_manifest(submission_path) if submission_path is not None else None
     return record_grade(

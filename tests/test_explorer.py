@@ -9,8 +9,8 @@ import re
 import pytest
 
 import microctx
+from microctx.grading.examples import planted_submission
 from microctx.lab.explorer import ANY, Explorer, ExplorerData, Filters, highlight
-from microctx.reports.examples import planted_submission
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    from microctx.reports.examples import look_mark
+    from microctx.grading.examples import look_mark
 
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)

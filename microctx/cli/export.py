@@ -10,7 +10,7 @@ from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_o
 def cmd_export(args) -> int:
     from microctx._io.atomic import atomic_write
     from microctx.contract.canonical import dumps
-    from microctx.grading.ledger import looks_line
+    from microctx.grading.ledger import looks_line, record_report_look
     from microctx.reports import tables
     from microctx.reports.eee import eee_document
 
@@ -20,7 +20,7 @@ def cmd_export(args) -> int:
     (name,) = inputs.submissions
     corpus: Any = inputs.corpus
     graded = tables.grade_one(name, inputs, **kw)
-    look = tables.record_report_look(inputs, name, graded.result, "export")  # a grade on test: one look
+    look = record_report_look(inputs, name, graded.result, "export")  # a grade on test: one look
     document = eee_document(
         graded.result,
         graded.slices,

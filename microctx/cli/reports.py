@@ -242,7 +242,8 @@ def _price(text: str) -> float:
 
 
 def _frontier_parser(kinds) -> None:
-    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+    from microctx.contract.costs import COST_MEASURES
+    from microctx.grading.frontier import DEFAULT_CPU_DOLLARS_PER_HOUR
 
     k = kinds.add_parser("frontier", help="frontier_report: net-true facts against cost, Pareto front, payoff vs exact-sql")
     k.add_argument("--public", help="public corpus (default: s8f)")
