@@ -80,7 +80,7 @@ def cmd_submit(args) -> int:
 
     manifest = read_manifest(args.submission)  # the one typed reader (RunManifest); unreadable: none sent
     try:
-        result = client.submit(args.submission, args.server, args.token_env, manifest and manifest.as_dict())
+        result = client.submit(args.submission, args.server, args.token_env, None if manifest is None else manifest.as_dict())
     except client.Refused as exc:
         print(f"microctx submit: {exc}", file=sys.stderr)
         return EXIT_FAIL
