@@ -11,31 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from microctx._exports import API
 from microctx.contract.schemas import load_answers, load_submission
 from microctx.contract.score import GradeResult
 from microctx.contract.score import grade as _grade
 from microctx.corpus.export import RawIssue, check_enough, parse_export, read_export
 from microctx.corpus.freeze import Frozen
 from microctx.corpus.freeze import freeze as _freeze
-from microctx.corpus.public import Corpus, load_corpus
+from microctx.corpus.public import Corpus, load_corpus  # noqa: F401  (exported: microctx._exports.API)
 from microctx.corpus.redact import Rule, load_rules
 from microctx.corpus.verify import Verification
 
 PathLike = str | os.PathLike
 
-__all__ = [
-    "freeze",
-    "verify",
-    "grade",
-    "load_corpus",
-    "load_answers",
-    "load_submission",
-    "Corpus",
-    "Frozen",
-    "Grade",
-    "GradeResult",
-    "Verification",
-]
+__all__ = list(API)
 
 
 class Grade(GradeResult):
