@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_options
+from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_options, add_inputs
 
 
 def cmd_export(args) -> int:
@@ -46,9 +46,7 @@ def register(sub) -> None:
         "F1, precision, recall, exact-record rate and per-kind F1, each with its cluster-bootstrap interval, "
         "resamples and components; n_eff and the look count in its additional details.",
     )
-    p.add_argument("--public", required=True)
-    p.add_argument("--answers", required=True)
-    p.add_argument("--submission", required=True)
+    add_inputs(p, "--public", "--answers", "--submission")
     p.add_argument("--name", help="the candidate's name (default: the run manifest's, else the file name)")
     p.add_argument("--output", required=True, metavar="JSON")
     _stats_options(p)
