@@ -22,11 +22,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from microctx._exports import API
-
 # name -> (module, attribute); attribute None: the module itself
 _EXPORTS: dict[str, tuple[str, str | None]] = {
-    **{name: ("microctx.api", name) for name in API},
+    **{
+        name: ("microctx.api", name)  # the one list of the api's names (microctx.api has no other)
+        for name in (
+            "freeze",
+            "grade",
+            "verify",
+            "load_corpus",
+            "load_answers",
+            "load_submission",
+            "Corpus",
+            "Frozen",
+            "Grade",
+            "GradeResult",
+            "Verification",
+        )
+    },
     "SliceFrame": ("microctx.grading.slices", "SliceFrame"),
     "explore": ("microctx.lab.explorer", "explore"),
     "annotate": ("microctx.semantic.widget", "annotate"),  # the semantic layer's widgets (docs/semantic.md)

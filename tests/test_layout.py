@@ -14,11 +14,10 @@ PACKAGE = ROOT / "microctx"
 
 # Lower layers never import higher ones, in the order of the flow: contract (the rules and the
 # scorer), corpus (freeze runs the blind oracle through the scorer), grading, candidates, tuning,
-# reports, the Jupyter side, then the shells. `errors`, `_io`, `display`, `_version` and `_exports` are the base.
+# reports, the Jupyter side, then the shells. `errors`, `_io`, `display` and `_version` are the base.
 LAYERS = {
     "_version": 0,
     "_scm_version": 0,
-    "_exports": 0,
     "errors": 0,
     "_io": 0,
     "display": 0,
@@ -190,7 +189,7 @@ def test_import_microctx_changes_no_global_state():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     assert out[0] == "True", out
     assert out[1] == "[]", out
-    assert int(out[2]) <= 3, out  # microctx, microctx._exports, microctx._version (nothing else until used)
+    assert int(out[2]) <= 3, out  # microctx, microctx._version (nothing else until used)
 
 
 def test_load_ext_enables_the_offline_renderer():
