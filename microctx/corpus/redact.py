@@ -46,7 +46,6 @@ class Rule:
     pattern: Any  # an re2 pattern (same subn as re's)
     replacement: str
     source: str = "the redaction rules"  # the map's file, for messages
-    index: int = 0  # its place in the map: `rule[index].pattern`
 
 
 def compile_pattern(text: str) -> Any:
@@ -100,7 +99,7 @@ def load_rules(path: str | os.PathLike[str]) -> list[Rule]:
             raise InputError(
                 path, f"invalid regular expression (RE2, linear time): {reason}", field=f"rule[{i}].pattern"
             ) from None
-        rules.append(Rule(compiled, table.replacement, f"{os.fspath(path)}", i))
+        rules.append(Rule(compiled, table.replacement, os.fspath(path)))
     return rules
 
 
@@ -109,7 +108,7 @@ def _literal(text: str) -> Callable[[Any], str]:
     return lambda _match: text
 
 
-def _apply(rule: Rule, text: str, record: object) -> tuple[str, int]:
+def _apply(rule: Rule, index: int, text: str, record: object) -> tuple[str, int]:
     """`text` with `rule` applied, and its number of matches; past MAX_MATCHES an InputError naming
     the record and the rule's pattern (RE2 stops scanning at the first match past the limit)."""
     replaced, n = rule.pattern.subn(_literal(rule.replacement), text, count=MAX_MATCHES + 1)
@@ -119,7 +118,7 @@ def _apply(rule: Rule, text: str, record: object) -> tuple[str, int]:
             f"the pattern matches more than {MAX_MATCHES:,} times in one title or body, past the limit per body; "
             "narrow the pattern",
             record=record,
-            field=f"rule[{rule.index}].pattern",
+            field=f"rule[{index}].pattern",
         )
     return replaced, n
 
@@ -128,11 +127,11 @@ def scrub(title: str, body: str, rules: Sequence[Rule], record: object = None) -
     """Apply every rule to the title, then every rule to the body; `record` names the issue in
     the error a rule matching past MAX_MATCHES times in one text raises."""
     matches = body_matches = 0
-    for rule in rules:
-        title, n = _apply(rule, title, record)
+    for index, rule in enumerate(rules):
+        title, n = _apply(rule, index, title, record)
         matches += n
-    for rule in rules:
-        body, n = _apply(rule, body, record)
+    for index, rule in enumerate(rules):
+        body, n = _apply(rule, index, body, record)
         body_matches += n
     touched = body_matches > 0 or MARKER in title or MARKER in body
     return Scrubbed(title, body, matches + body_matches, touched)
