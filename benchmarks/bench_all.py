@@ -233,7 +233,7 @@ def main() -> int:
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
     from microctx.corpus import snapshot as data
-    from microctx.reports.examples import demo_submissions
+    from microctx.grading.examples import demo_submissions
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True)
     s8f = data.s8f()

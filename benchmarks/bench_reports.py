@@ -22,9 +22,9 @@ from timing import best_of
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import load_answers
 from microctx.corpus import snapshot as data
+from microctx.grading.examples import demo_submissions
 from microctx.reports import build as reports
 from microctx.reports import charts, tables
-from microctx.reports.examples import demo_submissions
 
 GRADE_TARGET_SECONDS = 20.0
 

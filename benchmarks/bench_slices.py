@@ -37,7 +37,7 @@ from microctx.contract.score import grade  # noqa: E402
 from microctx.corpus import snapshot as data  # noqa: E402
 from microctx.corpus.public import load_corpus  # noqa: E402
 from microctx.grading import slices  # noqa: E402
-from microctx.reports.examples import demo_submissions  # noqa: E402
+from microctx.grading.examples import demo_submissions  # noqa: E402
 
 SLICE_TARGET, REPORT_TARGET, CLI_RATIO = 5.0, 20.0, 2.0
 

@@ -25,7 +25,7 @@ from typing import Any
 # name -> (module, attribute); attribute None: the module itself
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     **{
-        name: ("microctx.api", name)
+        name: ("microctx.api", name)  # the one list of the api's names (microctx.api has no other)
         for name in (
             "freeze",
             "grade",

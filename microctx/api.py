@@ -4,6 +4,9 @@ microctx.freeze("raw.json", source="github.com/o/r/issues")      -> Frozen
 microctx.verify("public.json", "answers.json", "report.json")    -> Verification
 microctx.grade("answers.json", "submission.json")                 -> GradeResult
 microctx.load_corpus("public.json")                               -> Corpus
+
+The names the package exports from here are listed once, in `microctx/__init__.py` (loaded
+lazily from this module); a name re-exported here is imported as `X as X`.
 """
 
 from __future__ import annotations
@@ -11,31 +14,19 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from microctx.contract.schemas import load_answers, load_submission
-from microctx.contract.score import GradeResult
+from microctx.contract.schemas import load_answers as load_answers
+from microctx.contract.schemas import load_submission as load_submission
+from microctx.contract.score import GradeResult as GradeResult
 from microctx.contract.score import grade as _grade
 from microctx.corpus.export import RawIssue, check_enough, parse_export, read_export
-from microctx.corpus.freeze import Frozen
+from microctx.corpus.freeze import Frozen as Frozen
 from microctx.corpus.freeze import freeze as _freeze
-from microctx.corpus.public import Corpus, load_corpus
+from microctx.corpus.public import Corpus as Corpus
+from microctx.corpus.public import load_corpus as load_corpus
 from microctx.corpus.redact import Rule, load_rules
-from microctx.corpus.verify import Verification
+from microctx.corpus.verify import Verification as Verification
 
 PathLike = str | os.PathLike
-
-__all__ = [
-    "freeze",
-    "verify",
-    "grade",
-    "load_corpus",
-    "load_answers",
-    "load_submission",
-    "Corpus",
-    "Frozen",
-    "Grade",
-    "GradeResult",
-    "Verification",
-]
 
 
 class Grade(GradeResult):
@@ -99,8 +90,8 @@ def _record_look(answers: dict, submission: dict, answers_path, submission_path,
     from microctx.contract.canonical import dumps
     from microctx.contract.digests import sha256_hex
     from microctx.contract.records import read_manifest
+    from microctx.grading.examples import look_mark
     from microctx.grading.ledger import record_grade
-    from microctx.reports.examples import look_mark
 
     manifest = read_manifest(submission_path) if submission_path is not None else None
     return record_grade(

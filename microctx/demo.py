@@ -27,7 +27,7 @@ from pathlib import Path
 from microctx._io.atomic import atomic_write
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import DEMO_SCHEMA
-from microctx.reports.examples import demo_submissions
+from microctx.grading.examples import demo_submissions
 
 DEMO_MANIFEST = "demo.json"
 BUILTIN_CANDIDATES = ("exact-sql", "text-only")
@@ -103,7 +103,7 @@ def run_demo(
     `workers`: reports made at once (default: 2 when there are at least 2 CPUs, else 1).
     """
     from microctx.corpus.snapshot import data_dir, s8f
-    from microctx.reports.examples import DEMO_ENV
+    from microctx.grading.examples import DEMO_ENV
 
     if mode == "auto":
         mode = "candidates"

@@ -136,11 +136,42 @@ def test_a_catastrophic_redaction_pattern_runs_in_linear_time(tmp_path):
     assert done.returncode in (0, 1), done.stderr
 
 
+def test_a_body_that_is_nothing_but_matches_stops_the_freeze_naming_record_and_rule(tmp_path):
+    """A hostile body written to match one rule past the limit per body (each match would grow it
+    by the replacement): exit 2, one line naming the record and the rule, nothing written."""
+    import json
+
+    from microctx.corpus.redact import MAX_MATCHES
+
+    rows = json.loads((DATA / "synthetic-raw.json").read_bytes())
+    rows[3]["body"] = "ok 10.0.0.1 " + "10.0.0.1 " * MAX_MATCHES  # one past the limit
+    rows[1]["body"] = "10.0.0.1 " * MAX_MATCHES  # exactly at the limit: redacted
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(rows))
+    rules = tmp_path / "red.toml"
+    rules.write_text(
+        '[[rule]]\npattern = "x"\nreplacement = "y"\n[[rule]]\npattern = "10\\\\.0\\\\.0\\\\.1"\nreplacement = "[ip]"\n'
+    )
+    line = one_line(cli(*freeze_args(tmp_path, raw), "--redactions", rules))
+    number = rows[3]["number"]
+    assert line == (
+        f"microctx freeze: {rules}: record number {number}: field 'rule[1].pattern': the pattern matches more than {MAX_MATCHES:,} "
+        "times in one title or body, past the limit per body; narrow the pattern"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.json", "red.toml"]
+    rows[3]["body"] = "fine"
+    raw.write_text(json.dumps(rows))
+    done = cli(*freeze_args(tmp_path, raw), "--redactions", rules)
+    assert done.returncode in (0, 1), done.stderr
+    frozen = {r["number"]: r for r in json.loads((tmp_path / "p.json").read_bytes())["records"]}
+    assert frozen[rows[1]["number"]]["body"] == "[ip] " * MAX_MATCHES
+
+
 def test_a_pattern_re2_cannot_run_in_linear_time_is_refused(tmp_path):
     rules = tmp_path / "red.toml"
     rules.write_text('[[rule]]\npattern = "(a)\\\\1"\nreplacement = "x"\n')
     line = one_line(cli(*freeze_args(tmp_path, DATA / "synthetic-raw.json"), "--redactions", rules))
-    assert "rule 0" in line and "pattern" in line and "RE2" in line
+    assert "field 'rule[0].pattern'" in line and "RE2" in line
 
 
 @pytest.mark.parametrize(

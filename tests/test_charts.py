@@ -179,7 +179,7 @@ def test_png_size_refuses_other_bytes():
 @pytest.fixture(scope="module")
 def planted_table(s8f_corpus, s8f_answers, records):
     from microctx.contract.score import grade
-    from microctx.reports.examples import planted_submission
+    from microctx.grading.examples import planted_submission
 
     facts = slices.facts_frame(grade(s8f_answers, planted_submission(s8f_answers)).facts)
     return slices.slice_table(facts, s8f_corpus, records=slices.record_table(s8f_corpus), n_boot=2000)

@@ -9,8 +9,8 @@ import re
 import pytest
 
 import microctx
+from microctx.grading.examples import planted_submission
 from microctx.lab.explorer import ANY, Explorer, ExplorerData, Filters, highlight
-from microctx.reports.examples import planted_submission
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +153,55 @@ def test_widget_filters_counts_and_opens_records(synthetic_corpus, synthetic_ans
     explorer.open("#424242")
     assert "no record #424242" in explorer.view.value
     assert Filters().split == ANY
+
+
+def test_the_explorer_derives_each_record_once_through_the_record_table(synthetic_corpus, monkeypatch):
+    """One derivation: building the explorer matches R once per record, in the record table."""
+    from microctx.contract import patterns
+    from microctx.grading.records import record_table
+
+    calls = []
+    real = patterns._reference_matches
+    monkeypatch.setattr(patterns, "_reference_matches", lambda data: calls.append(1) or real(data))
+    data = ExplorerData(synthetic_corpus)
+    assert len(calls) == len(synthetic_corpus.records) == 60
+    monkeypatch.undo()
+    table = record_table(synthetic_corpus)
+    for column in ("id", "number", "references", "duplicate_targets", "cue_words", "component", "component_size"):
+        assert data.table[column].tolist() == table[column].tolist(), column
+
+
+def test_the_marks_are_exactly_what_the_answers_derive(s8f_corpus):
+    """On every s8f record the marked spans give back the derived references, duplicate targets
+    and cue words (the same matchers, not a second set of patterns)."""
+    from microctx.contract.patterns import derive_utf8, spans_utf8
+
+    marked_records = 0
+    for r in s8f_corpus.records:
+        title, body = r["title"].encode(), r["body"].encode()
+        text = title + b"\n" + body
+        spans = spans_utf8(title, body)
+        refs = sorted({int(text[a + 1 : b]) for a, b, k in spans if k == "ref"})
+        dups = sorted({int(text[a:b].rsplit(b"#", 1)[1]) for a, b, k in spans if k == "dup"})
+        cues = sorted({text[a:b].decode().lower() for a, b, k in spans if k == "cue"})
+        assert (refs, dups, cues) == tuple(derive_utf8(title, body)), r["id"]
+        assert all(a >= len(title) + 1 for a, _, k in spans if k == "cue")
+        marked_records += bool(spans)
+    assert marked_records > 500
+
+
+def test_marks_nest_escape_and_keep_their_offsets():
+    """A duplicate marker holds its reference; a dotted capital I (two bytes that fold to one)
+    before a cue word moves no later mark; markup in the text stays text."""
+    from microctx.lab.explorer import _record_marked
+
+    ref = '<mark class="microctx-ref" style="background:#bbdefb">'
+    dup = '<mark class="microctx-dup" style="background:#ffcdd2">'
+    cue = '<mark class="microctx-cue" style="background:#fff59d">'
+    title, body = _record_marked("<i>#5</i>", "İİ İnconsistent & conflict; duplicate of #7 x#8")
+    assert title == f"&lt;i&gt;{ref}#5</mark>&lt;/i&gt;"
+    assert body == f"İİ {cue}İnconsistent</mark> &amp; {cue}conflict</mark>; {dup}duplicate of {ref}#7</mark></mark> x#8"
+    assert _record_marked("Conflict", "no cue here")[0] == "Conflict"  # a title's cue word is no fact
+    # a duplicate marker cut by the title's end is marked on both sides
+    title, body = _record_marked("Closing: duplicate of", "#12 as said")
+    assert title == f"Closing: {dup}duplicate of</mark>" and body == f"{dup}{ref}#12</mark></mark> as said"

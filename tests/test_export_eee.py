@@ -52,7 +52,7 @@ def check_against_schema_rules(doc: dict) -> None:
 def test_export_writes_a_valid_every_eval_ever_document(tmp_path, synthetic):
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
-    from microctx.reports.examples import planted_submission
+    from microctx.grading.examples import planted_submission
 
     submission = tmp_path / "run.json"
     submission.write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))

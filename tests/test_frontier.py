@@ -16,8 +16,8 @@ from microctx.candidates.builtins.exact_sql import answer_corpus
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
 from microctx.contract.canonical import dumps
-from microctx.grading import stats
-from microctx.reports import frontier, tables
+from microctx.grading import frontier, stats
+from microctx.reports import tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_openai import FakeOpenAI  # noqa: E402

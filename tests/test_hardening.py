@@ -534,19 +534,29 @@ def test_listed_cases_are_one_line(work, tmp_path_factory, case):
     assert list(out.iterdir()) == []
 
 
+MAP = "the redaction map: [[rule]] tables with a pattern and a replacement string"
+
+
 @pytest.mark.parametrize(
     "toml, said",
     [
-        ("rule = 5\n", "field 'rule': expected [[rule]] tables, got an integer"),
-        ("rule = [1]\n", "rule 0: expected a table with pattern and replacement, got an integer"),
-        ('rule = "x"\n', "expected [[rule]] tables, got a string"),
-        ("[rule]\npattern = 'a'\n", "expected [[rule]] tables, got a table"),
-        ("[[rule]]\npattern = 1\nreplacement = 'x'\n", "rule 0: field 'pattern': expected a string"),
-        ("[[rule]]\npattern = 'a'\nreplacement = 'b'\nflags = 'i'\n", "rule 0: unknown keys ['flags']"),
-        ("[[rule]]\npattern = '('\nreplacement = 'b'\n", "field 'pattern': invalid regular expression"),
+        ("rule = 5\n", f"field 'rule': expected array, got int ({MAP})"),
+        ("rule = [1]\n", f"field 'rule[0]': expected object, got int ({MAP})"),
+        ('rule = "x"\n', f"field 'rule': expected array, got str ({MAP})"),
+        ("[rule]\npattern = 'a'\n", f"field 'rule': expected array, got object ({MAP})"),
+        ("[[rule]]\npattern = 1\nreplacement = 'x'\n", f"field 'rule[0].pattern': expected str, got int ({MAP})"),
+        ("[[rule]]\npattern = 'a'\nreplacement = 'b'\nflags = 'i'\n", f"field 'rule[0].flags': unknown field in {MAP}"),
+        ("[[rule]]\npattern = '('\nreplacement = 'b'\n", "field 'rule[0].pattern': invalid regular expression"),
+        ("[[rule]]\npattern = 'a'\n", "field 'rule[0].replacement': missing"),
+        ("[[rule]]\npattern = 'a'\nreplacement = 'b'\n[other]\n", f"field 'other': unknown field in {MAP}"),
+        (
+            f"[[rule]]\npattern = 'a'\nreplacement = '{'x' * 1001}'\n",
+            "field 'rule[0].replacement': expected str of length <= 1000",
+        ),
     ],
 )
 def test_redaction_maps_of_the_wrong_shape(work, toml, said):
+    """One error style with SWEEP.toml (microctx.contract.declared): the file, the key, what was expected."""
     (work / "red.toml").write_text(toml)
     code, _, err = run_cli(
         *freeze_argv(work, public=work / "p2.json", answers=work / "a2.json", report=work / "r2.json"),

@@ -133,7 +133,7 @@ def test_an_unwritable_ledger_stops_the_grade(tmp_path, s8f, monkeypatch, capsys
     monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "dir.sqlite"))
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
-    from microctx.reports.examples import demo_submissions  # any valid submission
+    from microctx.grading.examples import demo_submissions  # any valid submission
 
     submission = tmp_path / "planted.json"
     submission.write_bytes(dumps(demo_submissions(load_answers(s8f.answers))["planted"]))
@@ -148,8 +148,8 @@ def test_reports_count_their_looks(s8f, tmp_path):
     """The example submissions' looks are kept, marked, and never counted; a candidate's run counts,
     by its configuration digest."""
     from microctx.contract.canonical import dumps
+    from microctx.grading.examples import planted_submission
     from microctx.reports import tables
-    from microctx.reports.examples import planted_submission
 
     inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), default=["planted"])
     first = tables.grade_outputs(inputs, n_boot=10)
@@ -175,7 +175,7 @@ def test_the_python_api_counts_each_test_grading(s8f, tmp_path, monkeypatch):
     examples and the demo's gradings are marked; record_look=False (the self-check) adds none."""
     import microctx
     from microctx.contract.canonical import dumps
-    from microctx.reports.examples import DEMO_ENV, oracle_submission, planted_submission
+    from microctx.grading.examples import DEMO_ENV, oracle_submission, planted_submission
 
     answers = microctx.load_answers(s8f.answers)
     submission = tmp_path / "sub.json"
@@ -260,7 +260,8 @@ def test_slices_is_a_look_and_cannot_overwrite_the_answers(tmp_path, s8f, capsys
 
 
 def test_the_frontier_records_a_look_per_candidate(tmp_path, s8f):
-    from microctx.reports import frontier, tables
+    from microctx.grading import frontier
+    from microctx.reports import tables
 
     submission = _oracle(
         tmp_path,

@@ -19,7 +19,7 @@ import microctx
 from microctx.corpus import snapshot
 from microctx.display import Summary
 from microctx.errors import InputError
-from microctx.reports.examples import oracle_submission, planted_submission
+from microctx.grading.examples import oracle_submission, planted_submission
 
 
 class _Parser(html.parser.HTMLParser):

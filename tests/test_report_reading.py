@@ -47,7 +47,7 @@ def test_the_grade_report_reads_verdict_first_with_f1_visible(tmp_path, s8f):
     from microctx import cli
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
-    from microctx.reports.examples import planted_submission
+    from microctx.grading.examples import planted_submission
 
     submission = tmp_path / "planted.json"
     submission.write_bytes(dumps(planted_submission(load_answers(s8f.answers))))
@@ -106,7 +106,7 @@ def test_an_executed_report_reruns_from_its_folder(tmp_path, synthetic):
         shutil.copyfile(getattr(synthetic, key), inputs / f"{key}.json")
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
-    from microctx.reports.examples import planted_submission
+    from microctx.grading.examples import planted_submission
 
     (inputs / "sub.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
     out = tmp_path / "report"

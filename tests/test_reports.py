@@ -20,8 +20,8 @@ import pytest
 from test_charts import BLUE, RED, colour_census, has_colour
 
 from microctx import cli
+from microctx.grading import examples
 from microctx.reports import build as reports
-from microctx.reports import examples
 
 GRADE_REPORTS = ("grade-oracle", "grade-planted")
 ALL_REPORTS = ("corpus", *GRADE_REPORTS, "compare")

@@ -185,3 +185,32 @@ def test_the_total_quota_and_the_run_manifest(tmp_path, s8f, s8f_answers):
         rows = connection.execute(text("SELECT candidate, config_digest, via FROM ledger ORDER BY id")).all()
     assert [tuple(r) for r in rows] == [("exact-sql", config_digest(manifest), "service"), ("thrifty", None, "service")]
     service.engine.dispose()
+
+
+def test_submit_sends_the_run_manifest_read_by_the_one_typed_reader(tmp_path, s8f, s8f_answers):
+    """`microctx submit` reads the manifest beside the submission with `contract.records.read_manifest`
+    (a RunManifest): one that belongs to the file is sent, one cut off from it (another digest) is not."""
+    import json
+
+    from sqlalchemy import text
+
+    from microctx.contract.digests import file_sha256
+    from microctx.contract.records import config_digest, manifest_path
+    from microctx.service.server import build_service
+
+    answers = private_answers(s8f.answers, tmp_path / "private")
+    service = build_service(str(answers), str(s8f.public), f"sqlite:///{tmp_path / 'state.db'}")
+    token = add_team(str(service.engine.url), "runner")
+    sub = tmp_path / "s.json"
+    sub.write_bytes(body(submission(s8f_answers)))
+    manifest = {"schema": "microctx-run/2", "candidate": "exact-sql", "version": "7", "parameters": {"threads": 1}}
+    manifest_path(sub).write_text(json.dumps({**manifest, "submission_sha256": file_sha256(sub)}))
+    with InProcessService(service) as running:
+        cli("submit", str(sub), "--server", running.url, env={"MICROCTX_TOKEN": token})
+        manifest_path(sub).write_text(json.dumps({**manifest, "submission_sha256": "0" * 64}))
+        cli("submit", str(sub), "--server", running.url, env={"MICROCTX_TOKEN": token})
+    with service.engine.connect() as connection:
+        rows = connection.execute(text("SELECT candidate, config_digest FROM ledger ORDER BY id")).all()
+    expected = config_digest({**manifest, "submission_sha256": file_sha256(sub)})
+    assert [tuple(r) for r in rows] == [("exact-sql", expected), ("runner", None)]
+    service.engine.dispose()

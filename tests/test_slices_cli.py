@@ -10,8 +10,8 @@ import pytest
 from microctx import cli
 from microctx.contract.canonical import dumps
 from microctx.grading import slices
+from microctx.grading.examples import planted_submission
 from microctx.reports import build as reports
-from microctx.reports.examples import planted_submission
 
 
 @pytest.fixture(scope="module")

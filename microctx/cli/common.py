@@ -84,6 +84,21 @@ def _held_out_look(
     )
 
 
+# The input files commands share, one wording each (what `microctx COMMAND -h` says of them)
+INPUTS = {
+    "--public": "public corpus",
+    "--answers": "answer bundle (a grade on test is recorded in the held-out ledger)",
+    "--submission": "submission to grade",
+}
+
+
+def add_inputs(p, *options: str, required: bool = True, s8f: bool = False) -> None:
+    """Add the shared input options (INPUTS): required, or optional, or with `s8f` filled in from
+    the published s8f when left out (`_s8f_default`)."""
+    for option in options:
+        p.add_argument(option, required=required and not s8f, help=INPUTS[option] + (" (default: s8f)" if s8f else ""))
+
+
 def _stats_options(p) -> None:
     """The statistics options shared by `slices` and `report grade|compare`."""
     p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")

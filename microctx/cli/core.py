@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, POSITIVE, _check_paths, _held_out_look, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, POSITIVE, _check_paths, _held_out_look, _say, _seconds, add_inputs
 from microctx.errors import InputError
 
 
@@ -68,7 +68,7 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    from microctx.reports.examples import look_mark
+    from microctx.grading.examples import look_mark
 
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
@@ -122,14 +122,13 @@ def _core_parsers(sub) -> None:
         help="check three artifacts against the contract and recompute every derived value "
         "(no arguments: the published s8f, found as `microctx data s8f` finds it)",
     )
-    p.add_argument("--public")
-    p.add_argument("--answers")
-    p.add_argument("--report")
+    add_inputs(p, "--public", "--answers", required=False)  # all three or none
+    p.add_argument("--report", help="corpus report")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("grade", help="grade a submission; writes the grade and <grade>.facts.csv")
-    p.add_argument("--answers", help="answer bundle (the test grade; recorded in the held-out ledger)")
-    p.add_argument("--submission", required=True)
+    add_inputs(p, "--answers", required=False)
+    add_inputs(p, "--submission")
     p.add_argument(
         "--split",
         choices=["test", "tune"],

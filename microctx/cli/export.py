@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_options
+from microctx.cli.common import EXIT_OK, _check_paths, _say, _stats_kw, _stats_options, add_inputs
 
 
 def cmd_export(args) -> int:
     from microctx._io.atomic import atomic_write
     from microctx.contract.canonical import dumps
-    from microctx.grading.ledger import looks_line
+    from microctx.grading.ledger import looks_line, record_report_look
     from microctx.reports import tables
     from microctx.reports.eee import eee_document
 
@@ -20,7 +20,7 @@ def cmd_export(args) -> int:
     (name,) = inputs.submissions
     corpus: Any = inputs.corpus
     graded = tables.grade_one(name, inputs, **kw)
-    look = tables.record_report_look(inputs, name, graded.result, "export")  # a grade on test: one look
+    look = record_report_look(inputs, name, graded.result, "export")  # a grade on test: one look
     document = eee_document(
         graded.result,
         graded.slices,
@@ -46,9 +46,7 @@ def register(sub) -> None:
         "F1, precision, recall, exact-record rate and per-kind F1, each with its cluster-bootstrap interval, "
         "resamples and components; n_eff and the look count in its additional details.",
     )
-    p.add_argument("--public", required=True)
-    p.add_argument("--answers", required=True)
-    p.add_argument("--submission", required=True)
+    add_inputs(p, "--public", "--answers", "--submission")
     p.add_argument("--name", help="the candidate's name (default: the run manifest's, else the file name)")
     p.add_argument("--output", required=True, metavar="JSON")
     _stats_options(p)

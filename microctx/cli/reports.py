@@ -19,6 +19,7 @@ from microctx.cli.common import (
     _seconds,
     _stats_kw,
     _stats_options,
+    add_inputs,
 )
 
 
@@ -82,9 +83,7 @@ def _slices_parsers(sub) -> None:
         "(docs/statistics.md). Same inputs and options, same bytes. Exit 0 written, "
         "2 unusable input.",
     )
-    p.add_argument("--public", required=True, help="public corpus the answers are bound to")
-    p.add_argument("--answers", required=True, help="answer bundle (a grade on test: recorded in the held-out ledger)")
-    p.add_argument("--submission", required=True, help="submission to grade and slice")
+    add_inputs(p, "--public", "--answers", "--submission")
     p.add_argument("--output", required=True, metavar="CSV", help="slice table to write (atomically)")
     p.add_argument("--semantic", metavar="semantic.json", help="also score cue and duplicate answers against adjudicated gold")
     _stats_options(p)
@@ -155,13 +154,12 @@ def _report_parsers(sub) -> None:
     kinds = p.add_subparsers(dest="report_kind", required=True, metavar="KIND")
     kinds.add_parser = _with_figures_only(kinds.add_parser)
     k = kinds.add_parser("corpus", help="corpus_overview: classes per split, density, cue words, timeline, components")
-    k.add_argument("--public", help="public corpus (default: s8f)")
+    add_inputs(k, "--public", s8f=True)
     k.add_argument("--out", required=True, metavar="DIR")
     k.set_defaults(func=cmd_report)
     k = kinds.add_parser("grade", help="grade_report: one submission, slices worst first, errors spelled out")
-    k.add_argument("--public", help="public corpus (default: s8f)")
-    k.add_argument("--answers", help="answer bundle (default: s8f)")
-    k.add_argument("--submission", required=True)
+    add_inputs(k, "--public", "--answers", s8f=True)
+    add_inputs(k, "--submission")
     k.add_argument("--semantic", metavar="semantic.json", help="show lexical and semantic verdicts side by side")
     k.add_argument("--out", required=True, metavar="DIR")
     _stats_options(k)
@@ -174,8 +172,7 @@ def _report_parsers(sub) -> None:
     k.add_argument("--out", required=True, metavar="R")
     k.set_defaults(func=cmd_report_semantic)
     k = kinds.add_parser("compare", help="compare_candidates: submissions side by side, paired tests, run costs")
-    k.add_argument("--public", help="public corpus (default: s8f)")
-    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    add_inputs(k, "--public", "--answers", s8f=True)
     k.add_argument("--submission", action="append", required=True, help="repeat for each submission (two or more)")
     k.add_argument("--name", action="append", help="a name per submission, in order (default: file names)")
     k.add_argument("--out", required=True, metavar="DIR")
@@ -242,11 +239,11 @@ def _price(text: str) -> float:
 
 
 def _frontier_parser(kinds) -> None:
-    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+    from microctx.contract.costs import COST_MEASURES
+    from microctx.grading.frontier import DEFAULT_CPU_DOLLARS_PER_HOUR
 
     k = kinds.add_parser("frontier", help="frontier_report: net-true facts against cost, Pareto front, payoff vs exact-sql")
-    k.add_argument("--public", help="public corpus (default: s8f)")
-    k.add_argument("--answers", help="answer bundle (default: s8f)")
+    add_inputs(k, "--public", "--answers", s8f=True)
     k.add_argument(
         "--submission",
         action="append",

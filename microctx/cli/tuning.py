@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds, bounded_int
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds, add_inputs, bounded_int
 from microctx.errors import InputError
 
 
@@ -134,7 +134,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
         "DIR/selected.json; run again to resume. Exit 0 chosen, 1 none qualifies, 2 bad input.",
     )
     p.add_argument("sweep", metavar="SWEEP.toml")
-    p.add_argument("--public", required=True, help="public corpus")
+    add_inputs(p, "--public")
     p.add_argument("--devkit", required=True, help="devkit with train and tune answers (from `microctx devkit`)")
     p.add_argument("--out", required=True, metavar="DIR")
     where = p.add_mutually_exclusive_group()
@@ -155,8 +155,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
         description="Exit codes as `grade`: 0 pass, 1 fail (or the run failed), 2 unusable input.",
     )
     p.add_argument("selected", metavar="DIR/selected.json")
-    p.add_argument("--public", required=True)
-    p.add_argument("--answers", required=True)
+    add_inputs(p, "--public", "--answers")
     p.add_argument("--out", required=True, metavar="DIR2")
     p.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)"

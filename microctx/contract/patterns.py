@@ -17,6 +17,7 @@ ASCII, which is all the cue words and key words need (plus `İ`, rewritten by ha
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 # R: (?i)(?:^|[^[:alnum:]_])#([0-9]{1,7})\b  -- kept for reference and tests; `references`
 # finds the same matches faster: `#N` anywhere, then the character before it is checked. R's
@@ -46,10 +47,10 @@ def _dotted_i_to_i(lowered: bytes) -> bytes:
     return lowered.replace(_DOTTED_I, b"i") if b"\xc4" in lowered and _DOTTED_I in lowered else lowered
 
 
-def _references(data: bytes) -> list[int]:
+def _reference_matches(data: bytes) -> Iterator[re.Match[bytes]]:
+    """The `#N` matches of R in `data`, in order (a match's span is the `#N`; N is never 0)."""
     if b"#" not in data:
-        return []
-    found = set()
+        return
     word = _ASCII_WORD
     for m in _HASH_NUMBER.finditer(data):
         i = m.start()
@@ -60,9 +61,12 @@ def _references(data: bytes) -> list[int]:
             # ſ and K end in bytes 0xBF and 0xAA
             if (before == 0xBF and data.endswith(_LONG_S, 0, i)) or (before == 0xAA and data.endswith(_KELVIN, 0, i)):
                 continue
-        found.add(int(m.group(1)))
-    found.discard(0)
-    return sorted(found)
+        if int(m.group(1)):
+            yield m
+
+
+def _references(data: bytes) -> list[int]:
+    return sorted({int(m.group(1)) for m in _reference_matches(data)})
 
 
 # D without (?i), for text lower-cased byte for byte (bytes.lower keeps every offset)
@@ -86,14 +90,14 @@ _DUPLICATE_LOWER = re.compile(
 )
 
 
-def _duplicate_targets(data: bytes, lowered: bytes) -> list[int]:
-    """Targets of D in `data`; `lowered` is `data.lower()` (same length, same offsets).
+def _duplicate_matches(lowered: bytes) -> Iterator[re.Match[bytes]]:
+    """The matches of D in `lowered` (a text lower-cased byte for byte: its offsets are the
+    text's), in order; a match's target is never 0.
 
     Every match of D starts at "duplicate" or at the s (or ſ) before "uper", so D is tried only
     there, in order, resuming after each match as a left-to-right scan does. Trying the pattern
     at every offset of a long text costs far more than finding its few key words.
     """
-    found = set()
     pos, end = 0, len(lowered)
     while True:
         start = lowered.find(b"duplicate", pos)
@@ -110,15 +114,19 @@ def _duplicate_targets(data: bytes, lowered: bytes) -> list[int]:
                 continue
             break
         if start >= end:
-            break
+            return
         m = _DUPLICATE_LOWER.match(lowered, start)  # \b still sees the byte before `start`
         if m is None:
             pos = start + 1
         else:
-            found.add(int(m.group(1)))
+            if int(m.group(1)):
+                yield m
             pos = m.end()
-    found.discard(0)
-    return sorted(found)
+
+
+def _duplicate_targets(lowered: bytes) -> list[int]:
+    """Targets of D in a text; `lowered` is its `bytes.lower()` (same length, same offsets)."""
+    return sorted({int(m.group(1)) for m in _duplicate_matches(lowered)})
 
 
 def references(text: str) -> list[int]:
@@ -129,7 +137,7 @@ def references(text: str) -> list[int]:
 def duplicate_targets(text: str) -> list[int]:
     """Every target of pattern D, as sorted unique positive integers."""
     data = text.encode()
-    return _duplicate_targets(data, data.lower()) if b"#" in data else []
+    return _duplicate_targets(data.lower()) if b"#" in data else []
 
 
 def scope_contradictions(body: str) -> list[str]:
@@ -151,8 +159,38 @@ def derive_utf8(title: bytes, body: bytes) -> tuple[list[int], list[int], list[s
     text = title + b"\n" + body
     refs = _references(text)
     # a duplicate target is a reference too, so without references there is nothing to find
-    dups = _duplicate_targets(text, title.lower() + b"\n" + lowered_body) if refs else []
+    dups = _duplicate_targets(title.lower() + b"\n" + lowered_body) if refs else []
     return refs, dups, cues
+
+
+def spans_utf8(title: bytes, body: bytes) -> list[tuple[int, int, str]]:
+    """Where `derive_utf8` finds what it derives, as byte spans (start, end, kind) of
+    `title + b"\n" + body`, by the same matchers: "dup" a whole match of D, "ref" the `#N` of a
+    match of R, "cue" each occurrence of a cue word in the body. Sorted by start, the longer
+    first: a D match holds the R match of its `#N`; cue words overlap neither."""
+    text = title + b"\n" + body
+    found = [(m.start(), m.end(), "ref") for m in _reference_matches(text)]
+    if found:
+        found += [(m.start(), m.end(), "dup") for m in _duplicate_matches(text.lower())]
+    lowered = body.lower()
+    folded = _dotted_i_to_i(lowered)
+    dotted = [i for i in range(len(lowered) - 1) if lowered[i : i + 2] == _DOTTED_I] if folded is not lowered else []
+    start = len(title) + 1
+    for _word, encoded in _CUE_BYTES:
+        at = folded.find(encoded)
+        while at >= 0:  # back to the body's offsets: each İ before a byte made it one shorter
+            a, b = _unfold(at, dotted), _unfold(at + len(encoded), dotted)
+            found.append((start + a, start + b, "cue"))
+            at = folded.find(encoded, at + len(encoded))
+    return sorted(found, key=lambda span: (span[0], -span[1]))
+
+
+def _unfold(offset: int, dotted: list[int]) -> int:
+    """An offset of the İ-folded bytes as an offset of the bytes (`dotted`: where each İ stood)."""
+    for n, i in enumerate(dotted):
+        if i - n >= offset:
+            return offset + n
+    return offset + len(dotted)
 
 
 def derive(title: str, body: str) -> tuple[list[int], list[int], list[str]]:

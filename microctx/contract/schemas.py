@@ -18,6 +18,18 @@ ANSWERS_SCHEMA = "fak-microcontext-answers/1"
 
 
 REPORT_SCHEMA = "fak-microcontext-corpus-report/1"
+# the counts a corpus report carries that `verify` recomputes (and a Frozen's view lists)
+REPORT_COUNTS = (
+    "records",
+    "train_records",
+    "tune_records",
+    "test_records",
+    "open_records",
+    "closed_records",
+    "reference_edges",
+    "duplicate_edges",
+    "scope_contradictions",
+)
 
 GRADE_SCHEMA = "fak-microcontext-grade/1"
 

@@ -20,7 +20,7 @@ from microctx._version import __version__
 from microctx.contract.canonical import iter_dumps
 from microctx.contract.digests import digest_chunks, sha256_hex
 from microctx.contract.patterns import derive_utf8
-from microctx.contract.schemas import ANSWERS_SCHEMA, CORPUS_SCHEMA, REPORT_SCHEMA
+from microctx.contract.schemas import ANSWERS_SCHEMA, CORPUS_SCHEMA, REPORT_COUNTS, REPORT_SCHEMA
 from microctx.contract.score import grade_counts
 from microctx.contract.split import assign_splits
 from microctx.contract.timestamps import utc_second
@@ -96,22 +96,7 @@ class Frozen:
 
     def _repr_html_(self) -> str:
         r = self.report
-        counts = [
-            (k.replace("_", " "), f"{r[k]:,}")
-            for k in (
-                "records",
-                "train_records",
-                "tune_records",
-                "test_records",
-                "open_records",
-                "closed_records",
-                "reference_edges",
-                "duplicate_edges",
-                "scope_contradictions",
-                "scrubbed_records",
-            )
-            if isinstance(r.get(k), int)
-        ]
+        counts = [(k.replace("_", " "), f"{r[k]:,}") for k in (*REPORT_COUNTS, "scrubbed_records") if isinstance(r.get(k), int)]
         checks = "".join(
             f"<li>{verdict_html(v is True, 'pass', 'FAIL')} {html.escape(k)}</li>"
             for k, v in sorted((r.get("leak_checks") or {}).items())
@@ -259,7 +244,7 @@ def _scrub_and_derive(issues: Sequence[RawIssue], rules: Sequence[Rule]) -> _Der
     marker = MARKER.encode()
     for index, issue in enumerate(out.issues):
         if rules:
-            result = scrub(issue.title, issue.body, rules)
+            result = scrub(issue.title, issue.body, rules, record=f"number {issue.number}")
             out.scrubbed_matches += result.matches
             out.scrubbed_records += result.touched
             if result.title is not issue.title or result.body is not issue.body:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from microctx._io.jsonio import gc_paused, parse_json, read_bytes
 from microctx._io.jsonscan import IrregularJSON, read_object_streaming
 from microctx.contract.digests import file_sha256, sha256_hex
-from microctx.contract.schemas import REPORT_SCHEMA, check_answers_document
+from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA, check_answers_document
 from microctx.contract.score import grade_counts
 from microctx.corpus.freeze import build
 from microctx.corpus.public import check_corpus_document, corpus_to_issues
@@ -24,17 +24,6 @@ from microctx.corpus.redact import MARKER
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, table_html, verdict_html
 from microctx.errors import InputError
 
-_REPORT_COUNTS = (
-    "records",
-    "train_records",
-    "tune_records",
-    "test_records",
-    "open_records",
-    "closed_records",
-    "reference_edges",
-    "duplicate_edges",
-    "scope_contradictions",
-)
 _MAX_LISTED_PER_FIELD = 20
 STREAM_PUBLIC_FROM_BYTES = 1 << 24  # smaller public files are parsed whole (tests may lower it)
 
@@ -234,7 +223,7 @@ def _compare_answers(file_doc: dict, rebuilt: dict, problems: list[str]) -> None
 
 
 def _compare_report(report: dict, rebuilt: dict, public: dict, problems: list[str]) -> None:
-    for key in _REPORT_COUNTS:
+    for key in REPORT_COUNTS:
         if report.get(key) != rebuilt[key]:
             problems.append(f"report: {key} is {_show(report.get(key))}, recomputed {rebuilt[key]}")
     marked = sum(MARKER in r["title"] or MARKER in r["body"] for r in public["records"])

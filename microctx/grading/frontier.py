@@ -17,7 +17,7 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
 - cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
   output and cached tokens as the model gateway counted them, or the runner's proxy when it
   could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
-  not), with `counts_agree` False when the two differ (`microctx.candidates.runner.model_counts`);
+  not), with `counts_agree` False when the two differ (`microctx.contract.records.model_counts`);
   model dollars as the model gateway counted them (`gateway.dollars`, --model-endpoint), else
   (`cost_microdollars`) as the candidate reported them, compute dollars = CPU
   seconds x `cpu_dollars_per_hour` (an assumed price, a parameter), dollars = model + compute;
@@ -33,16 +33,17 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
   cost), "dominates", "pays off when a net-true fact is worth more than X", or "cheaper and
   worse: pays off only when a net-true fact is worth less than X".
 
-`frontier_table(inputs, names, manifests=..., counts=..., look=...)` does all of it from run
-manifests already read (the reports layer reads them: `microctx.reports.frontier`); the notebook
-only shows it. Each candidate graded on test is one look in the held-out ledger (`look`).
+`frontier_table(inputs, paths, names, ...)` does all of it: it reads each run manifest with the
+one typed reader (`microctx.contract.records.read_manifest`, a `RunManifest`) and its model counts
+(`contract.records.model_counts`); the notebook only shows it. Each candidate graded on test is
+one look in the held-out ledger (`microctx.grading.ledger.record_report_look`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # numpy and pandas are imported where used: the CLI's parser 
     import numpy as np
     import pandas as pd
 
+    from microctx.contract.records import RunManifest
     from microctx.contract.score import GradeResult
 
 DEFAULT_CPU_DOLLARS_PER_HOUR = 0.05  # an assumed price of one vCPU-hour; pass your own
@@ -105,18 +107,7 @@ class Frontier:
     looks: dict[str, Any] = field(default_factory=dict)  # candidate name -> its held-out ledger entry (this grading)
 
 
-def _counter(manifest: dict[str, Any], key: str) -> float:
-    counters = manifest.get("counters")
-    value = counters.get(key) if isinstance(counters, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
 def _float(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _number(manifest: dict[str, Any], key: str) -> float:
-    value = manifest.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
@@ -213,14 +204,14 @@ def verdict(gain: float, extra: float, break_even: float, baseline: str, measure
     return text
 
 
-def pick_baseline(names: Sequence[str], manifests: Sequence[dict[str, Any]], requested: str = "") -> str:
+def pick_baseline(names: Sequence[str], manifests: Sequence[RunManifest | None], requested: str = "") -> str:
     """The requested name; else the candidate whose run was `exact-sql` (by name or manifest); else the first."""
     if requested:
         if requested not in names:
             raise InputError("--baseline", f"{requested!r} is not one of the candidates ({', '.join(names)})")
         return requested
     for name, manifest in zip(names, manifests):
-        if name == DEFAULT_BASELINE or manifest.get("candidate") == DEFAULT_BASELINE:
+        if name == DEFAULT_BASELINE or (manifest is not None and manifest.candidate == DEFAULT_BASELINE):
             return name
     return names[0]
 
@@ -229,28 +220,30 @@ def _candidate_row(
     name: str,
     result: GradeResult,
     facts: pd.DataFrame,
-    manifest: dict[str, Any],
+    manifest: RunManifest | None,
     counts: dict[str, Any],
     cpu_dollars_per_hour: float,
 ) -> dict[str, Any]:
     from microctx.contract.facts import FACT_KINDS
+    from microctx.contract.records import RunManifest
 
     outcome = facts[facts["kind"].isin(FACT_KINDS)]["outcome"].value_counts()
     tp, fp, fn = (int(outcome.get(k, 0)) for k in ("tp", "fp", "fn"))
-    model_dollars = counts["dollars"] if counts.get("dollars") is not None else _counter(manifest, "cost_microdollars") / 1e6
+    run = manifest if manifest is not None else RunManifest()
+    model_dollars = counts["dollars"] if counts.get("dollars") is not None else _float(run.counter("cost_microdollars")) / 1e6
     if math.isnan(model_dollars) and counts["model_calls"] == 0:
         model_dollars = 0.0  # no model call: no model dollars, whether or not the candidate said so
-    cpu = _number(manifest, "cpu_seconds")
+    cpu = _float(run.cpu_seconds)
     compute = cpu * cpu_dollars_per_hour / 3600
     return {
-        "candidate": name, "run_candidate": manifest.get("candidate"), "net_true": tp - fp,
+        "candidate": name, "run_candidate": run.candidate, "net_true": tp - fp,
         "net_true_rate": (tp - fp) / (tp + fn) if tp + fn else math.nan,
         "true_facts": tp, "false_facts": fp, "missed_facts": fn, "gold_facts": tp + fn,
         "aggregate_errors": result.grade["aggregate_errors"], "quality_pass": result.grade["quality_pass"],
-        "wall_seconds": _number(manifest, "wall_seconds"), "cpu_seconds": cpu,
+        "wall_seconds": _float(run.wall_seconds), "cpu_seconds": cpu,
         "model_calls": _float(counts["model_calls"]), "input_tokens": _float(counts["input_tokens"]),
         "output_tokens": _float(counts["output_tokens"]), "cached_tokens": _float(counts["cached_tokens"]),
-        "counts_source": counts["counts_source"] if manifest else None, "counts_agree": counts["counts_agree"],
+        "counts_source": counts["counts_source"] if manifest is not None else None, "counts_agree": counts["counts_agree"],
         "model_dollars": model_dollars, "compute_dollars": compute, "dollars": model_dollars + compute,
     }  # fmt: skip
 
@@ -293,26 +286,30 @@ def _check(names: Sequence[str], cost_measure: str, n_boot: int, cpu_dollars_per
 
 def frontier_table(
     inputs: Any,  # a reports.tables.Inputs (a higher layer)
+    paths: Sequence[str | os.PathLike[str]],
     names: Sequence[str],
     *,
-    manifests: Sequence[dict[str, Any]],
-    counts: Sequence[dict[str, Any]],
-    look: Callable[[str, object], dict[str, Any]] | None = None,
     baseline: str = "",
     cost_measure: str = "dollars",
     cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
     n_boot: int | None = None,
     seed: int = 0,
 ) -> Frontier:
-    """The frontier table of the submissions in `inputs` (tables.Inputs), given each one's run
-    manifest (`manifests`, {} when none) and model counts (`counts`, the runner's `model_counts`).
+    """The frontier table of the submissions in `inputs` (tables.Inputs); `paths` locate their run
+    manifests (`<S without .json>.run.json`, read strictly: a report that shows costs refuses an
+    unreadable one; none: no manifests), whose model counts are `contract.records.model_counts`.
 
-    Every submission is graded on test; `look(name, result)` records that grading in the
-    held-out ledger (the entries are `Frontier.looks`). `n_boot` defaults to `stats.DEFAULT_N_BOOT`."""
+    Every submission is graded on test, and that grading is a look in the held-out ledger (the
+    entries are `Frontier.looks`). `n_boot` defaults to `stats.DEFAULT_N_BOOT`."""
     import pandas as pd
 
+    from microctx.contract.records import RunManifest, model_counts, read_manifest
     from microctx.contract.score import grade
     from microctx.grading import slices, stats
+    from microctx.grading.ledger import record_report_look
+
+    manifests = [read_manifest(p, strict=True) for p in paths] if paths else [None for _ in names]
+    counts = [model_counts(m if m is not None else RunManifest()) for m in manifests]
 
     n_boot = stats.DEFAULT_N_BOOT if n_boot is None else int(n_boot)
     _check(names, cost_measure, n_boot, cpu_dollars_per_hour)
@@ -323,7 +320,7 @@ def frontier_table(
     rows, nets, looks = [], {}, {}
     for name, manifest, count in zip(names, manifests, counts):
         result = grade(inputs.answers, inputs.submissions[name])
-        looks[name] = look(name, result) if look else {}  # a grading on test: one look
+        looks[name] = record_report_look(inputs, name, result, "report frontier")  # a grading on test: one look
         facts = slices.facts_frame(result.facts)
         nets[name] = net_true_by_component(facts, records)
         rows.append(_candidate_row(name, result, facts, manifest, count, cpu_dollars_per_hour))

@@ -232,18 +232,16 @@ def record_look(
     return _with_retry(where, append)
 
 
-def record_report_look(
-    inputs: Any,
-    name: str,
-    result: GradeResult,
-    via: str,
-    manifest: RunManifest | dict[str, Any] | None = None,
-    marked: str | None = None,
-) -> dict[str, Any]:
+def record_report_look(inputs: Any, name: str, result: GradeResult, via: str) -> dict[str, Any]:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
-    to the held-out ledger; `manifest` (the submission's run manifest) and `marked` (its look
-    mark) come from the caller, which may read manifests."""
+    to the held-out ledger, with the submission's run manifest beside it (read with
+    `contract.records.read_manifest`; an unreadable one is no manifest) and its look mark
+    (`grading.examples.look_mark`: an example submission's look is kept, not counted)."""
+    from microctx.contract.records import read_manifest
+    from microctx.grading.examples import look_mark
+
     path = inputs.paths.get(name)
+    manifest = read_manifest(path) if path else None
     return record_grade(
         inputs.answers_path,
         result.grade,
@@ -252,7 +250,7 @@ def record_report_look(
         submission=None if path else inputs.submissions[name],
         candidate=name,
         manifest=manifest,
-        marked=marked,
+        marked=look_mark(inputs.answers, inputs.submissions[name], manifest),
     )
 
 

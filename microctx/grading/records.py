@@ -5,8 +5,9 @@ once here with the answers' own functions (`contract.patterns`, `contract.split.
 - `record_table(corpus, answers=None) -> DataFrame`: one row per public record: id, number, split,
   state, labels, n_labels, body_length, body_length_bucket, has_references, n_references,
   cue_words, has_cue_word, component, component_size, public_facts (the record's gold facts as
-  (kind, value) pairs, derived from the public text as the answers are) and, given answers,
-  gold_facts (their number, from the answers). The lab's explorer reads the same table.
+  (kind, value) pairs, derived from the public text as the answers are), references and
+  duplicate_targets (the derived numbers) and, given answers, gold_facts (their number, from
+  the answers). The lab's explorer reads the same table (`microctx.lab.explorer`).
 - `component_index(records, used)`: the one record -> component index (dense indices over the
   components that hold the `used` records; -1 elsewhere) every count of grading uses.
 - `component_of(records)`: record id -> component root, for callers that hold ids only (sweeps).
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
-from microctx.contract.patterns import derive, issue_text, references, scope_contradictions
+from microctx.contract.patterns import derive
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.errors import InputError
@@ -102,10 +103,10 @@ def _body_length_bucket(length: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
+def _public_facts(record: dict[str, Any], derived: tuple[list[int], list[int], list[str]]) -> list[tuple[str, str]]:
     """A record's gold facts derived from its public text, as the answers derive them: its
     state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
-    refs, dups, cues = derive(record["title"], record["body"])
+    refs, dups, cues = derived
     facts = [("state", str(record["state"]))] if record.get("state") is not None else []
     facts += [("label", str(x)) for x in (record["labels"] or [])]
     facts += [("ref", str(x)) for x in refs] + [("dup", str(x)) for x in dups]
@@ -114,14 +115,16 @@ def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One row per public record with the columns slices group by.
+    """One row per public record with the columns slices group by and the explorer shows.
 
-    Everything comes from the public text (references via `facts.references`, cue words via
-    `facts.scope_contradictions`, split components via `split.components`), so no answers are
-    needed. Given the answer bundle, `gold_facts` (the record's number of gold facts) is added.
+    Everything comes from the public text, derived once per record with the answers' own
+    function (`contract.patterns.derive`: references, duplicate targets, cue words) and split
+    components (`contract.split.components`), so no answers are needed. Given the answer
+    bundle, `gold_facts` (the record's number of gold facts) is added.
     """
     records = corpus.records
-    refs = [references(issue_text(r["title"], r["body"])) for r in records]
+    derived = [derive(r["title"], r["body"]) for r in records]
+    refs = [d[0] for d in derived]
     numbers = [r["number"] for r in records]
     roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
     table = pd.DataFrame(
@@ -134,7 +137,7 @@ def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.Da
             "body_length": [len(r["body"]) for r in records],
             "has_references": [bool(x) for x in refs],
             "n_references": [len(x) for x in refs],
-            "cue_words": [scope_contradictions(r["body"]) for r in records],
+            "cue_words": [d[2] for d in derived],
             "component": [roots[n] for n in numbers],
         }
     )
@@ -142,7 +145,9 @@ def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.Da
     table.insert(7, "body_length_bucket", table["body_length"].map(_body_length_bucket))
     table.insert(11, "has_cue_word", table["cue_words"].map(bool))
     table["component_size"] = table.groupby("component")["id"].transform("size")
-    table["public_facts"] = [_public_facts(r) for r in records]
+    table["public_facts"] = [_public_facts(r, d) for r, d in zip(records, derived)]
+    table["references"] = refs
+    table["duplicate_targets"] = [d[1] for d in derived]
     if answers is not None:
         gold = {a["id"]: len(record_facts(a)) for a in answers["answers"]}
         table["gold_facts"] = table["id"].map(gold).fillna(0).astype(int)

@@ -8,10 +8,12 @@ record shows its missed (false negative) and false (false positive) facts, and t
 be filtered to those in error.
 
 Two parts:
-- `ExplorerData`: the columns every filter needs, computed once with pandas/numpy (references,
-  duplicate targets, cue words and components come from the same functions as the answers), and
-  `filter(...)` returning row positions: plain data, fast on 100,000 records, tested without a
-  browser.
+- `ExplorerData`: the columns every filter needs, from the one record table of grading
+  (`microctx.grading.records.record_table`: references, duplicate targets, cue words and
+  components derived once per record with the answers' own functions), and `filter(...)`
+  returning row positions: plain data, fast on 100,000 records, tested without a browser. The
+  record view marks what the answers derive by the same matchers
+  (`microctx.contract.patterns.spans_utf8`).
 - `Explorer`: the ipywidgets front end (works offline: the widgets' JupyterLab extension ships
   with the `jupyterlab_widgets` package).
 """
@@ -19,23 +21,23 @@ Two parts:
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from microctx.contract.patterns import CUE_WORDS, derive_utf8
-from microctx.contract.split import components
+from microctx.contract.patterns import spans_utf8
 from microctx.corpus.public import Corpus
-from microctx.grading.slices import load_facts
+from microctx.grading.records import load_facts, record_table
 
 ANY = "(any)"
 LISTED = 200  # matching records listed at once (the count shows how many match)
 BODY_SHOWN = 20_000  # characters of a body shown in the record view
-_REF_HTML = re.compile(r"(^|[^0-9A-Za-z_])#([0-9]{1,7})\b")
-_DUP_HTML = re.compile(r"(?i)\b((?:duplicate(?:s|d)?(?:\s+of)?|supersede[sd]?\s+by)\s+#[0-9]{1,7})\b")
-_CUE_HTML = re.compile("(" + "|".join(CUE_WORDS) + ")", re.IGNORECASE)
+_MARK = {
+    "dup": '<mark class="microctx-dup" style="background:#ffcdd2">',
+    "ref": '<mark class="microctx-ref" style="background:#bbdefb">',
+    "cue": '<mark class="microctx-cue" style="background:#fff59d">',
+}
 
 
 @dataclass
@@ -48,50 +50,19 @@ class Filters:
     errors_only: bool = False  # with a grade: records with a missed or false fact
 
 
-def _derive_texts(records: list[dict]):
-    """(references, duplicate targets, cue words per record; the text buffer; its record starts).
-
-    Every record's lower-cased (ASCII) title + body in one buffer, 0-separated: free text is
-    found with bytes.find, at C speed, then mapped back to records by offset."""
-    refs: list[list[int]] = []
-    dups: list[list[int]] = []
-    cues: list[list[str]] = []
+def _text_buffer(records: list[dict]) -> tuple[bytes, np.ndarray]:
+    """(the text buffer; its record starts): every record's lower-cased (ASCII) title + body in
+    one buffer, 0-separated, so free text is found with bytes.find, at C speed, then mapped back
+    to records by offset."""
     lowered: list[bytes] = []
     starts = np.zeros(len(records) + 1, dtype=np.int64)
     offset = 0
     for i, r in enumerate(records):
-        title, body = r["title"].encode(), r["body"].encode()
-        found = derive_utf8(title, body)  # the answers' own derivation: references, duplicates, cue words
-        refs.append(found[0])
-        dups.append(found[1])
-        cues.append(found[2])
-        text = title.lower() + b"\n" + body.lower()
+        text = r["title"].encode().lower() + b"\n" + r["body"].encode().lower()
         lowered.append(text)
         offset += len(text) + 1
         starts[i + 1] = offset
-    return refs, dups, cues, b"\0".join(lowered) + b"\0", starts
-
-
-def _record_table(records: list[dict], numbers: list[int], refs, dups, cues) -> pd.DataFrame:
-    """One row per record: its public fields, derived facts and duplicate component."""
-    roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
-    table = pd.DataFrame(
-        {
-            "id": [r["id"] for r in records],
-            "number": numbers,
-            "split": pd.Categorical([r["split"] for r in records]),
-            "state": pd.Categorical([r["state"] for r in records]),
-            "labels": [list(r["labels"] or []) for r in records],
-            "title": [r["title"] for r in records],
-            "references": refs,
-            "duplicate_targets": dups,
-            "cue_words": cues,
-            "component": [roots[x] for x in numbers],
-        }
-    )
-    table["has_duplicate"] = [bool(x) for x in dups]
-    table["component_size"] = table.groupby("component")["id"].transform("size")
-    return table
+    return b"\0".join(lowered) + b"\0", starts
 
 
 class ExplorerData:
@@ -100,11 +71,14 @@ class ExplorerData:
     def __init__(self, corpus: Corpus, grade=None):
         self.corpus = corpus
         records = corpus.records
-        refs, dups, cues, self._text, self._starts = _derive_texts(records)
-        numbers = [r["number"] for r in records]
-        table = _record_table(records, numbers, refs, dups, cues)
+        # the one record table of grading: facts derived once per record, split components
+        table = record_table(corpus)
+        table["split"], table["state"] = table["split"].astype("category"), table["state"].astype("category")
+        table["title"] = [r["title"] for r in records]
+        table["has_duplicate"] = table["duplicate_targets"].map(bool)
         self.table = table
-        self._index_table(table, numbers, refs)
+        self._text, self._starts = _text_buffer(records)
+        self._index_table(table, table["number"].tolist(), table["references"].tolist())
         self.fact_outcomes: dict[str, list[tuple[str, str, str]]] = {}
         self._in_error = np.zeros(len(records), dtype=bool)
         if grade is not None:
@@ -241,6 +215,7 @@ class ExplorerData:
         cues = list(t["cue_words"].iat[i])
         body = record["body"]
         cut = len(body) > BODY_SHOWN
+        title_html, body_html = _record_marked(record["title"], body[:BODY_SHOWN])
         facts = ""
         if self.fact_outcomes or record["split"] == "test":
             wrong = self.fact_outcomes.get(record["id"], [])
@@ -256,7 +231,7 @@ class ExplorerData:
         size = int(t["component_size"].iat[i])
         return (
             f"<div class='microctx-record'><div style='font-size:1.15em;font-weight:bold'>#{record['number']} "
-            f"{highlight(record['title'])}</div>"
+            f"{title_html}</div>"
             f"<div>{html.escape(record['id'])} · split <b>{record['split']}</b> · state <b>{html.escape(record['state'])}</b>"
             f" · created {html.escape(record['created_at'])}"
             + (f" · closed {html.escape(record['closed_at'])}" if record.get("closed_at") else "")
@@ -266,16 +241,53 @@ class ExplorerData:
             f"{', '.join(f'#{n}' for n in dups) or 'none'} · cue words: {', '.join(cues) or 'none'} · component of "
             f"{size} record{'s' if size != 1 else ''}</div>{facts}"
             f"<pre style='white-space:pre-wrap;max-height:420px;overflow:auto;background:#fafafa;padding:6px'>"
-            f"{highlight(body[:BODY_SHOWN])}{'…' if cut else ''}</pre></div>"
+            f"{body_html}{'…' if cut else ''}</pre></div>"
         )
 
 
 def highlight(text: str) -> str:
-    """Escaped text with duplicate markers, `#N` references and cue words marked."""
-    out = html.escape(text, quote=False)
-    out = _DUP_HTML.sub(r'<mark class="microctx-dup" style="background:#ffcdd2">\1</mark>', out)
-    out = _REF_HTML.sub(r'\1<mark class="microctx-ref" style="background:#bbdefb">#\2</mark>', out)
-    return _CUE_HTML.sub(r'<mark class="microctx-cue" style="background:#fff59d">\1</mark>', out)
+    """Escaped body text with what the answers derive from it marked: duplicate markers, `#N`
+    references and cue words (`_record_marked` with no title)."""
+    return _record_marked("", text)[1]
+
+
+def _record_marked(title: str, body: str) -> tuple[str, str]:
+    """(title, body) as escaped HTML with the spans of `contract.patterns.spans_utf8` marked: the
+    facts the answers derive, found by the same matchers over the same `title + "\n" + body`
+    (a cue word only in the body, where it counts)."""
+    head, rest = title.encode(), body.encode()
+    spans = spans_utf8(head, rest)
+    data = head + b"\n" + rest
+    return _marked(data, spans, 0, len(head)), _marked(data, spans, len(head) + 1, len(data))
+
+
+def _marked(data: bytes, spans: list[tuple[int, int, str]], start: int, end: int) -> str:
+    """`data[start:end]` escaped, with each span (sorted by start, longer first; nested or
+    apart) cut to that range and wrapped in its <mark>."""
+    out: list[str] = []
+    pos, open_ends = start, list[int]()
+
+    def text(upto: int) -> None:
+        nonlocal pos
+        out.append(html.escape(data[pos:upto].decode(errors="replace"), quote=False))
+        pos = upto
+
+    for a, b, kind in spans:
+        a = max(a, start)
+        while open_ends and open_ends[-1] <= a:
+            text(open_ends.pop())
+            out.append("</mark>")
+        b = min(b, end, *open_ends[-1:])
+        if a >= b:
+            continue
+        text(a)
+        out.append(_MARK[kind])
+        open_ends.append(b)
+    while open_ends:
+        text(open_ends.pop())
+        out.append("</mark>")
+    text(end)
+    return "".join(out)
 
 
 class Explorer:

@@ -35,7 +35,7 @@ _WORKBENCH_CELLS = [
     ),
     (
         "code",
-        "from microctx.reports.examples import planted_submission  # the answers with known faults\n\n"
+        "from microctx.grading.examples import planted_submission  # the answers with known faults\n\n"
         "answers = microctx.load_answers(paths.answers)\n"
         "result = microctx.grade(answers, planted_submission(answers))  # or a path to your submission\n"
         "result",

@@ -41,7 +41,7 @@ def _notebooks_dir() -> Path:
 NOTEBOOKS_DIR = _notebooks_dir()
 NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
              "sweep": "sweep_report.ipynb"}
-NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.reports.frontier)
+NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.grading.frontier)
 NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
 KERNEL_NAME = "python3"
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
@@ -302,7 +302,8 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
     import math
 
     from microctx.grading.stats import DEFAULT_N_BOOT
-    from microctx.reports.frontier import COST_MEASURES, DEFAULT_CPU_DOLLARS_PER_HOUR
+    from microctx.contract.costs import COST_MEASURES
+    from microctx.grading.frontier import DEFAULT_CPU_DOLLARS_PER_HOUR
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")

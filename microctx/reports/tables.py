@@ -64,7 +64,7 @@ def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] 
             raise InputError(names, f"{len(names)} names for {len(submissions)} submissions")
         loaded = {name: load_submission(path) for name, path in zip(names, submissions)}
     else:
-        from microctx.reports.examples import demo_submissions
+        from microctx.grading.examples import demo_submissions
 
         loaded = {name: sub for name, sub in demo_submissions(gold).items() if name in default}
     paths = dict(zip(names, map(str, submissions))) if submissions else {}
@@ -119,13 +119,14 @@ def grade_one(name: str, inputs: Inputs, *, n_boot: int = N_BOOT, seed: int = SE
 def grade_outputs(inputs: Inputs, output_dir: str = "", **kw) -> GradeOutputs:
     """Grade and slice the (single) submission; with `output_dir`, write grade.json,
     grade.facts.csv and slices.csv there."""
+    from microctx.grading import ledger
     from microctx.grading.slices import write_slices_csv
 
     if len(inputs.submissions) != 1:
         raise InputError("submissions", f"a grade report takes one submission, got {len(inputs.submissions)}")
     (name,) = inputs.submissions
     outputs = grade_one(name, inputs, **kw)
-    outputs.look = record_report_look(inputs, name, outputs.result, "report grade")
+    outputs.look = ledger.record_report_look(inputs, name, outputs.result, "report grade")
     if output_dir:
         write_grade(outputs.result, Path(output_dir) / "grade.json")
         write_slices_csv(outputs.slices, Path(output_dir) / "slices.csv")
@@ -148,7 +149,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     """
     import pandas as pd
 
-    from microctx.grading import slices
+    from microctx.grading import ledger, slices
 
     if len(inputs.submissions) < 2:
         raise InputError("submissions", f"a comparison needs at least two submissions, got {len(inputs.submissions)}")
@@ -156,7 +157,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
-        g.look = record_report_look(inputs, name, g.result, "report compare")
+        g.look = ledger.record_report_look(inputs, name, g.result, "report compare")
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
     table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
@@ -176,19 +177,6 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
         slices.write_slices_csv(table, Path(output_dir) / "slices.csv")
         slices.write_slices_csv(paired_table, Path(output_dir) / "paired.csv")
     return CompareOutputs(grades, table, paired_table)
-
-
-def record_report_look(inputs: Inputs, name: str, result, via: str) -> dict:
-    """Append this grading on test to the held-out ledger (`grading.ledger.record_report_look`),
-    with the submission's run manifest read here (the grading layer does not read manifests)."""
-    from microctx.contract.records import read_manifest
-    from microctx.grading.ledger import record_report_look as record
-    from microctx.reports.examples import look_mark
-
-    path = inputs.paths.get(name)
-    manifest = read_manifest(path) if path else None
-    marked = look_mark(inputs.answers, inputs.submissions[name], manifest)
-    return record(inputs, name, result, via, manifest=manifest, marked=marked)
 
 
 def held_out_looks(outputs) -> str:

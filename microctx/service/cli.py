@@ -75,11 +75,12 @@ def cmd_admin(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    from microctx.candidates.runner import read_manifest
+    from microctx.contract.records import read_manifest
     from microctx.service import client
 
+    manifest = read_manifest(args.submission)  # the one typed reader (RunManifest); unreadable: none sent
     try:
-        result = client.submit(args.submission, args.server, args.token_env, read_manifest(args.submission))
+        result = client.submit(args.submission, args.server, args.token_env, None if manifest is None else manifest.as_dict())
     except client.Refused as exc:
         print(f"microctx submit: {exc}", file=sys.stderr)
         return EXIT_FAIL

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import msgspec
 from microctx.candidates.project import CandidateFile, Project
 from microctx.candidates.registry import BUILTINS
 from microctx.candidates.sandbox import SandboxSettings
+from microctx.contract import declared
 from microctx.contract.canonical import dumps
 from microctx.contract.costs import SWEEP_COSTS
 from microctx.contract.digests import file_sha256, sha256_hex
@@ -149,33 +149,6 @@ def _type_error(path, key: str, expected: str, value: object) -> InputError:
     return InputError(path, f"expected {expected}, got {json_type_name(value)} {value!r}", field=key)
 
 
-def read_toml(path: str | os.PathLike) -> tuple[dict, bytes]:
-    """A TOML file's document and bytes; not UTF-8, not TOML or nested past reason: an InputError."""
-    from microctx._io.jsonio import read_bytes
-
-    data = read_bytes(path)
-    try:
-        return tomllib.loads(data.decode("utf-8")), data
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not valid UTF-8: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(path, f"not valid TOML: {exc}") from None
-    except RecursionError:
-        raise InputError(path, "not valid TOML: nested too deeply") from None
-
-
-def convert(document: object, kind: type, path: object) -> Any:
-    """`document` as the declared type `kind`, or one InputError naming the file and the key."""
-    from microctx.contract.records import validation_error
-
-    try:
-        return msgspec.convert(document, kind, strict=True)
-    except msgspec.ValidationError as exc:
-        raise validation_error(path, exc, "the sweep file") from None
-    except RecursionError:
-        raise InputError(path, "nested too deeply") from None
-
-
 def _beside(sweep_path, text: str) -> str:
     """A folder named in the sweep file (cache_dir, model_cache, the candidate's project file): absolute as
     given, else relative to the sweep file's folder, never the current directory."""
@@ -187,7 +160,7 @@ def load_sandbox(path, table: SandboxTable | dict | None) -> tuple[SandboxSettin
     from microctx.candidates.settings import parse_size
 
     if isinstance(table, dict):
-        table = convert(table, SandboxTable, path) if table else None
+        table = declared.convert(table, SandboxTable, path, "the sweep file") if table else None
     if table is None:
         return None, ()
     options: dict = {key: getattr(table, key) for key in ("isolation", "network", "cache_dir", "max_processes", "cpu_seconds")}
@@ -327,8 +300,8 @@ def _check_select(path, select: SelectTable, grid: dict) -> None:
 
 def load_sweep(path: str | os.PathLike) -> SweepSpec:
     """Parse and check SWEEP.toml; every problem is an InputError naming the file and the key."""
-    document, data = read_toml(path)
-    sweep: SweepFile = convert(document, SweepFile, path)
+    sweep: SweepFile
+    sweep, data = declared.load_declared(path, SweepFile, "the sweep file")
     name, kind, entry, version = _candidate(path, sweep.candidate)
     size = _check_grid(path, sweep.grid, kind, entry)
     _check_search(path, sweep.search, size)

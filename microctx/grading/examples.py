@@ -1,10 +1,14 @@
 """Example submissions for reports run without a candidate: the oracle (the answers themselves) and a
 planted one with known faults, so every part of a report has something to show.
+
+Their looks at the test answers are marked in the held-out ledger and never counted
+(`look_mark`), which is why they live beside the ledger in grading/.
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from microctx.contract.schemas import SUBMISSION_SCHEMA
 
@@ -13,13 +17,19 @@ PLANTED_DROPPED_LABEL = "enhancement"  # removed everywhere: label/enhancement r
 PLANTED_REFS_EVERY = 3  # references removed from every 3rd test record that has some
 PLANTED_FALSE_LABEL = "bug"  # added to every 7th test record without it (false positives)
 PLANTED_UNKNOWN_ID = "issue-999999"  # a citation of an id not in the corpus
-def oracle_submission(answers: dict) -> dict:
+
+
+def oracle_submission(answers: dict[str, Any]) -> dict[str, Any]:
     """The published answers submitted as they are (every record, every aggregate)."""
-    return {"schema": SUBMISSION_SCHEMA, "corpus_sha256": answers["corpus_sha256"],
-            "answers": copy.deepcopy(answers["answers"]), "aggregates": copy.deepcopy(answers["aggregates"])}
+    return {
+        "schema": SUBMISSION_SCHEMA,
+        "corpus_sha256": answers["corpus_sha256"],
+        "answers": copy.deepcopy(answers["answers"]),
+        "aggregates": copy.deepcopy(answers["aggregates"]),
+    }
 
 
-def planted_submission(answers: dict) -> dict:
+def planted_submission(answers: dict[str, Any]) -> dict[str, Any]:
     """The answers with known faults, deterministic: label `enhancement` dropped everywhere,
     references dropped on every 3rd test record that has some, label `bug` added to every 7th
     test record lacking it, the newest-issues list reversed and the most-recently-updated list
@@ -40,19 +50,27 @@ def planted_submission(answers: dict) -> dict:
                 answer["labels"] = sorted(answer["labels"] + [PLANTED_FALSE_LABEL])
     sub["aggregates"]["newest_issue_ids"] = list(reversed(sub["aggregates"]["newest_issue_ids"]))
     del sub["aggregates"]["most_recently_updated_issue_ids"]
-    sub["answers"].append({"id": PLANTED_UNKNOWN_ID, "split": "test", "state": "OPEN", "labels": [],
-                           "references": [], "duplicate_targets": [], "scope_contradictions": []})
+    sub["answers"].append(
+        {
+            "id": PLANTED_UNKNOWN_ID,
+            "split": "test",
+            "state": "OPEN",
+            "labels": [],
+            "references": [],
+            "duplicate_targets": [],
+            "scope_contradictions": [],
+        }
+    )
     return sub
 
 
-def demo_submissions(answers: dict) -> dict:
+def demo_submissions(answers: dict[str, Any]) -> dict[str, Any]:
     """{"oracle": ..., "planted": ...}: the planted pair, in memory."""
     return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
 
 
-
-def example_kind(answers: dict, submission: dict) -> str | None:
-    """"oracle" or "planted" when `submission` is that example submission of `answers` (same
+def example_kind(answers: dict[str, Any], submission: dict[str, Any]) -> str | None:
+    """ "oracle" or "planted" when `submission` is that example submission of `answers` (same
     canonical bytes), else None: the held-out ledger keeps such looks marked and never counts them."""
     from microctx.contract.canonical import dumps
 
@@ -64,14 +82,14 @@ def example_kind(answers: dict, submission: dict) -> str | None:
     given = dumps(submission)
     for name, example in demo_submissions(answers).items():
         if dumps(example) == given:
-            return name
+            return str(name)
     return None
 
 
 DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks are marked "demo"
 
 
-def look_mark(answers: dict, submission: dict, run_manifest: object = None) -> str | None:
+def look_mark(answers: dict[str, Any], submission: dict[str, Any], run_manifest: object = None) -> str | None:
     """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
     example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
     happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
