@@ -113,3 +113,40 @@ def test_answers_in_a_project_folder_are_found_by_content(s8f, tmp_path, project
     assert "notes.txt" in err and "holds test answers" in err and len(err.strip().splitlines()) == 1
     (data / "notes.txt").unlink()  # a file that merely names the schema is fine
     assert main([*argv, "--code", str(project / "src"), "--data", str(data)]) in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "said"),
+    [
+        ('name = "x"', "candidate.command", "missing"),
+        ('name = "x"\ncommand = "a"\nbogus = 1', "candidate.bogus", "unknown field"),
+        ('name = "x"\ncommand = "a"\nmax_processes = "3"', "candidate.max_processes", "expected int"),
+        ('name = "x"\ncommand = " "', "candidate.command", "expected str"),
+        ('name = "x"\ncommand = "a"\ncode = [1]', "candidate.code[0]", "expected str, got int"),
+        ('name = "x"\ncommand = "a"\ntimeout = -1', "candidate.timeout", "expected float > 0"),
+        ('name = "x"\ncommand = "a"\nmax_processes = true', "candidate.max_processes", "got bool"),
+    ],
+)
+def test_a_wrong_candidate_file_is_one_error_naming_the_file_and_the_key(tmp_path, body, field, said):
+    from microctx.candidates.project import load_candidate_file
+    from microctx.errors import InputError
+
+    path = tmp_path / "candidate.toml"
+    path.write_text(f"[candidate]\n{body}\n")
+    with pytest.raises(InputError) as caught:
+        load_candidate_file(path)
+    message = str(caught.value)
+    assert "candidate.toml" in message and f"'{field}'" in message and said in message, message
+
+
+def test_a_candidate_file_that_is_not_toml_or_has_no_table_is_refused(tmp_path):
+    from microctx.candidates.project import load_candidate_file
+    from microctx.errors import InputError
+
+    path = tmp_path / "candidate.toml"
+    path.write_text("[candidate\n")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load_candidate_file(path)
+    path.write_text('name = "x"\n')
+    with pytest.raises(InputError, match="'name': unknown field"):
+        load_candidate_file(path)

@@ -23,14 +23,13 @@ document holding test answer records, whatever its name or serialisation, refuse
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
+
+import msgspec
 
 from microctx.errors import InputError
-
-PROJECT_KEYS = {"name", "command", "code", "venv", "interpreter", "data", "env", "network", "allow_hosts"}
-PROJECT_KEYS |= {"memory", "max_processes", "cpu_seconds", "timeout"}
 
 
 @dataclass(frozen=True)
@@ -105,52 +104,57 @@ class CandidateFile:
     timeout: float | None = None
 
 
-def _strings(path: Path, table: dict, key: str) -> list[str]:
-    value = table.get(key, [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise InputError(path, "expected a list of non-empty strings", field=f"candidate.{key}")
-    return value
+_Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")]
+_Texts = _Text | list[_Text]
+
+
+class CandidateTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """candidate.toml's [candidate] table as a declared type (one error style: file, key, expectation)."""
+
+    name: _Text
+    command: _Text
+    code: _Texts = "."
+    venv: _Text | None = None
+    interpreter: _Text | None = None
+    data: _Texts = ()
+    env: _Texts = ()
+    network: _Text | None = None
+    allow_hosts: _Texts = ()
+    memory: _Text | int | None = None
+    max_processes: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    cpu_seconds: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    timeout: Annotated[float, msgspec.Meta(gt=0, lt=1e7)] | None = None
+
+
+class CandidateDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    candidate: CandidateTable
+
+
+def _listed(value: str | list[str] | tuple[()]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 def load_candidate_file(path: str | os.PathLike) -> CandidateFile:
     """Read and check a candidate.toml (see the module's docstring); InputError naming the key."""
-    from microctx._io.jsonio import read_bytes
     from microctx.candidates.settings import parse_size
+    from microctx.contract import declared
 
     path = Path(path)
-    try:
-        table = tomllib.loads(read_bytes(path).decode("utf-8")).get("candidate")
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"not a TOML file: {exc}") from None
-    if not isinstance(table, dict):
-        raise InputError(path, "expected a [candidate] table", field="candidate")
-    unknown = sorted(set(table) - PROJECT_KEYS)
-    if unknown:
-        raise InputError(path, "unknown key", field=f"candidate.{unknown[0]}")
-    for key in ("name", "command"):
-        if not isinstance(table.get(key), str) or not table[key].strip():
-            raise InputError(path, "expected a non-empty string", field=f"candidate.{key}")
+    table = declared.load_declared(path, CandidateDocument, "the candidate file")[0].candidate
     base = path.resolve().parent
-    code = _strings(path, table, "code") or ["."]
-    project = make_project(code, _strings(path, table, "data"), table.get("venv"), table.get("interpreter"), base)
+    project = make_project(_listed(table.code), _listed(table.data), table.venv, table.interpreter, base)
     settings: dict = {}
-    if "network" in table:
-        settings["network"] = table["network"]
-    if "allow_hosts" in table:
-        settings["allow_hosts"] = tuple(_strings(path, table, "allow_hosts"))
-    if "memory" in table:
-        settings["memory_bytes"] = parse_size(table["memory"])
+    if table.network is not None:
+        settings["network"] = table.network
+    if table.allow_hosts:
+        settings["allow_hosts"] = tuple(_listed(table.allow_hosts))
+    if table.memory is not None:
+        settings["memory_bytes"] = parse_size(table.memory)
     for key in ("max_processes", "cpu_seconds"):
-        if key in table:
-            if not isinstance(table[key], int) or isinstance(table[key], bool) or table[key] <= 0:
-                raise InputError(path, "expected a positive integer", field=f"candidate.{key}")
-            settings[key] = table[key]
-    timeout = table.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e7):
-        raise InputError(path, "expected a positive number of seconds", field="candidate.timeout")
-    return CandidateFile(table["name"], table["command"], project, _strings(path, table, "env"), settings, timeout)
+        if getattr(table, key) is not None:
+            settings[key] = getattr(table, key)
+    timeout = float(table.timeout) if table.timeout is not None else None
+    return CandidateFile(table.name, table.command, project, _listed(table.env), settings, timeout)
 
 
 def project_digest(file: str | os.PathLike, project: Project) -> str:
