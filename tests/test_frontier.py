@@ -337,8 +337,9 @@ def test_costs_prefer_the_runners_count_and_flag_a_disagreement(synthetic, tmp_p
 
 
 def test_one_manifest_reader(tmp_path):
-    """runner.read_manifest is the one reader: strict for reports that show costs, lenient for the ledger."""
-    from microctx.candidates.runner import read_manifest
+    """runner.read_manifest is the one typed reader (contract.records'): strict for reports that show
+    costs, lenient for the ledger; read_manifest_document is the same check, handing the document on."""
+    from microctx.candidates.runner import read_manifest, read_manifest_document
     from microctx.errors import InputError
     from microctx.grading import ledger
 
@@ -355,6 +356,7 @@ def test_one_manifest_reader(tmp_path):
             tables.cost_table([str(sub)], ["s"])
     manifest_path(sub).write_bytes(dumps({"candidate": "c", "version": "1", "parameters": {"k": 2}}))
     found = read_manifest(sub, strict=True)
-    assert found == {"candidate": "c", "version": "1", "parameters": {"k": 2}}
+    assert found is not None and (found.candidate, found.version, found.parameters) == ("c", "1", {"k": 2})
+    assert read_manifest_document(sub, strict=True) == {"candidate": "c", "version": "1", "parameters": {"k": 2}}
     assert ledger.submission_identity(sub, found)[1:] == ("c", ledger.config_digest(found))
     assert ledger.submission_identity(sub)[1:] == (None, None)  # the grading layer reads no manifest itself

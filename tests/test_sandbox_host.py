@@ -18,7 +18,8 @@ import pytest
 from microctx.candidates import sandbox as sb
 from microctx.candidates.cachedir import MARKER
 from microctx.candidates.hostile_tree import MAX_DEPTH
-from microctx.candidates.run_record import manifest_path, read_manifest
+from microctx.candidates.run_record import manifest_path
+from microctx.candidates.run_record import read_manifest_document as read_manifest
 from microctx.candidates.runner import run_candidate
 from microctx.cli import main
 from microctx.errors import InputError

@@ -20,7 +20,15 @@ The manifest's home is `microctx.contract.records` (`RunManifest`, `read_manifes
 
 from __future__ import annotations
 
-__all__ = ["RUN_SCHEMA", "build_manifest", "manifest_path", "model_counts", "read_manifest", "remove_stale_submission"]
+__all__ = [
+    "RUN_SCHEMA",
+    "build_manifest",
+    "manifest_path",
+    "model_counts",
+    "read_manifest",
+    "read_manifest_document",
+    "remove_stale_submission",
+]
 
 import dataclasses
 import hashlib
@@ -36,8 +44,7 @@ from microctx.candidates import sandbox as sb
 from microctx.candidates.registry import Candidate, run_version
 from microctx.candidates.run_files import check_submission, read_counters, submission_limit
 from microctx.contract.digests import file_sha256
-from microctx.contract.records import RunManifest, manifest_path, model_counts
-from microctx.contract.records import read_manifest_document as read_manifest
+from microctx.contract.records import RunManifest, manifest_path, model_counts, read_manifest, read_manifest_document
 from microctx.contract.schemas import RUN_SCHEMA, RUN_SCHEMAS
 from microctx.errors import InputError
 
@@ -101,7 +108,7 @@ def _provably_submission(path: Path, candidate: str) -> bool:
     if not path.is_file() or path.is_symlink():
         return False
     try:
-        earlier = read_manifest(path)  # an unreadable manifest proves nothing
+        earlier = read_manifest_document(path)  # an unreadable manifest proves nothing
         if (
             earlier is not None
             and earlier.get("schema") in _RUN_SCHEMAS

@@ -57,6 +57,7 @@ from microctx.candidates.run_record import (  # noqa: F401  (manifest_path, read
     model_counts,
     network_record,
     read_manifest,
+    read_manifest_document,
     remove_stale_submission,
     utc_now,
 )
