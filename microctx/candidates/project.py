@@ -116,10 +116,10 @@ class CandidateTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     code: _Texts = "."
     venv: _Text | None = None
     interpreter: _Text | None = None
-    data: _Texts = ()
-    env: _Texts = ()
+    data: _Texts = msgspec.field(default_factory=list)
+    env: _Texts = msgspec.field(default_factory=list)
     network: _Text | None = None
-    allow_hosts: _Texts = ()
+    allow_hosts: _Texts = msgspec.field(default_factory=list)
     memory: _Text | int | None = None
     max_processes: Annotated[int, msgspec.Meta(gt=0)] | None = None
     cpu_seconds: Annotated[int, msgspec.Meta(gt=0)] | None = None
@@ -130,7 +130,7 @@ class CandidateDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True)
     candidate: CandidateTable
 
 
-def _listed(value: str | list[str] | tuple[()]) -> list[str]:
+def _listed(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
