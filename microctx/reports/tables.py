@@ -140,11 +140,13 @@ class CompareOutputs:
 
 
 def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOOT, seed: int = SEED,
-                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS) -> CompareOutputs:
+                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS,
+                    via: str = "report compare") -> CompareOutputs:
     """Grade and slice every submission, and compare every pair on the same records.
 
     With `output_dir`: slices.csv (stacked slice tables), paired.csv, and
-    grades/<name>.json with its fact table for each candidate.
+    grades/<name>.json with its fact table for each candidate. `via`: the ledger's name for the
+    door (each candidate's grading on test is one look).
     """
     import pandas as pd
 
@@ -156,7 +158,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
-        g.look = record_report_look(inputs, name, g.result, "report compare")
+        g.look = record_report_look(inputs, name, g.result, via)
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
     table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
