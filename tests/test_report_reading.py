@@ -161,3 +161,92 @@ def test_a_notebook_runs_by_hand_with_its_defaults(name, tmp_path, s8f):
     client.execute()
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors and list(tmp_path.iterdir()) == []  # display only: nothing written
+
+
+READING_LAYOUT = """() => {
+    const verdict = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith('Verdict'));
+    const tables = [...document.querySelectorAll('table')].filter(t => t.checkVisibility());
+    const hidden = [];
+    for (const t of tables) {
+      for (const th of t.querySelectorAll('th')) {
+        const box = th.getBoundingClientRect();
+        if (!(box.width > 0 && box.left >= 0 && box.right <= window.innerWidth)) hidden.push(th.textContent);
+      }
+    }
+    const folds = [...document.querySelectorAll('details.microctx-fold')];
+    return {
+      verdictFirst: !!verdict && tables.length > 0 && !!(verdict.compareDocumentPosition(tables[0]) & Node.DOCUMENT_POSITION_FOLLOWING),
+      hiddenHeaders: hidden,
+      firstHeaders: tables.map(t => [...t.querySelectorAll('th')].map(th => th.textContent)),
+      foldsClosed: folds.every(f => !f.open),
+      text: document.body.innerText,
+    };
+}"""
+
+
+def read_report(html_path, screenshot) -> dict:
+    with browser_page(1100, 1400) as page:
+        page.goto(html_path.as_uri())
+        page.screenshot(path=str(screenshot))
+        return page.evaluate(READING_LAYOUT)
+
+
+@pytest.mark.slow
+def test_the_compare_report_reads_verdict_first_with_every_column_visible(tmp_path, synthetic):
+    from microctx import cli
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.reports.examples import planted_submission
+
+    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
+    (tmp_path / "oracle.json").write_bytes(synthetic.answers.read_bytes())
+    out = tmp_path / "report"
+    argv = ["report", "compare", "--public", str(synthetic.public), "--answers", str(synthetic.answers), "--n-boot", "200"]
+    subs = ["--submission", str(tmp_path / "oracle.json"), "--submission", str(tmp_path / "planted.json")]
+    assert cli.main([*argv, *subs, "--out", str(out)]) == 0
+    html = (out / "compare_candidates.html").read_text()
+    assert str(tmp_path) not in html  # no local path
+    layout = read_report(out / "compare_candidates.html", tmp_path / "compare.png")
+    assert layout["verdictFirst"], layout["firstHeaders"]
+    assert "Verdict: oracle has the highest F1, significantly above every other candidate" in layout["text"]
+    assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
+    assert layout["firstHeaders"][0] == [
+        "candidate", "contract", "f1 [95% interval]", "exact records", "false facts", "missed facts", "weak slices", "not judged"
+    ]  # fmt: skip
+    assert ["slice", "pair", "support", "f1_diff [95% interval]", "p_equal_f1_adjusted", "b10", "b01", "outcome"] in layout[
+        "firstHeaders"
+    ]
+    assert "NaN" not in layout["text"] and " 1 slices" not in layout["text"] and "1 looks" not in layout["text"]
+
+
+@pytest.mark.slow
+def test_the_corpus_report_reads_verdict_first_and_names_the_hub_records(tmp_path):
+    """A corpus frozen with a hub record (one issue listing every other, frozen with
+    --isolate-hubs): the report's verdict counts it and its table names it, every column visible."""
+    from test_bounded import _hub_export
+
+    from microctx import cli
+
+    raw, hub = _hub_export(tmp_path)
+    public = tmp_path / "p.json"
+    freeze = [
+        "freeze",
+        str(raw),
+        "--public",
+        str(public),
+        "--answers",
+        str(tmp_path / "a.json"),
+        "--report",
+        str(tmp_path / "r.json"),
+    ]
+    assert cli.main([*freeze, "--source", "synthetic", "--isolate-hubs"]) == 0
+    out = tmp_path / "report"
+    assert cli.main(["report", "corpus", "--public", str(public), "--out", str(out)]) == 0
+    assert str(tmp_path) not in (out / "corpus_overview.html").read_text()
+    layout = read_report(out / "corpus_overview.html", tmp_path / "corpus.png")
+    assert layout["verdictFirst"], layout["firstHeaders"]
+    assert "1 hub record (more than 50 in-corpus references), named below" in layout["text"]
+    assert layout["firstHeaders"][0] == ["issue", "split", "in-corpus references", "component size", "title"]
+    assert f"#{hub}\t" in layout["text"] and "\t59\t" in layout["text"]  # the hub, with its in-corpus references
+    assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
+    assert "NaN" not in layout["text"] and "1 records" not in layout["text"]

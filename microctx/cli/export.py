@@ -83,7 +83,8 @@ def _export_sweep(args) -> int:
     _check_paths({"--sweep": str(Path(args.sweep) / "sweep.csv")}, folders={"--output": args.output})
     from microctx.reports.tables import load_sweep
 
-    frame, selected = load_sweep(args.sweep)
+    loaded, selected = load_sweep(args.sweep)
+    frame: Any = loaded
     as_record(selected, Selected, Path(args.sweep) / "selected.json")
     digests = {str(d) for d in frame.get("config_digest", []) if isinstance(d, str) and d}
     looks = {d: sum(1 for e in ledger.entries(config=d) if e["marked"] is None) for d in digests}
