@@ -250,3 +250,51 @@ def test_the_corpus_report_reads_verdict_first_and_names_the_hub_records(tmp_pat
     assert f"#{hub}\t" in layout["text"] and "\t59\t" in layout["text"]  # the hub, with its in-corpus references
     assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
     assert "NaN" not in layout["text"] and "1 records" not in layout["text"]
+
+
+def _compared(estimable: bool, significant: bool):
+    """A two-candidate comparison as `tables.CompareOutputs` holds it (only what the verdict reads)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    def graded(f1):
+        overall = {"slice_kind": "overall", "slice": "all", "f1": f1, "ci_low": f1 - 0.05, "ci_high": f1 + 0.05,
+                   "estimable": estimable, "n_components": 40, "no_interval_reason": "" if estimable else "n_eff 3.0 below 10"}  # fmt: skip
+        grade = {"exact_records": 1, "test_records": 2, "quality_pass": False}
+        return SimpleNamespace(slices=pd.DataFrame([overall]), result=SimpleNamespace(grade=grade))
+
+    paired = pd.DataFrame([{"slice_kind": "overall", "a": "a", "b": "b", "f1_diff": -0.1, "f1_diff_ci_low": -0.15,
+                            "f1_diff_ci_high": -0.05, "estimable": estimable, "significant": significant, "n_eff": 12.0,
+                            "p_equal_f1_adjusted": 0.001 if significant else 0.4, "no_interval_reason": ""}])  # fmt: skip
+    return SimpleNamespace(grades={"a": graded(0.8), "b": graded(0.9)}, paired=paired)
+
+
+def test_the_compare_verdict_says_what_the_paired_test_allows():
+    from microctx.reports import verdicts
+
+    text = verdicts.compare_verdict(_compared(True, True))
+    assert text.startswith("## Verdict: **b** has the highest F1, significantly above every other candidate")
+    assert "a − b: F1 difference -0.100 [-0.150, -0.050]" in text and "b higher" in text and "1 of 2 test records" in text
+    assert "no clear winner: **b** has the highest F1, but not significantly above a" in verdicts.compare_verdict(
+        _compared(True, False)
+    )
+    unjudged = verdicts.compare_verdict(_compared(False, False))
+    assert "whether it stays ahead beyond them is not judged" in unjudged and "(no interval: n_eff 3.0 below 10)" in unjudged
+
+
+def test_compare_costs_and_long_tails_read():
+    import pandas as pd
+
+    from microctx.reports import verdicts
+
+    costs = pd.DataFrame(
+        {"candidate": ["x"], "peak_memory_bytes": [3 * 2**20], "cost_microdollars": [500_000.0], "model_calls": [None]}
+    )
+    view = verdicts.compare_costs(costs, records=1000)
+    assert list(view.columns) == ["candidate", "peak memory MiB", "dollars per 1,000 records"]  # nobody reports model calls
+    assert view.iloc[0].tolist() == ["x", 3.0, 0.5]
+    frame = pd.DataFrame({"n": range(15)})
+    html = verdicts.with_long_tail(frame, "row")
+    assert html.count("<table") == 2 and "3 rows more" in html
+    assert "<details" not in verdicts.with_long_tail(frame.head(5), "row")  # no empty fold

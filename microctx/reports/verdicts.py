@@ -159,8 +159,9 @@ COST_COLUMNS = (  # (manifest column, shown as, scale)
 
 
 def compare_costs(costs, records: int | None = None):
-    """The run costs a reader compares, one row per candidate, in units that read (MiB, dollars
-    per 1,000 records when `records` is known); columns no candidate reports are left out."""
+    """The run costs a reader compares, one row per candidate, in units that read (MiB; model
+    dollars per 1,000 records, when `records`, the records a run answers, is given); columns no
+    candidate reports are left out."""
     import pandas as pd
 
     view = pd.DataFrame({"candidate": costs["candidate"]}) if len(costs) else pd.DataFrame()
