@@ -194,3 +194,23 @@ def test_export_of_a_comparison_needs_a_new_or_empty_folder(tmp_path, synthetic)
     assert cli.main([*argv, *two, "--output", str(tmp_path / "full"), "--n-boot", "50"]) == 2
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
     assert cli.main(["export", "--sweep", str(tmp_path), "--output", str(tmp_path / "x")]) == 2  # no sweep.csv
+
+
+def test_a_sweep_export_of_a_broken_sweep_folder_is_one_line(tmp_path, capsys):
+    import shutil
+
+    from microctx.reports.tables import EXAMPLE_SWEEP
+
+    folder = tmp_path / "sweep"
+    shutil.copytree(EXAMPLE_SWEEP, folder)
+    (folder / "sweep.csv").write_text("index,key\n0,abc\n")
+    assert cli.main(["export", "--sweep", str(folder), "--output", str(tmp_path / "a")]) == 2
+    assert "not a sweep table: no column selected, status, tune_records" in capsys.readouterr().err
+    shutil.copyfile(EXAMPLE_SWEEP / "sweep.csv", folder / "sweep.csv")
+    (folder / "selected.json").write_text('{"schema": 3}')
+    assert cli.main(["export", "--sweep", str(folder), "--output", str(tmp_path / "b")]) == 2
+    assert "field 'schema'" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    shutil.copyfile(EXAMPLE_SWEEP / "selected.json", folder / "selected.json")
+    assert cli.main(["export", "--sweep", str(folder), "--output", str(tmp_path / "c")]) == 0  # the shipped example: 4 documents
+    assert len(list((tmp_path / "c").iterdir())) == 4

@@ -85,6 +85,9 @@ def _export_sweep(args) -> int:
 
     loaded, selected = load_sweep(args.sweep)
     frame: Any = loaded
+    missing = sorted({"key", "status", "tune_records", "selected"} - set(frame.columns))
+    if missing:
+        raise InputError(Path(args.sweep) / "sweep.csv", f"not a sweep table: no column {', '.join(missing)}")
     as_record(selected, Selected, Path(args.sweep) / "selected.json")
     digests = {str(d) for d in frame.get("config_digest", []) if isinstance(d, str) and d}
     looks = {d: sum(1 for e in ledger.entries(config=d) if e["marked"] is None) for d in digests}

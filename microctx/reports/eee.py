@@ -225,7 +225,7 @@ def sweep_documents(frame, selected: dict, looks: dict[str, int], metrics: dict[
                         "resamples": stats.DEFAULT_N_BOOT, "components": None if _missing(components) else components}  # fmt: skip
             details = {"n_eff": n_eff if not _missing(n_eff) else "not recorded by this sweep",
                        "tune_records": row["tune_records"], "undefined_draws": kept.get(f"{column}_undefined_draws")}  # fmt: skip
-            if not _missing(row[column]):
+            if not _missing(row.get(column)):
                 results.append(_result(name, description, dataset, row[column], interval, details))
         digest = _text(row.get("config_digest"))
         details = {f"parameter {p[6:]}": row[p] for p in params}
