@@ -14,15 +14,19 @@ setup-test: $(VENV)/.installed-test data-setting
 # Exact versions from the lock files (`make lock` rewrites them from pyproject.toml with uv), so
 # `make setup` twice, or on two machines, installs the same versions and gives the same numbers.
 # requirements.lock is what the package needs (the demo); requirements-test.lock adds the test tools.
+# --no-deps: the lock only, nothing resolved beside it (tests/test_environment.py checks that each
+# lock is closed: resolving it in a fresh environment gives exactly its pins).
+# requirements-eee.lock: the Every Eval Ever validator, installed as its file explains.
 $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-test: requirements-test.lock $(VENV)/.installed
-	$(BIN)/pip install --quiet -r requirements-test.lock
+$(VENV)/.installed-test: requirements-test.lock requirements-eee.lock $(VENV)/.installed
+	$(BIN)/pip install --quiet --no-deps -r requirements-test.lock
+	$(BIN)/pip install --quiet --no-deps --ignore-requires-python -r requirements-eee.lock
 	touch $@
 
 lock:

@@ -161,3 +161,140 @@ def test_a_notebook_runs_by_hand_with_its_defaults(name, tmp_path, s8f):
     client.execute()
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors and list(tmp_path.iterdir()) == []  # display only: nothing written
+
+
+READING_LAYOUT = """() => {
+    const verdict = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith('Verdict'));
+    const tables = [...document.querySelectorAll('table')].filter(t => t.checkVisibility());
+    const hidden = [];
+    for (const t of tables) {
+      for (const th of t.querySelectorAll('th')) {
+        const box = th.getBoundingClientRect();
+        if (!(box.width > 0 && box.left >= 0 && box.right <= window.innerWidth)) hidden.push(th.textContent);
+      }
+    }
+    const folds = [...document.querySelectorAll('details.microctx-fold')];
+    return {
+      verdictFirst: !!verdict && tables.length > 0 && !!(verdict.compareDocumentPosition(tables[0]) & Node.DOCUMENT_POSITION_FOLLOWING),
+      hiddenHeaders: hidden,
+      firstHeaders: tables.map(t => [...t.querySelectorAll('th')].map(th => th.textContent)),
+      foldsClosed: folds.every(f => !f.open),
+      text: document.body.innerText,
+    };
+}"""
+
+
+def read_report(html_path, screenshot) -> dict:
+    with browser_page(1100, 1400) as page:
+        page.goto(html_path.as_uri())
+        page.screenshot(path=str(screenshot))
+        return page.evaluate(READING_LAYOUT)
+
+
+@pytest.mark.slow
+def test_the_compare_report_reads_verdict_first_with_every_column_visible(tmp_path, synthetic):
+    from microctx import cli
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.grading.examples import planted_submission
+
+    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
+    (tmp_path / "oracle.json").write_bytes(synthetic.answers.read_bytes())
+    out = tmp_path / "report"
+    argv = ["report", "compare", "--public", str(synthetic.public), "--answers", str(synthetic.answers), "--n-boot", "200"]
+    subs = ["--submission", str(tmp_path / "oracle.json"), "--submission", str(tmp_path / "planted.json")]
+    assert cli.main([*argv, *subs, "--out", str(out)]) == 0
+    html = (out / "compare_candidates.html").read_text()
+    assert str(tmp_path) not in html  # no local path
+    layout = read_report(out / "compare_candidates.html", tmp_path / "compare.png")
+    assert layout["verdictFirst"], layout["firstHeaders"]
+    assert "Verdict: oracle has the highest F1, significantly above every other candidate" in layout["text"]
+    assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
+    assert layout["firstHeaders"][0] == [
+        "candidate", "contract", "f1 [95% interval]", "exact records", "false facts", "missed facts", "weak slices", "not judged"
+    ]  # fmt: skip
+    assert ["slice", "pair", "support", "f1_diff [95% interval]", "p_equal_f1_adjusted", "b10", "b01", "outcome"] in layout[
+        "firstHeaders"
+    ]
+    assert "NaN" not in layout["text"] and " 1 slices" not in layout["text"] and "1 looks" not in layout["text"]
+
+
+@pytest.mark.slow
+def test_the_corpus_report_reads_verdict_first_and_names_the_hub_records(tmp_path):
+    """A corpus frozen with a hub record (one issue listing every other, frozen with
+    --isolate-hubs): the report's verdict counts it and its table names it, every column visible."""
+    from test_bounded import _hub_export
+
+    from microctx import cli
+
+    raw, hub = _hub_export(tmp_path)
+    public = tmp_path / "p.json"
+    freeze = [
+        "freeze",
+        str(raw),
+        "--public",
+        str(public),
+        "--answers",
+        str(tmp_path / "a.json"),
+        "--report",
+        str(tmp_path / "r.json"),
+    ]
+    assert cli.main([*freeze, "--source", "synthetic", "--isolate-hubs"]) == 0
+    out = tmp_path / "report"
+    assert cli.main(["report", "corpus", "--public", str(public), "--out", str(out)]) == 0
+    assert str(tmp_path) not in (out / "corpus_overview.html").read_text()
+    layout = read_report(out / "corpus_overview.html", tmp_path / "corpus.png")
+    assert layout["verdictFirst"], layout["firstHeaders"]
+    assert "1 hub record (more than 50 in-corpus references), named below" in layout["text"]
+    assert layout["firstHeaders"][0] == ["issue", "split", "in-corpus references", "component size", "title"]
+    assert f"#{hub}\t" in layout["text"] and "\t59\t" in layout["text"]  # the hub, with its in-corpus references
+    assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
+    assert "NaN" not in layout["text"] and "1 records" not in layout["text"]
+
+
+def _compared(estimable: bool, significant: bool):
+    """A two-candidate comparison as `tables.CompareOutputs` holds it (only what the verdict reads)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    def graded(f1):
+        overall = {"slice_kind": "overall", "slice": "all", "f1": f1, "ci_low": f1 - 0.05, "ci_high": f1 + 0.05,
+                   "estimable": estimable, "n_components": 40, "no_interval_reason": "" if estimable else "n_eff 3.0 below 10"}  # fmt: skip
+        grade = {"exact_records": 1, "test_records": 2, "quality_pass": False}
+        return SimpleNamespace(slices=pd.DataFrame([overall]), result=SimpleNamespace(grade=grade))
+
+    paired = pd.DataFrame([{"slice_kind": "overall", "a": "a", "b": "b", "f1_diff": -0.1, "f1_diff_ci_low": -0.15,
+                            "f1_diff_ci_high": -0.05, "estimable": estimable, "significant": significant, "n_eff": 12.0,
+                            "p_equal_f1_adjusted": 0.001 if significant else 0.4, "no_interval_reason": ""}])  # fmt: skip
+    return SimpleNamespace(grades={"a": graded(0.8), "b": graded(0.9)}, paired=paired)
+
+
+def test_the_compare_verdict_says_what_the_paired_test_allows():
+    from microctx.reports import verdicts
+
+    text = verdicts.compare_verdict(_compared(True, True))
+    assert text.startswith("## Verdict: **b** has the highest F1, significantly above every other candidate")
+    assert "a − b: F1 difference -0.100 [-0.150, -0.050]" in text and "b higher" in text and "1 of 2 test records" in text
+    assert "no clear winner: **b** has the highest F1, but not significantly above a" in verdicts.compare_verdict(
+        _compared(True, False)
+    )
+    unjudged = verdicts.compare_verdict(_compared(False, False))
+    assert "whether it stays ahead beyond them is not judged" in unjudged and "(no interval: n_eff 3.0 below 10)" in unjudged
+
+
+def test_compare_costs_and_long_tails_read():
+    import pandas as pd
+
+    from microctx.reports import verdicts
+
+    costs = pd.DataFrame(
+        {"candidate": ["x"], "peak_memory_bytes": [3 * 2**20], "cost_microdollars": [500_000.0], "model_calls": [None]}
+    )
+    view = verdicts.compare_costs(costs, records=1000)
+    assert list(view.columns) == ["candidate", "peak memory MiB", "dollars per 1,000 records"]  # nobody reports model calls
+    assert view.iloc[0].tolist() == ["x", 3.0, 0.5]
+    frame = pd.DataFrame({"n": range(15)})
+    html = verdicts.with_long_tail(frame, "row")
+    assert html.count("<table") == 2 and "3 rows more" in html
+    assert "<details" not in verdicts.with_long_tail(frame.head(5), "row")  # no empty fold

@@ -443,8 +443,8 @@ def overall_metrics(
     """The overall row of a slice table from (n_components, 5) per-component counts
     (`counts.component_counts`): the tune metrics of sweeps. Returns per metric (precision,
     recall, f1, exact_rate) its value, `<m>_ci_low/_ci_high` (NaN when not estimable, by the
-    slice table's rule) and `<m>_undefined_draws` (None when not estimable), plus `estimable`
-    and `no_interval_reason`."""
+    slice table's rule) and `<m>_undefined_draws` (None when not estimable), plus `estimable`,
+    `no_interval_reason` and `n_eff` (of F1, as the slice table's column)."""
     layout = np.asarray(per_component, dtype=np.int64)[:, None, :]
     counts = counting.Counts(layout, [], [])
     replicates = _bootstrap(layout, n_boot, seed)
@@ -452,7 +452,8 @@ def overall_metrics(
     spec = counting.Spec("overall", "all")
     options = {"min_components": min_components, "min_n_eff": min_n_eff}
     est = _estimates([spec], counts, points, intervals, n_eff, np.arange(layout.shape[0]), options)
-    out: dict[str, Any] = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0]}
+    out: dict[str, Any] = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0],
+                           "n_eff": float(est["n_eff"][0])}  # fmt: skip
     for name in estimate.METRICS:
         low, high = intervals[name]
         keep = out["estimable"]

@@ -141,11 +141,13 @@ class CompareOutputs:
 
 
 def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOOT, seed: int = SEED,
-                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS) -> CompareOutputs:
+                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS,
+                    via: str = "report compare") -> CompareOutputs:
     """Grade and slice every submission, and compare every pair on the same records.
 
     With `output_dir`: slices.csv (stacked slice tables), paired.csv, and
-    grades/<name>.json with its fact table for each candidate.
+    grades/<name>.json with its fact table for each candidate. `via`: the ledger's name for the
+    door (each candidate's grading on test is one look).
     """
     import pandas as pd
 
@@ -157,7 +159,7 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components)
     grades = {name: grade_one(name, inputs, records=records, **kw) for name in inputs.submissions}
     for name, g in grades.items():
-        g.look = ledger.record_report_look(inputs, name, g.result, "report compare")
+        g.look = ledger.record_report_look(inputs, name, g.result, via)
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
     table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
                       ignore_index=True)
@@ -236,41 +238,6 @@ def p_text(p) -> str:
     return f"{p:.2g}"
 
 
-SLICE_VIEW_COLUMNS = ("slice_kind", "slice", "support", "train_support", "tune_support", "tp", "fp", "fn",
-                      "precision", "recall", "f1", "rest_f1", "p_value", "p_adjusted", "weak", "min_detectable_gap",
-                      "not_judged_reason", "estimable", "n_components", "n_eff", "largest_component_share",
-                      "rests_on", "records", "exact_rate")
-
-def slice_view(table) -> "object":
-    """The slice table as a report shows it: each metric with its interval as one text cell
-    (`interval_text`), p-values with two significant digits (`p_text`), the component columns."""
-    view = table.copy()
-    for metric, low, high in (("f1", "ci_low", "ci_high"), ("precision", "precision_ci_low", "precision_ci_high"),
-                              ("recall", "recall_ci_low", "recall_ci_high"), ("exact_rate", "exact_ci_low", "exact_ci_high")):
-        reasons = table["no_interval_reason"] if "no_interval_reason" in table else [None] * len(table)
-        view[metric] = [interval_text(v, lo, hi, e, n, r) for v, lo, hi, e, n, r in
-                        zip(table[metric], table[low], table[high], table["estimable"], table["n_components"], reasons)]
-    for column in ("p_value", "p_adjusted"):
-        view[column] = [p_text(p) for p in table[column]]
-    for column in ("rest_f1", "n_eff", "largest_component_share", "min_detectable_gap"):
-        view[column] = table[column].round(3)
-    return view[list(SLICE_VIEW_COLUMNS)].reset_index(drop=True)
-
-
-def paired_view(paired) -> "object":
-    """The paired table as a report shows it: p-values with two significant digits."""
-    columns = ["pair", "slice_kind", "slice", "support", "estimable", "no_interval_reason", "n_components", "n_eff",
-               "records", "exact_a", "exact_b", "b10", "b01", "exact_p", "exact_p_adjusted", "f1_a", "f1_b", "f1_diff",
-               "f1_diff_ci_low", "f1_diff_ci_high", "p_equal_f1", "p_equal_f1_adjusted", "p_value", "p_adjusted",
-               "significant"]
-    view = paired[[c for c in columns if c in paired.columns]].copy()
-    for column in ("exact_p", "exact_p_adjusted", "p_value", "p_adjusted", "p_equal_f1", "p_equal_f1_adjusted"):
-        view[column] = [p_text(p) for p in paired[column]]
-    for column in ("f1_a", "f1_b", "f1_diff", "f1_diff_ci_low", "f1_diff_ci_high"):
-        view[column] = paired[column].round(4)
-    return view.reset_index(drop=True)
-
-
 def statistics_notes(method: str = "", n_candidates: int = 1, n_pairs: int = 0) -> str:
     """The method paragraph every grade and compare report prints (markdown), from the package,
     followed by `method` (a table's `ci_method`/`method` text: this report's settings) and, with
@@ -279,21 +246,6 @@ def statistics_notes(method: str = "", n_candidates: int = 1, n_pairs: int = 0) 
 
     note = family_wise_note(n_candidates, n_pairs)
     return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "") + (f"\n\n{note}" if note else "")
-
-
-def side_by_side(table, metric: str = "f1") -> "object":
-    """One row per slice, one column per candidate: `metric` with its interval as text
-    ("0.912 [0.894, 0.929]", see `interval_text`), support, and how many candidates find the slice weak."""
-    low, high = ("ci_low", "ci_high") if metric == "f1" else (f"{metric}_ci_low", f"{metric}_ci_high")
-    cell = table.apply(lambda r: interval_text(r[metric], r[low], r[high], r.get("estimable", True),
-                                               r.get("n_components"), r.get("no_interval_reason")), axis=1)
-    wide = table.assign(cell=cell).pivot_table(index=["slice_kind", "slice"], columns="candidate", values="cell",
-                                               aggfunc="first", sort=False)
-    wide.columns = [f"{metric} {c}" for c in wide.columns]
-    keys = table.drop_duplicates(["slice_kind", "slice"]).set_index(["slice_kind", "slice"])
-    weak = table.groupby(["slice_kind", "slice"], sort=False)["weak"].sum().rename("weak in")
-    out = keys[["support", "too_small"]].join(wide).join(weak)
-    return out.reset_index()
 
 
 def contract_result(result) -> "object":
@@ -413,29 +365,6 @@ def _flatten(document: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield from _flatten(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
-
-
-def compare_summary(outputs: CompareOutputs, costs=None) -> "object":
-    """One row per candidate: the contract counts, overall F1 with its interval, weak and
-    too-small slice counts, and the cost columns when run manifests exist."""
-    import pandas as pd
-
-    rows = []
-    for name, g in outputs.grades.items():
-        overall = g.slices.iloc[0]
-        row = {"candidate": name, "quality_pass": g.result.grade["quality_pass"]}
-        row.update({k: g.result.grade[k] for k in ("exact_records", "test_records", "false_positive_facts",
-                                                    "false_negative_facts", "aggregate_errors", "citation_errors")})
-        row.update(f1=overall["f1"], f1_ci_low=overall["ci_low"], f1_ci_high=overall["ci_high"],
-                   weak_slices=int(g.slices["weak"].sum()), too_small_slices=int(g.slices["too_small"].sum()),
-                   not_estimable_slices=int((~g.slices["estimable"]).sum()))
-        rows.append(row)
-    summary = pd.DataFrame(rows)
-    if costs is not None and len(costs):
-        summary = summary.merge(costs, on="candidate", how="left")
-    return summary
-
-
 
 
 # ---------------------------------------------------------------- sweep report (tuning issue)

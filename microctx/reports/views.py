@@ -23,7 +23,7 @@ TABLE_STYLE = (
     "<style>.microctx-table{border-collapse:collapse;font-size:13px;margin:0.4em 0}"
     ".microctx-table th,.microctx-table td{padding:2px 10px;text-align:right;border-bottom:1px solid #ddd}"
     ".microctx-table th:first-child,.microctx-table td:first-child{text-align:left;white-space:nowrap}"
-    ".microctx-table th{white-space:nowrap}.microctx-scroll{overflow-x:auto;max-width:100%}"
+    ".microctx-table th,.microctx-table td{white-space:nowrap}.microctx-scroll{overflow-x:auto;max-width:100%}"
     "details.microctx-fold>summary{cursor:pointer;font-weight:600;margin:0.4em 0}</style>"
 )
 
@@ -46,6 +46,7 @@ def table_html(frame, *, numbers: int = 3) -> str:
     """A DataFrame as a report's HTML table: escaped, no index, no NaN, floats at `numbers`
     significant digits, first column (the slice) kept on one line, scrolled rather than cut."""
     view = frame.copy()
+    view.columns.name = None  # a pivot's column title would stand over the first column and shift every header
     for column in view.columns:
         if view[column].dtype.kind in "fiu":
             view[column] = [significant(v, numbers) for v in view[column]]

@@ -72,6 +72,7 @@ def tune_metrics(
     n, exact = g["test_records"], g["exact_records"]
     metrics: dict = {"tune_records": n, "exact_records": exact, "tp": tp, "fp": fp, "fn": fn, "tune_components": len(per)}
     overall = slices.overall_metrics(per, n_boot=n_boot, seed=seed, min_components=min_components, min_n_eff=min_n_eff)
+    metrics["tune_n_eff"] = overall["n_eff"]  # the effective number of components the intervals rest on
     metrics["exact_rate"] = exact / n if n else math.nan
     for name in ("precision", "recall", "f1"):
         metrics[name] = overall[name]
