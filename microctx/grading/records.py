@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
-from microctx.contract.patterns import derive, issue_text, references, scope_contradictions
+from microctx.contract.patterns import derive
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.errors import InputError
@@ -109,10 +109,11 @@ def _body_length_bucket(length: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _public_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
+def _public_facts(record: dict[str, Any], derived: tuple[list[int], list[int], list[str]]) -> list[tuple[str, str]]:
     """A record's gold facts derived from its public text, as the answers derive them: its
-    state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
-    refs, dups, cues = derive(record["title"], record["body"])
+    state, labels, references, duplicate targets and cue words (`derived`: `patterns.derive` of
+    its title and body), as (kind, value) pairs."""
+    refs, dups, cues = derived
     facts = [("state", str(record["state"]))] if record.get("state") is not None else []
     facts += [("label", str(x)) for x in (record["labels"] or [])]
     facts += [("ref", str(x)) for x in refs] + [("dup", str(x)) for x in dups]
@@ -154,17 +155,18 @@ def _objects(values: list[Any]) -> np.ndarray:
 def record_columns(corpus: Corpus, answers: dict[str, Any] | None = None) -> RecordColumns:
     """One row per public record with the columns slices group by, as numpy columns.
 
-    Everything comes from the public text (references via `facts.references`, cue words via
-    `facts.scope_contradictions`, split components via `split.components`), so no answers are
-    needed. Given the answer bundle, `gold_facts` (the record's number of gold facts) is added.
+    Everything comes from the public text (references, duplicate targets and cue words via
+    `patterns.derive`, once per record; split components via `split.components`), so no answers
+    are needed. Given the answer bundle, `gold_facts` (the record's number of gold facts) is added.
     """
     records = corpus.records
-    refs = [references(issue_text(r["title"], r["body"])) for r in records]
+    derived = [derive(r["title"], r["body"]) for r in records]  # references, duplicate targets, cue words: once
+    refs = [d[0] for d in derived]
     numbers = [r["number"] for r in records]
     roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
     labels = [list(r["labels"] or []) for r in records]
     lengths = [len(r["body"]) for r in records]
-    cues = [scope_contradictions(r["body"]) for r in records]
+    cues = [d[2] for d in derived]
     component = np.array([roots[n] for n in numbers], dtype=np.int64)
     sizes = np.unique(component, return_inverse=True, return_counts=True)
     ids = _objects([r["id"] for r in records])
@@ -183,7 +185,7 @@ def record_columns(corpus: Corpus, answers: dict[str, Any] | None = None) -> Rec
         "has_cue_word": np.array([bool(x) for x in cues], dtype=bool),
         "component": component,
         "component_size": sizes[2][sizes[1]].astype(np.int64),
-        "public_facts": _objects([_public_facts(r) for r in records]),
+        "public_facts": _objects([_public_facts(r, d) for r, d in zip(records, derived, strict=True)]),
     }
     if answers is not None:
         gold = {a["id"]: len(record_facts(a)) for a in answers["answers"]}
