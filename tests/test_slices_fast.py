@@ -104,9 +104,11 @@ def test_facts_of_another_corpus_name_the_record(s8f_answers, records):
 
 
 def _imports_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    return set(out.stdout.split())
+    """The modules loaded once `code` ran in a fresh interpreter (printed after a marker line, so
+    the command's own output is not read as module names)."""
+    code += "\nimport sys; print('MODULES'); print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split("MODULES\n", 1)[1].split())
 
 
 def test_slices_and_grade_commands_leave_out_what_they_do_not_need(s8f, s8f_answers, tmp_path):
