@@ -290,3 +290,26 @@ def test_a_ledger_candidate_cannot_break_out_of_its_code_span(tmp_path, s8f):
     inputs = tables.load_inputs(str(s8f.public), str(s8f.answers), [str(submission)], ["oracle"])
     text = tables.held_out_looks(tables.grade_outputs(inputs, n_boot=10))
     assert "ledger candidate `x' <img src=x onerror=alert(1)> 'y`" in text and text.count("`") % 2 == 0
+
+
+def test_an_append_is_one_durable_commit_and_leaves_the_wal_for_the_next(tmp_path):
+    """Issue 24: the close's checkpoint (two more fsyncs, and a fresh WAL with a folder sync for the
+    next command) is off; the commit itself stays durable (WAL, synchronous=FULL), and a new
+    process reads the entry back from the WAL."""
+    path = tmp_path / "ledger.sqlite"
+    grade = {"passed": True, "score": 1.0}
+    for via in ("first", "second"):
+        ledger.record_look(answers_sha256="a" * 64, submission_sha256=None, candidate="c", config_digest=None,
+                           via=via, grade=grade, path=path)  # fmt: skip
+    wal = tmp_path / "ledger.sqlite-wal"
+    assert wal.exists() and wal.stat().st_size > 0  # not checkpointed and deleted when the connection closed
+    connection = ledger._connect(path)
+    try:
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == ledger.WAL_PAGES
+    finally:
+        connection.close()
+    code = f"import sqlite3; print([r[0] for r in sqlite3.connect({str(path)!r}).execute('SELECT via FROM looks ORDER BY id')])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['first', 'second']"

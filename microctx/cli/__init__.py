@@ -16,8 +16,11 @@ from microctx.cli.common import EXIT_FAIL, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, _
 from microctx.errors import ContractError, InputError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Every command's parser; the command modules load here, not when `microctx.cli` is imported."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; the command modules load here, not when `microctx.cli` is imported.
+
+    `command`: the command about to run, when known; the candidate registry that `run`'s help
+    lists is then imported only for `run` (start-up of every other command, issue 24)."""
     from microctx.cli import export
     from microctx.cli.core import _core_parsers, _fetch_parsers
     from microctx.cli.lab import _lab_parsers
@@ -29,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", "-V", action="version", version=f"microctx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _core_parsers(sub)
-    _candidate_parsers(sub)
+    _candidate_parsers(sub, describe=command in (None, "run"))
     _lab_parsers(sub)
     _fetch_parsers(sub)
     _slices_parsers(sub)
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if given in (["--version"], ["-V"]):  # answered before the parser (and the registry it lists) is built
         print(f"microctx {__version__}")
         return EXIT_OK
-    parser = build_parser()
+    parser = build_parser(given[0] if given else None)
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "lab":  # only `microctx lab` passes options on (to JupyterLab)
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

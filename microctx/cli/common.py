@@ -99,6 +99,23 @@ def add_inputs(p, *options: str, required: bool = True, s8f: bool = False) -> No
         p.add_argument(option, required=required and not s8f, help=INPUTS[option] + (" (default: s8f)" if s8f else ""))
 
 
+def _semantic_layer(args, answers: dict, submission: dict) -> tuple[bytes, str] | None:
+    """`--semantic` (docs/semantic.md) of `grade` and `slices`: the layer to write beside the output, or None.
+    microctx.semantic (and numpy under it) is imported only when the option is given."""
+    if not getattr(args, "semantic", None):
+        return None
+    from microctx.semantic.grade import layer_for
+
+    return layer_for(args.semantic, args.answers, answers, submission)
+
+
+def _write_semantic(layer: tuple[bytes, str] | None, output: str) -> None:
+    if layer is not None:
+        from microctx.semantic.grade import write_beside
+
+        write_beside(layer, output)
+
+
 def _stats_options(p) -> None:
     """The statistics options shared by `slices` and `report grade|compare`."""
     p.add_argument("--seed", type=int, default=None, metavar="N", help="bootstrap seed (default 0)")

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, POSITIVE, _check_paths, _held_out_look, _say, _seconds, add_inputs
+from microctx.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    POSITIVE,
+    _check_paths,
+    _held_out_look,
+    _say,
+    _seconds,
+    _semantic_layer,
+    _write_semantic,
+    add_inputs,
+)
 from microctx.errors import InputError
 
 
@@ -73,15 +84,14 @@ def cmd_grade(args) -> int:
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
     from microctx.contract.records import read_manifest
-    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
 
-    layer = layer_for(args.semantic, args.answers, answers, submission)
+    layer = _semantic_layer(args, answers, submission)
     marked = look_mark(answers, submission, read_manifest(args.submission))
     look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
     write_grade(result, args.output)
     print(result.summary())
     print(look)
-    write_beside(layer, args.output)
+    _write_semantic(layer, args.output)
     return EXIT_OK if result.passed else EXIT_FAIL
 
 

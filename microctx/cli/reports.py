@@ -17,8 +17,10 @@ from microctx.cli.common import (
     _s8f_default,
     _say,
     _seconds,
+    _semantic_layer,
     _stats_kw,
     _stats_options,
+    _write_semantic,
     add_inputs,
 )
 
@@ -46,10 +48,19 @@ def cmd_report_semantic(args) -> int:
 
 
 def cmd_slices(args) -> int:
+    """Grade and write slices.csv without pandas: the record table as numpy columns, the facts
+    straight from the grade, the CSV from the columns (the same bytes as `slices.slice_table` and
+    `write_slices_csv`; tests/test_slices_cli.py compares them)."""
+    import numpy as np
+
+    from microctx._io.atomic import atomic_write
+    from microctx._io.csvout import columns_csv_bytes
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.contract.score import grade
     from microctx.corpus.public import load_corpus
-    from microctx.grading import slices
+    from microctx.grading.counts import prepare_rows
+    from microctx.grading.records import record_columns
+    from microctx.grading.table import slice_columns
 
     _check_paths(
         {"--public": args.public, "--answers": args.answers, "--submission": args.submission}, {"--output": args.output}
@@ -58,19 +69,18 @@ def cmd_slices(args) -> int:
     corpus = load_corpus(args.public)
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
-    table = slices.slice_table(slices.facts_frame(result.facts), corpus, **kw)
-    from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
-
-    layer = layer_for(args.semantic, args.answers, answers, submission)
+    records = record_columns(corpus)
+    table = slice_columns(prepare_rows(result.facts, records, "facts"), records, **kw)
+    layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
-    slices.write_slices_csv(table, args.output)
-    judged = int(table["p_value"].notna().sum())  # the slices the table judged (the method text's count)
+    atomic_write(args.output, columns_csv_bytes(table))
+    judged = int((~np.isnan(table["p_value"])).sum())  # the slices the table judged (the method text's count)
     print(
-        f"wrote {args.output}: {len(table)} slices, {int(table['weak'].sum())} weak of {judged} judged, "
+        f"wrote {args.output}: {len(table['slice'])} slices, {int(table['weak'].sum())} weak of {judged} judged, "
         f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})"
     )
     print(look)
-    write_beside(layer, args.output)
+    _write_semantic(layer, args.output)
     return EXIT_OK
 
 

@@ -220,10 +220,16 @@ def cmd_devkit(args) -> int:
     return EXIT_OK
 
 
-def _candidate_parsers(sub) -> None:
+def _builtin_names() -> str:
     from microctx.candidates.registry import BUILTINS
 
-    names = "; ".join(f"{name}: {b.description}" for name, b in BUILTINS.items())
+    return "; ".join(f"{name}: {b.description}" for name, b in BUILTINS.items())
+
+
+def _candidate_parsers(sub, describe: bool = True) -> None:
+    """`run` and `devkit`; `describe=False` leaves the built-in list out of `run`'s description (it
+    imports the candidate registry, which a command other than `run` never shows)."""
+    names = _builtin_names() if describe else "see `microctx run --help`"
     p = sub.add_parser(
         "run",
         help="run a candidate in isolation on a public corpus; writes S and <S>.run.json",

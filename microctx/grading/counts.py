@@ -3,7 +3,8 @@
 - `Spec`: a slice (facts of some records, of a fact kind, of a value); `slice_specs` lists every
   slice a table reports (shared by paired tables); `kind_specs` the hidden per-fact-kind parts of
   record-level slices (for comparing a record-level slice with its rest at the same kind mix).
-- `FactTable`: one fact table prepared for slicing (scored facts joined to the record table).
+- `FactTable`: one fact table prepared for slicing (scored facts joined to the record table):
+  `prepare` from a fact DataFrame, `prepare_rows` from a grade's `FactRow`s (no pandas).
 - `component_counts(component, outcome, record, n_components)`: the one per-component count:
   (n_components, 5) tp, fp, fn, records and exact records (no fp, no fn). Slices, tune metrics
   (sweeps) and the frontier's net-true all count through it.
@@ -14,17 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from microctx.contract.facts import FACT_KINDS, FactRow
 from microctx.contract.patterns import CUE_WORDS
 from microctx.contract.split import SPLITS
 from microctx.errors import InputError
 from microctx.grading import stats
-from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, WITH_REFERENCES, WITHOUT_REFERENCES, component_index
+from microctx.grading.records import (
+    BODY_LENGTH_BUCKETS,
+    OUTCOMES,
+    WITH_REFERENCES,
+    WITHOUT_REFERENCES,
+    RecordColumns,
+    component_index,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 QUANTITIES = ("tp", "fp", "fn", "records", "exact")
 # the family a slice is compared with: its complement within this slice (by (kind, name))
@@ -73,10 +84,8 @@ class FactTable:
 
     def __post_init__(self) -> None:
         # integer codes: comparing ints is far faster than comparing object arrays per slice
-        self._kind_codes, kinds = pd.factorize(pd.Series(self.kind, dtype=object))
-        self._value_codes, values = pd.factorize(pd.Series(self.value, dtype=object))
-        self._kind_index = {k: i for i, k in enumerate(kinds)}
-        self._value_index = {v: i for i, v in enumerate(values)}
+        self._kind_codes, self._kind_index = _factorize(self.kind)
+        self._value_codes, self._value_index = _factorize(self.value)
 
     def mask(self, spec: Spec) -> np.ndarray:
         keep = np.ones(len(self.kind), dtype=bool) if spec.record_mask is None else spec.record_mask[self.record]
@@ -87,12 +96,21 @@ class FactTable:
         return keep
 
 
-def prepare(facts: pd.DataFrame, records: pd.DataFrame, name: str) -> FactTable:
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, dict[Any, int]]:
+    """(code per value, value -> code), codes in order of first appearance."""
+    index: dict[Any, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+    return codes, index
+
+
+def prepare(facts: pd.DataFrame, records: pd.DataFrame | RecordColumns, name: str) -> FactTable:
     missing = [c for c in ("record_id", "kind", "value", "outcome") if c not in facts.columns]
     if missing:
         raise InputError(facts.attrs.get("path", name), f"missing column {missing[0]!r}", record="header")
+    import pandas as pd
+
     scored = facts[facts["kind"].isin(FACT_KINDS)]
-    where = pd.Index(records["id"]).get_indexer(scored["record_id"])
+    where = pd.Index(np.asarray(records["id"], dtype=object)).get_indexer(scored["record_id"])
     if (where < 0).any():
         rid = scored["record_id"].iat[int(np.flatnonzero(where < 0)[0])]
         raise InputError(
@@ -113,7 +131,29 @@ def prepare(facts: pd.DataFrame, records: pd.DataFrame, name: str) -> FactTable:
     )
 
 
-def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame, group_by: Sequence[str]) -> list[Spec]:
+def prepare_rows(rows: Iterable[FactRow], records: pd.DataFrame | RecordColumns, name: str) -> FactTable:
+    """`prepare` for a grade's fact rows (`GradeResult.facts`), without pandas: the same FactTable."""
+    position = {rid: i for i, rid in enumerate(np.asarray(records["id"], dtype=object))}
+    scored = [r for r in rows if r.kind in FACT_KINDS]
+    for r in scored:
+        if r.record_id not in position:
+            raise InputError(
+                name, "record id is not in the public corpus (facts of another corpus?)", record=r.record_id, field="record_id"
+            )
+        if r.outcome not in OUTCOMES:
+            raise InputError(name, f"expected outcome tp, fp or fn, got {r.outcome!r}", field="outcome")
+    objects = np.empty((2, len(scored)), dtype=object)
+    objects[0] = [r.kind for r in scored]
+    objects[1] = [r.value for r in scored]
+    return FactTable(
+        objects[0],
+        objects[1],
+        np.array([OUTCOMES.index(r.outcome) for r in scored], dtype=np.int64),
+        np.array([position[r.record_id] for r in scored], dtype=np.int64),
+    )
+
+
+def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame | RecordColumns, group_by: Sequence[str]) -> list[Spec]:
     """Every slice to report, from the records and the facts of all tables given (so paired
     tables share one list)."""
     specs = [Spec("overall", "all")]
@@ -121,28 +161,28 @@ def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame, group_by: 
     labels = sorted({v for f in prepared for v in f.value[f.kind == "label"]})
     specs += [Spec("label", v, fact_kind="label", fact_value=v) for v in labels]
     scored_records = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
-    states = records["state"].to_numpy(dtype=object)
+    states = np.asarray(records["state"], dtype=object)
     for state in sorted(set(states[scored_records])):
         specs.append(Spec("state", state, record_mask=states == state))
     specs += [Spec("cue_word", w, fact_kind="contradiction", fact_value=w) for w in CUE_WORDS]
-    buckets = records["body_length_bucket"].to_numpy(dtype=object)
+    buckets = np.asarray(records["body_length_bucket"], dtype=object)
     specs += [Spec("body_length", name, record_mask=buckets == name) for _, name in BODY_LENGTH_BUCKETS]
-    has_refs = records["has_references"].to_numpy(dtype=bool)
+    has_refs = np.asarray(records["has_references"], dtype=bool)
     specs += [
         Spec("has_references", WITH_REFERENCES, record_mask=has_refs),
         Spec("has_references", WITHOUT_REFERENCES, record_mask=~has_refs),
     ]
-    splits = records["split"].to_numpy(dtype=object)
+    splits = np.asarray(records["split"], dtype=object)
     specs += [Spec("split", s, record_mask=splits == s) for s in SPLITS]
     for column in group_by:
         specs += group_by_specs(records, column)
     return specs
 
 
-def group_by_specs(records: pd.DataFrame, column: str) -> list[Spec]:
+def group_by_specs(records: pd.DataFrame | RecordColumns, column: str) -> list[Spec]:
     if column not in records.columns:
         raise ValueError(f"group_by column {column!r} is not a record_table column ({', '.join(records.columns)})")
-    values = records[column].tolist()
+    values = list(records[column])
     is_list = any(isinstance(v, (list, tuple)) for v in values)
     members = [set(v) if is_list else {v} for v in values]
     names = sorted({x for m in members for x in m}, key=lambda x: (str(type(x)), x))
@@ -252,7 +292,7 @@ def kind_specs(specs: Sequence[Spec]) -> tuple[list[Spec], np.ndarray]:
     return parts, index
 
 
-def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame) -> tuple[np.ndarray, int]:
+def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame | RecordColumns) -> tuple[np.ndarray, int]:
     """The record -> component index over the components that hold scored facts (`records.component_index`).
 
     Only those components are resampled; records without facts get index -1 (never used).
@@ -261,7 +301,7 @@ def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame) -> t
     return component_index(records, used)
 
 
-def split_support(records: pd.DataFrame, specs: Sequence[Spec]) -> dict[str, np.ndarray]:
+def split_support(records: pd.DataFrame | RecordColumns, specs: Sequence[Spec]) -> dict[str, np.ndarray]:
     """Per split (train, tune): each slice's gold facts among that split's records, from the
     public-derived facts (`public_facts`), counted with the same slice masks as the test facts."""
     if "public_facts" not in records.columns:
@@ -274,7 +314,7 @@ def split_support(records: pd.DataFrame, specs: Sequence[Spec]) -> dict[str, np.
         np.zeros(len(rows), dtype=np.int64),
         index,
     )
-    split_of_fact = records["split"].to_numpy(dtype=object)[index] if len(index) else np.array([], dtype=object)
+    split_of_fact = np.asarray(records["split"], dtype=object)[index] if len(index) else np.array([], dtype=object)
     out = {}
     for split in ("train", "tune"):
         in_split = split_of_fact == split

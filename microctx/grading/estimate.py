@@ -79,7 +79,7 @@ def korn_graubard(
     interval in the column, on the fact-weighted metric itself. Non-integer counts x = p n* use
     the beta-quantile form of Clopper-Pearson. Korn & Graubard (1998), Survey Methodology 24(2).
     """
-    from scipy.special import betaincinv
+    from microctx.grading.special import betaincinv
 
     p = np.asarray(point, dtype=np.float64)
     with np.errstate(all="ignore"):
@@ -237,7 +237,7 @@ def rest_test(
     from looking certain. The minimum detectable difference is the F1 gap this test finds with
     80% power at alpha / n_tests (Holm's first, strictest step), converted from q at q0.
     """
-    from scipy.special import stdtr, stdtrit
+    from microctx.grading.special import stdtr, stdtrit
 
     (q_s, q_r), (reps_s, reps_r), (n_s, n_r) = q, replicates, n_eff
     size_s, size_r = effective_size(q_s, reps_s, n_s), effective_size(q_r, reps_r, n_r)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -91,9 +92,54 @@ def _connect(path: Path, what: str = "held-out ledger", field: str = LEDGER_ENV,
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=wait, isolation_level=None)
         connection.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        connection.execute("PRAGMA synchronous = FULL")  # a COMMIT returns once the WAL is on disk
+        if keep_wal_on_close(connection):  # the WAL stays between commands: keep it short to read back
+            connection.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
     except (OSError, sqlite3.Error) as exc:
         raise InputError(path, f"cannot open the {what}: {exc}", field=field) from None
     return connection
+
+
+NO_CKPT_ON_CLOSE = 1006  # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE (SQLite 3.16.2 and later)
+# pages the WAL may hold before a commit checkpoints it (about 20 appends): each command's first
+# read recovers the whole WAL (the shared index is rebuilt when no other connection is open)
+WAL_PAGES = 64
+
+
+def keep_wal_on_close(connection: sqlite3.Connection) -> bool:
+    """Ask SQLite not to checkpoint the WAL into the main file, and delete it, when this connection
+    closes; True when it agreed. Durability is the same (WAL with synchronous=FULL: a commit is on
+    disk when COMMIT returns, one fsync of the WAL); what goes is the close's own checkpoint, two
+    more fsyncs (the WAL, the main file), and the next command's fresh WAL header and folder sync
+    (issue 24: the ledger append of every command). SQLite still checkpoints on its own, every
+    `WAL_PAGES` pages. Python 3.12 has `Connection.setconfig`; on CPython 3.11 the same SQLite call is made
+    through ctypes on the connection's handle (the first field of the 3.11 Connection object);
+    anything else keeps SQLite's default."""
+    setconfig = getattr(connection, "setconfig", None)
+    try:
+        if setconfig is not None:
+            setconfig(NO_CKPT_ON_CLOSE, True)
+            return True
+        return _db_config_cpython311(connection)
+    except (OSError, AttributeError, ValueError, sqlite3.Error):
+        return False
+
+
+def _db_config_cpython311(connection: sqlite3.Connection) -> bool:
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11) or type(connection) is not sqlite3.Connection:
+        return False
+    if sqlite3.sqlite_version_info < (3, 16, 2):
+        return False
+    import _sqlite3
+    import ctypes
+
+    library = ctypes.CDLL(_sqlite3.__file__)  # the SQLite this module is linked with
+    handle = ctypes.c_void_p.from_address(id(connection) + object.__basicsize__).value  # pysqlite_Connection.db
+    config = library.sqlite3_db_config
+    config.restype = ctypes.c_int
+    state = ctypes.c_int(-1)
+    done = config(ctypes.c_void_p(handle), NO_CKPT_ON_CLOSE, ctypes.c_int(1), ctypes.byref(state))
+    return done == 0 and state.value == 1
 
 
 def connect(path: str | os.PathLike[str], what: str, field: str) -> sqlite3.Connection:

@@ -164,7 +164,7 @@ def _diff_estimability(
 
 def _equal_f1_test(diff_reps: np.ndarray, observed: np.ndarray, n_eff: np.ndarray, judged: np.ndarray) -> np.ndarray:
     """Two-sided paired bootstrap t test of equal expected F1 (t with n_eff - 1 df) per judged slice."""
-    from scipy.special import stdtr
+    from microctx.grading.special import stdtr
 
     p = np.full(len(observed), np.nan)
     if not judged.any() or diff_reps.shape[0] < 2:

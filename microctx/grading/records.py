@@ -2,6 +2,8 @@
 
 Everything a slice, a tune metric or the frontier groups by comes from the public text, derived
 once here with the answers' own functions (`contract.patterns`, `contract.split.components`):
+- `record_columns(corpus, answers=None) -> RecordColumns`: the same table as numpy columns (no
+  pandas: the `microctx slices` path); `record_table` is its DataFrame.
 - `record_table(corpus, answers=None) -> DataFrame`: one row per public record: id, number, split,
   state, labels, n_labels, body_length, body_length_bucket, has_references, n_references,
   cue_words, has_cue_word, component, component_size, public_facts (the record's gold facts as
@@ -21,7 +23,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive
@@ -30,6 +31,8 @@ from microctx.contract.split import components
 from microctx.errors import InputError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from microctx.corpus.public import Corpus
 
 OUTCOMES = ("tp", "fp", "fn")
@@ -50,6 +53,8 @@ def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
     Every cell stays a string (a label "None" or an empty detail is not turned into NaN).
     Raises InputError naming the file, row and field when the table is not that shape.
     """
+    import pandas as pd
+
     from microctx._io.jsonio import open_input
 
     try:
@@ -73,6 +78,8 @@ def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 def facts_frame(rows: Iterable[FactRow]) -> pd.DataFrame:
     """The fact table as a DataFrame from `GradeResult.facts` (FactRow objects)."""
+    import pandas as pd
+
     data = [(r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows]
     return pd.DataFrame(data, columns=list(FACT_COLUMNS), dtype=str)
 
@@ -105,7 +112,8 @@ def _body_length_bucket(length: int) -> str:
 
 def _public_facts(record: dict[str, Any], derived: tuple[list[int], list[int], list[str]]) -> list[tuple[str, str]]:
     """A record's gold facts derived from its public text, as the answers derive them: its
-    state, labels, references, duplicate targets and cue words, as (kind, value) pairs."""
+    state, labels, references, duplicate targets and cue words (`derived`: `patterns.derive` of
+    its title and body), as (kind, value) pairs."""
     refs, dups, cues = derived
     facts = [("state", str(record["state"]))] if record.get("state") is not None else []
     facts += [("label", str(x)) for x in (record["labels"] or [])]
@@ -114,53 +122,92 @@ def _public_facts(record: dict[str, Any], derived: tuple[list[int], list[int], l
     return facts
 
 
-def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One row per public record with the columns slices group by and the explorer shows.
+class RecordColumns:
+    """The record table as numpy columns, in `record_table`'s column order: `table[name]` is a
+    column (an array), `len(table)` the number of records, `columns` the names, `frame()` the
+    DataFrame (`record_table`). Slices and counts read either this or the DataFrame."""
 
-    Everything comes from the public text, derived once per record with the answers' own
-    function (`contract.patterns.derive`: references, duplicate targets, cue words) and split
-    components (`contract.split.components`), so no answers are needed. Given the answer
-    bundle, `gold_facts` (the record's number of gold facts) is added.
+    def __init__(self, columns: dict[str, np.ndarray]):
+        self._columns = columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._columns[name]
+
+    def __len__(self) -> int:
+        return len(self._columns["id"])
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame({name: list(v) if v.dtype == object else v for name, v in self._columns.items()})
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-d object array of `values` (lists stay list elements, never a second axis)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def record_columns(corpus: Corpus, answers: dict[str, Any] | None = None) -> RecordColumns:
+    """One row per public record with the columns slices group by, as numpy columns.
+
+    Everything comes from the public text (references, duplicate targets and cue words via
+    `patterns.derive`, once per record; split components via `split.components`), so no answers
+    are needed. Given the answer bundle, `gold_facts` (the record's number of gold facts) is added.
     """
     records = corpus.records
-    derived = [derive(r["title"], r["body"]) for r in records]
+    derived = [derive(r["title"], r["body"]) for r in records]  # references, duplicate targets, cue words: once
     refs = [d[0] for d in derived]
     numbers = [r["number"] for r in records]
     roots = components(numbers, [r["title"] for r in records], [r["body"] for r in records], refs)
-    table = pd.DataFrame(
-        {
-            "id": [r["id"] for r in records],
-            "number": numbers,
-            "split": [r["split"] for r in records],
-            "state": [r["state"] for r in records],
-            "labels": [list(r["labels"] or []) for r in records],
-            "body_length": [len(r["body"]) for r in records],
-            "has_references": [bool(x) for x in refs],
-            "n_references": [len(x) for x in refs],
-            "cue_words": [d[2] for d in derived],
-            "component": [roots[n] for n in numbers],
-        }
-    )
-    table.insert(5, "n_labels", table["labels"].map(len))
-    table.insert(7, "body_length_bucket", table["body_length"].map(_body_length_bucket))
-    table.insert(11, "has_cue_word", table["cue_words"].map(bool))
-    table["component_size"] = table.groupby("component")["id"].transform("size")
-    table["public_facts"] = [_public_facts(r, d) for r, d in zip(records, derived)]
-    table["references"] = refs
-    table["duplicate_targets"] = [d[1] for d in derived]
+    labels = [list(r["labels"] or []) for r in records]
+    lengths = [len(r["body"]) for r in records]
+    cues = [d[2] for d in derived]
+    component = np.array([roots[n] for n in numbers], dtype=np.int64)
+    sizes = np.unique(component, return_inverse=True, return_counts=True)
+    ids = _objects([r["id"] for r in records])
+    columns = {
+        "id": ids,
+        "number": np.array(numbers, dtype=np.int64),
+        "split": _objects([r["split"] for r in records]),
+        "state": _objects([r["state"] for r in records]),
+        "labels": _objects(labels),
+        "n_labels": np.array([len(x) for x in labels], dtype=np.int64),
+        "body_length": np.array(lengths, dtype=np.int64),
+        "body_length_bucket": _objects([_body_length_bucket(n) for n in lengths]),
+        "has_references": np.array([bool(x) for x in refs], dtype=bool),
+        "n_references": np.array([len(x) for x in refs], dtype=np.int64),
+        "cue_words": _objects(cues),
+        "has_cue_word": np.array([bool(x) for x in cues], dtype=bool),
+        "component": component,
+        "component_size": sizes[2][sizes[1]].astype(np.int64),
+        "public_facts": _objects([_public_facts(r, d) for r, d in zip(records, derived, strict=True)]),
+        "references": _objects(refs),  # the explorer marks them (contract.patterns.spans_utf8)
+        "duplicate_targets": _objects([d[1] for d in derived]),
+    }
     if answers is not None:
         gold = {a["id"]: len(record_facts(a)) for a in answers["answers"]}
-        table["gold_facts"] = table["id"].map(gold).fillna(0).astype(int)
-    return table
+        columns["gold_facts"] = np.array([gold.get(i, 0) for i in ids], dtype=np.int64)
+    return RecordColumns(columns)
 
 
-def component_index(records: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray, int]:
+def record_table(corpus: Corpus, answers: dict[str, Any] | None = None) -> pd.DataFrame:
+    """`record_columns` as a DataFrame (the notebooks', the explorer's and the API's table)."""
+    return record_columns(corpus, answers).frame()
+
+
+def component_index(records: pd.DataFrame | RecordColumns, used: np.ndarray) -> tuple[np.ndarray, int]:
     """The record -> component index: (dense component index per record row, number of components).
 
     Only the components holding a `used` record (row indices, e.g. records with a scored fact)
     are indexed, in the order of their roots; every other record gets -1 (never counted).
     """
-    component = records["component"].to_numpy()
+    component = np.asarray(records["component"])
     roots = np.unique(component[np.asarray(used, dtype=np.int64)])
     index = np.full(len(records), -1, dtype=np.int64)
     if len(roots):
@@ -170,6 +217,6 @@ def component_index(records: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray
     return index, len(roots)
 
 
-def component_of(records: pd.DataFrame) -> dict[str, Any]:
+def component_of(records: pd.DataFrame | RecordColumns) -> dict[str, Any]:
     """Record id -> split component root (the split rule's unit), from the record table."""
     return dict(zip(records["id"], records["component"]))

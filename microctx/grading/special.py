@@ -1,0 +1,53 @@
+"""scipy's special functions the statistics use, without `import scipy.special`'s start-up.
+
+`from microctx.grading.special import betaincinv, stdtr, stdtrit` gives scipy's own ufuncs (the
+same objects as `scipy.special.betaincinv` and so on: the same numbers, bit for bit). Importing
+`scipy.special` itself costs about 0.25 s of CPU here, nearly all of it its array-API layer
+(array_api_compat walks numpy's namespace, which imports numpy.testing and numpy.f2py); the
+functions live in the compiled `scipy.special._ufuncs`, which loads in about 25 ms. So the
+first use loads that module alone, under a bare stand-in for the package that is removed again
+at once; a later `import scipy.special` runs the package's own initialisation as usual and
+finds the same compiled module. When scipy.special is already imported, or the compiled module
+cannot be loaded that way, the package is imported as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+NAMES = ("betaincinv", "stdtr", "stdtrit")
+_LOCK = threading.Lock()
+
+
+def _ufuncs() -> Any:
+    """The module holding scipy's special ufuncs: scipy.special when imported, else `_ufuncs` alone."""
+    for name in ("scipy.special", "scipy.special._ufuncs"):
+        if name in sys.modules:
+            return sys.modules[name]
+    with _LOCK:
+        if "scipy.special._ufuncs" in sys.modules:
+            return sys.modules["scipy.special._ufuncs"]
+        import scipy
+
+        stand_in = types.ModuleType("scipy.special")
+        stand_in.__path__ = [os.path.join(os.path.dirname(scipy.__file__), "special")]
+        sys.modules["scipy.special"] = stand_in
+        try:
+            return importlib.import_module("scipy.special._ufuncs")
+        except ImportError:
+            pass
+        finally:
+            if sys.modules.get("scipy.special") is stand_in:
+                del sys.modules["scipy.special"]
+    return importlib.import_module("scipy.special")
+
+
+def __getattr__(name: str) -> Any:
+    if name not in NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(_ufuncs(), name)

@@ -1,0 +1,138 @@
+"""`microctx slices` without pandas (issue 24): the record table as numpy columns, the facts straight
+from the grade, slices.csv written from the columns. Its bytes are those of the DataFrame path
+(`slice_table` + `write_slices_csv`), and both are the bytes microctx wrote before the fast path
+existed (the digests below were made by the code of commit 64b5566, before this change)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import test_slices as cases
+from microctx.reports.examples import planted_submission
+
+from microctx import cli
+from microctx._io.csvout import columns_csv_bytes, frame_csv_bytes
+from microctx.contract.canonical import dumps
+from microctx.contract.score import grade
+from microctx.errors import InputError
+from microctx.grading import slices
+from microctx.grading.counts import prepare_rows
+from microctx.grading.records import RecordColumns, record_columns
+from microctx.grading.table import slice_columns
+
+# slices.csv of `microctx slices` on s8f with the planted demo submission, default options
+S8F_PLANTED = "8f6fbcd80eb58e46a05ce26c9ae147cd9244122f3c24418126ab24211eb59dc2"
+# every record its own component (so slices are judged and some are weak), n_boot=2000, seed=5
+INDEPENDENT = {
+    "oracle": "bcb9468df1bb45d40ca90d0d32f879e1b227f6edfa49563e7fe83b5177885062",
+    "no_enhancement": "abe895cb00e385262a447827879e50e85924ee24336545d6bd2ac2be79fd3b48",
+    "no_references": "392562ac92cc5a335923c9475d0cfcf89347d97cdfe8b282607637d28c2d057d",
+    "false_positives": "92b70e951b7ee0bc30054867a2718053cffe71d5e2f2d1784a749bb4d0418569",
+    "dropped_record": "b98d6c87ba14e85a80dafae06f1196656de7c6424a36cb2451fa816178bc8e35",
+    "all_faults": "815bb0c42f9a7a8d9770aa23f94a2f8ae1c6aa679eff6ede44f9771cfbfde0ec",
+}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _slices_argv(s8f, submission, output, *extra):
+    return ["slices", "--public", str(s8f.public), "--answers", str(s8f.answers), "--submission", str(submission),
+            "--output", str(output), *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def records(s8f_corpus):
+    return record_columns(s8f_corpus)
+
+
+def test_the_command_writes_the_bytes_it_wrote_before(s8f, s8f_answers, s8f_corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
+    submission = tmp_path / "planted.json"
+    submission.write_bytes(dumps(planted_submission(s8f_answers)))
+    assert cli.main(_slices_argv(s8f, submission, tmp_path / "slices.csv")) == 0
+    written = (tmp_path / "slices.csv").read_bytes()
+    assert _sha(written) == S8F_PLANTED
+    facts = slices.facts_frame(grade(s8f_answers, planted_submission(s8f_answers)).facts)
+    assert frame_csv_bytes(slices.slice_table(facts, s8f_corpus)) == written  # the DataFrame path, same bytes
+
+
+@pytest.mark.parametrize("name", sorted(INDEPENDENT))
+def test_columns_and_dataframe_give_the_old_bytes_where_slices_are_judged(name, s8f_answers, s8f_corpus, records):
+    one_each = {name: records[name] for name in records.columns}
+    one_each["component"], one_each["component_size"] = records["number"], np.ones(len(records), dtype=np.int64)
+    independent = RecordColumns(one_each)
+    rows = grade(s8f_answers, cases.PLANTS[name](s8f_answers)).facts
+    columns = slice_columns(prepare_rows(rows, independent, "facts"), independent, n_boot=2000, seed=5)
+    fast = columns_csv_bytes(columns)
+    assert _sha(fast) == INDEPENDENT[name]
+    frame = slices.slice_table(slices.facts_frame(rows), s8f_corpus, records=independent.frame(), n_boot=2000, seed=5)
+    assert frame_csv_bytes(frame) == fast
+    if name == "no_enhancement":  # the weak test ran: the old code's judged and weak slices
+        assert int((~np.isnan(columns["p_value"])).sum()) == 38 and int(columns["weak"].sum()) == 2
+
+
+def test_record_columns_are_the_record_table(s8f_corpus, s8f_answers):
+    import pandas as pd
+
+    table = slices.record_table(s8f_corpus, s8f_answers)
+    pd.testing.assert_frame_equal(record_columns(s8f_corpus, s8f_answers).frame(), table, check_exact=True)
+    assert list(table.columns)[-1] == "gold_facts" and table["component_size"].sum() > len(table)
+
+
+def test_formula_text_in_a_slice_name_is_written_as_text_by_both_paths(s8f_answers, s8f_corpus, records):
+    sub = planted_submission(s8f_answers)
+    sub["answers"][0]["labels"] = [*sub["answers"][0]["labels"], '=HYPERLINK("http://x")']  # a false positive label
+    rows = grade(s8f_answers, sub).facts
+    fast = columns_csv_bytes(slice_columns(prepare_rows(rows, records, "facts"), records, n_boot=200))
+    frame = frame_csv_bytes(slices.slice_table(slices.facts_frame(rows), s8f_corpus, n_boot=200))
+    assert fast == frame
+    assert b'label,"\'=HYPERLINK(""http://x"")",' in fast
+
+
+def test_facts_of_another_corpus_name_the_record(s8f_answers, records):
+    rows = grade(s8f_answers, planted_submission(s8f_answers)).facts
+    moved = [dataclasses.replace(next(r for r in rows if r.kind == "label"), record_id="elsewhere/1")]
+    with pytest.raises(InputError, match="elsewhere/1"):
+        prepare_rows(moved, records, "facts")
+
+
+def _imports_after(code: str) -> set[str]:
+    """The modules loaded once `code` ran in a fresh interpreter (printed after a marker line, so
+    the command's own output is not read as module names)."""
+    code += "\nimport sys; print('MODULES'); print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split("MODULES\n", 1)[1].split())
+
+
+def test_slices_and_grade_commands_leave_out_what_they_do_not_need(s8f, s8f_answers, tmp_path):
+    submission = tmp_path / "planted.json"
+    submission.write_bytes(dumps(planted_submission(s8f_answers)))
+    env = f"import os; os.environ['MICROCTX_LEDGER'] = {str(tmp_path / 'l.sqlite')!r}\nfrom microctx import cli\n"
+    argv = _slices_argv(s8f, submission, tmp_path / "s.csv", "--n-boot", "300")
+    loaded = _imports_after(env + f"assert cli.main({argv!r}) == 0")
+    assert "numpy" in loaded and "microctx.grading.table" in loaded
+    assert not {"pandas", "scipy.special", "pyarrow"} & loaded  # scipy's ufuncs alone (grading.special)
+    grade_argv = ["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]
+    loaded = _imports_after(env + f"cli.main({grade_argv!r})")
+    assert not {"numpy", "microctx.semantic.grade", "microctx.candidates.registry"} & loaded
+
+
+def test_special_gives_scipys_own_functions():
+    code = (
+        "import sys\nfrom microctx.grading.special import betaincinv, stdtr, stdtrit\n"
+        "assert 'scipy.special' not in sys.modules\n"
+        "values = (betaincinv(2.5, 3.0, 0.025), stdtr(3.0, -1.2), stdtrit(4.0, 0.9))\n"
+        "import scipy.special as s\n"
+        "assert s.betaincinv is betaincinv and s.stdtr is stdtr and s.stdtrit is stdtrit\n"
+        "assert values == (s.betaincinv(2.5, 3.0, 0.025), s.stdtr(3.0, -1.2), s.stdtrit(4.0, 0.9))\n"
+        "import scipy.stats\nprint(repr(float(scipy.stats.t.ppf(0.9, 4))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1.533206274058944"
