@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import test_slices as cases
-from microctx.reports.examples import planted_submission
+from microctx.grading.examples import planted_submission
 
 from microctx import cli
 from microctx._io.csvout import columns_csv_bytes, frame_csv_bytes
