@@ -39,8 +39,10 @@ def frontier_table(
     cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
     n_boot: int | None = None,
     seed: int = 0,
+    records=None,
 ) -> Frontier:
-    """`grading.frontier.frontier_table` on the submissions in `inputs` (`paths` locate their manifests)."""
+    """`grading.frontier.frontier_table` on the submissions in `inputs` (`paths` locate their manifests;
+    `records`: a precomputed record table, its components deciding the intervals)."""
     from microctx.candidates.runner import model_counts, read_manifest
     from microctx.grading import frontier
     from microctx.reports.tables import record_report_look
@@ -57,4 +59,5 @@ def frontier_table(
         cpu_dollars_per_hour=cpu_dollars_per_hour,
         n_boot=n_boot,
         seed=seed,
+        records=records,
     )
