@@ -43,7 +43,7 @@ def register(sub) -> None:
         "export",
         help="grade a submission and write the result in the Every Eval Ever schema (a look at test)",
         description="Grade SUBMISSION on the test answers and write an Every Eval Ever document (schema 0.2.1): "
-        "F1, precision, recall, exact-record rate and per-kind F1, each with its cluster-bootstrap interval, "
+        "F1, precision, recall, exact-record rate and per-kind F1, each with its Korn-Graubard interval (cluster bootstrap over components), "
         "resamples and components; n_eff and the look count in its additional details.",
     )
     p.add_argument("--public", required=True)

@@ -35,13 +35,15 @@ def _result(row, column: str, low: str, high: str, name: str, description: str, 
     score = row[column]
     if score is None or (isinstance(score, float) and math.isnan(score)):
         return None
+    from microctx.grading import stats
+
     uncertainty: dict = {"num_samples": int(row["n_components"])}
     if bool(row["estimable"]) and not math.isnan(row[low]):
         uncertainty["confidence_interval"] = {
             "lower": float(row[low]),
             "upper": float(row[high]),
             "confidence_level": 0.95,
-            "method": "percentile cluster bootstrap over split components (components resampled, not records)",
+            "method": stats.INTERVAL_METHOD,
         }
         uncertainty["num_bootstrap_samples"] = int(n_boot)
     return {
