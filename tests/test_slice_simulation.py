@@ -80,6 +80,10 @@ def test_record_level_slices_are_compared_like_for_like(records_world, s8f_corpu
         judged.append(int(rows["p_value"].notna().sum()))
         alarms += bool(rows["weak"].any())
         assert (rows.loc[rows["p_value"].notna(), "rest_mix"] == slices.STANDARDISED).all()
+        # what "not weak" means: every judged slice says what gap it could have found, no other does
+        tested = table["p_value"].notna()
+        assert table.loc[tested, "min_detectable_gap"].between(0, 1, inclusive="right").all()
+        assert table.loc[~tested, "min_detectable_gap"].isna().all() and (table.loc[~tested, "not_judged_reason"] != "").all()
     assert min(judged) >= 6  # with references, without, states, body lengths: really judged
     assert alarms <= 0.05 * RUNS, alarms
 

@@ -423,3 +423,18 @@ def test_one_missed_fact_among_independent_ones_is_not_resting_on_its_component(
     # the slice still rests on that component (each value excluded by the other's interval)
     ok, reason = _estimable(_by_component([1] * 200 + [0], [0] * 200 + [30]))
     assert not ok and "#200" in reason and "rests on that component" in reason
+
+
+def test_bootstrap_noise_in_the_effective_size_never_makes_a_slice_look_worse():
+    """5 of 21 facts missed: whatever effective size the bootstrap's variance implies below the cap
+    (21), the p-value is no smaller than at 21 units. Rounding the failures to the nearest unit
+    made 5/21 at a size of 20.3 into 5 of 20, a worse slice than observed."""
+    q, q_rest = np.array([16 / 21]), np.array([0.9])
+    at_cap, _ = estimate.rest_test((q, q_rest), (np.tile(q, (3, 1)), np.tile(q_rest, (3, 1))),
+                                   (np.array([21.0]), np.array([3000.0])), 0.05, 1)  # fmt: skip
+    for size in (19.6, 20.3, 20.6):
+        var = q * (1 - q) / size  # replicates with this variance: effective size `size`
+        reps = q + np.sqrt(var) * np.array([[-1.0], [1.0]])  # two replicates, sample variance 2 var; halve it
+        reps = q + (reps - q) / np.sqrt(2)
+        p, _ = estimate.rest_test((q, q_rest), (reps, np.tile(q_rest, (3, 1))), (np.array([21.0]), np.array([3000.0])), 0.05, 1)
+        assert p[0] >= at_cap[0] - 1e-12, (size, p[0], at_cap[0])
