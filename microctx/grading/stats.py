@@ -74,7 +74,7 @@ METHOD_SUMMARY = (
     "ones a new test set would bring; (3) there are enough *effective* components (`n_eff`, Kish's count: "
     "one component with half the facts makes 257 components worth about 3). When (3) fails (fewer than 10 "
     "components or n_eff below 10) or (2) visibly fails (leaving out one component moves the value outside "
-    "its interval), the row gets no interval and no verdict, and `no_interval_reason` names the component it "
+    "its interval, and the value lies outside the interval without it), the row gets no interval and no verdict, and `no_interval_reason` names the component it "
     "rests on; (1) cannot be checked from one test set, and is what every interval here takes on trust. "
     "A slice is *weak* when it is judged (support, estimable, and an estimable rest) and a one-sided test "
     "(Fisher's exact test at the same effective sizes) finds its share of right facts below "
