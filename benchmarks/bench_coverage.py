@@ -1,6 +1,6 @@
 """What the slice statistics claim, measured by simulation on s8f's real records and components.
 
-    python benchmarks/bench_coverage.py [--runs N] [--n-boot N]
+    python benchmarks/bench_coverage.py [--runs N] [--n-boot N] [--parts coverage,bands,like,sizes,paired,frontier]
 
 Prints, with run counts and Monte Carlo intervals (Wilson, 95%):
 - coverage of every F1 interval the slice table gives, in the four settings of issue 19
@@ -10,9 +10,12 @@ Prints, with run counts and Monte Carlo intervals (Wilson, 95%):
   the threshold (stats.DEFAULT_MIN_N_EFF) was chosen;
 - runs with a weak record-level slice when only fact kinds differ (s8f and the same records as
   independent components);
-- the size of the slice-vs-rest test and of the paired equal-F1 test (and the sign-flip test
-  beside it) under clustered errors;
-- coverage of a new test set's net-true by the frontier's beyond-these-records interval.
+- the size of the slice-vs-rest test in the four settings, pooled and for the three hottest
+  slices, each with its own Monte Carlo interval (`--parts sizes --runs 300 --n-boot 1000` for
+  the figures in docs/statistics.md);
+- the size of the paired equal-F1 test (and the sign-flip test beside it) under clustered errors;
+- the frontier: how often its no-interval rule fires, and how often the intervals it gives
+  cover a new test set's net-true.
 The worlds are tests/slice_worlds.py (the simulation tests use the same code with fewer runs).
 """
 
