@@ -12,8 +12,11 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
   both the observed and the new test set vary. Assumptions: components are independent and alike
   (each drawn from one population), facts inside a component are not independent (drawn
   together). One set of draws is shared by every candidate (columns of one matrix), so the gain
-  against the baseline has a paired interval. Coverage of a new test set's net-true is checked
-  by simulation (tests/test_frontier_simulation.py).
+  against the baseline has a paired interval. No interval at all (NaN ends, the reason in
+  `method`) when one component could dominate a test set (`interval_reason`): the test set's
+  n_eff below 10, or a component of the corpus the test set lacks that would bring it there.
+  Coverage of a new test set's net-true, and that the rule fires on s8f-like draws, is checked
+  by simulation (tests/test_slice_simulation.py, benchmarks/bench_coverage.py).
 - cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
   output and cached tokens as the model gateway counted them, or the runner's proxy when it
   could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
