@@ -1,6 +1,6 @@
 """What the slice statistics claim, measured by simulation on s8f's real records and components.
 
-    python benchmarks/bench_coverage.py [--runs N] [--n-boot N]
+    python benchmarks/bench_coverage.py [--runs N] [--n-boot N] [--parts coverage,bands,like,sizes,paired,frontier]
 
 Prints, with run counts and Monte Carlo intervals (Wilson, 95%):
 - coverage of every F1 interval the slice table gives, in the four settings of issue 19
@@ -10,9 +10,12 @@ Prints, with run counts and Monte Carlo intervals (Wilson, 95%):
   the threshold (stats.DEFAULT_MIN_N_EFF) was chosen;
 - runs with a weak record-level slice when only fact kinds differ (s8f and the same records as
   independent components);
-- the size of the slice-vs-rest test and of the paired equal-F1 test (and the sign-flip test
-  beside it) under clustered errors;
-- coverage of a new test set's net-true by the frontier's beyond-these-records interval.
+- the size of the slice-vs-rest test in the four settings, pooled and for the three hottest
+  slices, each with its own Monte Carlo interval (`--parts sizes --runs 300 --n-boot 1000` for
+  the figures in docs/statistics.md);
+- the size of the paired equal-F1 test (and the sign-flip test beside it) under clustered errors;
+- the frontier: how often its no-interval rule fires, and how often the intervals it gives
+  cover a new test set's net-true.
 The worlds are tests/slice_worlds.py (the simulation tests use the same code with fewer runs).
 """
 
@@ -86,16 +89,23 @@ def like_for_like(world, records_world, corpus, runs: int, n_boot: int) -> None:
 
 def sizes(world, records_world, corpus, runs: int, n_boot: int) -> None:
     print("\n## Size at nominal 0.05 under a true null (pooled over judged slices; per-slice worst)")
-    for name, w in (("records as components", records_world), ("s8f components", world)):
-        for setting in ("independent", "heterogeneous", "whole"):
-            r = W.rest_test_size(w, corpus, setting, runs, n_boot)
+    # on s8f's own components nothing is judged (the overall n_eff is 3): a fifth of the runs shows it
+    for name, w, n_runs in (("records as components", records_world, runs), ("s8f components", world, max(runs // 5, 1))):
+        for setting in W.SETTINGS:
+            r = W.rest_test_size(w, corpus, setting, n_runs, n_boot)
             tests, rejected = sum(r["judged"].values()), sum(r["rejected"].values())
-            worst = max(r["judged"], key=lambda k: r["rejected"][k] / r["judged"][k]) if r["judged"] else None
-            tail = f"; worst {worst[0]}/{worst[1]} {share(r['rejected'][worst], r['judged'][worst])}" if worst else ""
+            ranked = sorted(r["judged"], key=lambda k: (-r["rejected"][k] / r["judged"][k], -r["judged"][k]))
+            tail = "".join(
+                f"; {k[0]}/{k[1]} {share(r['rejected'][k], r['judged'][k])}" for k in ranked[:3]
+            )  # the three hottest slices, each with its own Monte Carlo interval
             print(
-                f"- slice vs rest, {name}, {setting}: {share(rejected, tests)}{tail}; runs with a weak slice "
-                f"{r['any_weak_runs']}/{runs}"
+                f"- slice vs rest, {name}, {setting}: pooled {share(rejected, tests)}; slices judged "
+                f"{len(r['judged'])}, worst{tail or ' n/a'}; runs with a weak slice {r['any_weak_runs']}/{n_runs}"
             )
+
+
+def paired(world, records_world, corpus, runs: int, n_boot: int) -> None:
+    print("\n## Paired tests under equal expected F1 (pooled over judged slices)")
     for name, w in (("records as components", records_world), ("s8f components", world)):
         for a, b in (("independent", "whole"), ("whole", "whole"), ("heterogeneous", "independent")):
             r = W.paired_size(w, corpus, a, b, max(runs // 2, 1), n_boot)
@@ -107,32 +117,56 @@ def sizes(world, records_world, corpus, runs: int, n_boot: int) -> None:
 
 def frontier(world, records_world, runs: int, n_boot: int) -> None:
     print("\n## Frontier: the beyond-these-records interval against a new test set's net-true")
+    print("(printed: runs given an interval; covered: of those; refused: runs the no-interval rule fired)")
+    worlds = (
+        ("s8f's own test set, new sets from its components", world, {"fixed_observed": True}),
+        ("observed drawn from s8f's components", world, {}),
+        ("observed drawn from s8f's components without the giant", world, {"without_giant": True}),
+        ("records as components, observed drawn", records_world, {}),
+    )
     for miss in (0.0, 0.1):
-        fixed = W.frontier_coverage(world, runs, n_boot, miss, fixed_observed=True)
-        drawn = W.frontier_coverage(world, runs, n_boot, miss)
-        independent = W.frontier_coverage(records_world, runs, n_boot, miss)
-        print(
-            f"- miss rate {miss:g}: observed = s8f's test set {share(fixed['covered'], fixed['runs'])}; "
-            f"observed drawn too {share(drawn['covered'], drawn['runs'])}; records as components, drawn "
-            f"{share(independent['covered'], independent['runs'])}"
-        )
+        for name, w, kw in worlds:
+            r = W.frontier_coverage(w, runs, n_boot, miss, **kw)
+            print(
+                f"- miss rate {miss:g}, {name}: covered {share(r['covered'], r['printed'])}; "
+                f"refused {share(r['fired'], r['runs'])}"
+            )
+
+
+PARTS = ("coverage", "bands", "like", "sizes", "paired", "frontier")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if parts - set(PARTS):
+        parser.error(f"--parts: unknown {sorted(parts - set(PARTS))}; choose from {', '.join(PARTS)}")
     paths = data.s8f()
     corpus, answers = load_corpus(paths.public), load_answers(paths.answers)
     world = W.make_world(corpus, answers)
     records_world = W.make_world(corpus, answers, W.per_record_components(world.records))
     print(f"# bench_coverage: {args.runs} runs per setting, n_boot={args.n_boot}, s8f ({world.n_components} test components)")
-    coverage(world, corpus, args.runs, args.n_boot)
-    bands(world, corpus, args.runs, args.n_boot)
-    like_for_like(world, records_world, corpus, args.runs, args.n_boot)
-    sizes(world, records_world, corpus, args.runs, args.n_boot)
-    frontier(world, records_world, max(args.runs, 200), args.n_boot)
+    print(f"# load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+    started = time.perf_counter()
+    if "coverage" in parts:
+        coverage(world, corpus, args.runs, args.n_boot)
+    if "bands" in parts:
+        bands(world, corpus, args.runs, args.n_boot)
+    if "like" in parts:
+        like_for_like(world, records_world, corpus, args.runs, args.n_boot)
+    if "sizes" in parts:
+        sizes(world, records_world, corpus, args.runs, args.n_boot)
+    if "paired" in parts:
+        paired(world, records_world, corpus, args.runs, args.n_boot)
+    if "frontier" in parts:
+        frontier(world, records_world, max(args.runs, 200), args.n_boot)
+    print(
+        f"\n# {time.perf_counter() - started:.0f} s; load average at end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
+    )
     return 0
 
 

@@ -132,18 +132,32 @@ def null_misses(world: World, setting: str, rng: np.random.Generator) -> np.ndar
 
 def rest_test_size(world: World, corpus, setting: str, runs: int, n_boot: int) -> dict:
     """Under the null (every slice equally good in expectation): per judged slice, the share of
-    runs with an unadjusted p_value below 0.05 (the test's size), and runs with any weak slice."""
+    runs with an unadjusted p_value below 0.05 (the test's size), and runs with any weak slice.
+    `giant` is no null for slices holding a fact of the giant component (they are worse in
+    expectation), so there only the slices without one count (their null holds: they are
+    perfect in every run)."""
     rejected: dict = {}
     judged: dict = {}
     any_weak = 0
+    counted = None
+    if setting == "giant":
+        clear = ~(world.masks[:, world.component == world.giant]).any(axis=1)
+        counted = {key for key, ok in zip(world.keys, clear) if ok}
     for run in range(runs):
         rng = np.random.default_rng(50_000 + run)
-        table = run_table(world, corpus, null_misses(world, setting, rng), run, n_boot).set_index(["slice_kind", "slice"])
+        miss = (
+            draw_misses(world, setting, miss_probability(world, setting), rng)
+            if counted is not None
+            else null_misses(world, setting, rng)
+        )
+        table = run_table(world, corpus, miss, run, n_boot).set_index(["slice_kind", "slice"])
         tested = table[table["p_value"].notna()]
         for key, p in tested["p_value"].items():
+            if counted is not None and key not in counted:
+                continue
             judged[key] = judged.get(key, 0) + 1
             rejected[key] = rejected.get(key, 0) + int(p < 0.05)
-        any_weak += bool(table["weak"].any())
+        any_weak += bool(table.loc[[k for k in table.index if counted is None or k in counted], "weak"].any())
     return {"judged": judged, "rejected": rejected, "any_weak_runs": any_weak, "runs": runs}
 
 
@@ -164,32 +178,52 @@ def paired_size(world: World, corpus, setting_a: str, setting_b: str, runs: int,
 
 
 def frontier_coverage(
-    world: World, runs: int, n_boot: int, miss_rate: float = 0.0, seed: int = 0, fixed_observed: bool = False
+    world: World,
+    runs: int,
+    n_boot: int,
+    miss_rate: float = 0.0,
+    seed: int = 0,
+    fixed_observed: bool = False,
+    without_giant: bool = False,
 ) -> dict:
-    """Does the frontier's beyond-these-records interval cover a new test set's net-true?
+    """Does the frontier's beyond-these-records interval, when it gives one, cover a new test
+    set's net-true? And does it give none where it cannot?
 
-    The population is s8f's test components; an observed and a new test set each draw as many
-    components with replacement; the candidate misses each fact with `miss_rate` (0: the perfect
-    answers, net-true = gold facts). Counts runs whose prediction interval (from the observed set)
-    holds the new set's net-true. `fixed_observed`: the observed set is s8f's own test set (the
-    population is then exactly its components, the bootstrap's own world); else it is a draw too.
+    The population is s8f's test components (`without_giant`: all but the largest); an observed
+    and a new test set each draw as many components with replacement; the candidate misses each
+    fact with `miss_rate` (0: the perfect answers, net-true = gold facts). The frontier's rule
+    (`frontier.interval_reason`, gold facts per component, the population as the corpus) decides
+    whether the observed set gets an interval; `printed` counts the runs that got one, `covered`
+    those whose interval holds the new set's net-true, `fired` the runs the rule refused.
+    `fixed_observed`: the observed set is s8f's own test set; else it is a draw too.
     """
-    from microctx.grading import frontier
+    from microctx.grading import frontier, stats
 
     rng = np.random.default_rng(seed)
     test = np.unique(world.component)
     gold = np.bincount(world.component, minlength=world.n_components).astype(np.float64)[test]
+    if without_giant:
+        keep = test != world.giant
+        test, gold = test[keep], gold[keep]
     g = len(test)
-    covered = 0
+    covered = printed = fired = 0
     for run in range(runs):
         observed = np.arange(g) if fixed_observed else rng.integers(0, g, g)
         new = rng.integers(0, g, g)
         net_observed = rng.binomial(gold[observed].astype(np.int64), 1 - miss_rate).astype(np.float64)
         net_new = rng.binomial(gold[new].astype(np.int64), 1 - miss_rate).sum()
+        reason = frontier.interval_reason(
+            gold[observed], observed, gold, np.arange(g),
+            min_components=stats.DEFAULT_MIN_COMPONENTS, min_n_eff=stats.DEFAULT_MIN_N_EFF,
+        )  # fmt: skip
+        if reason:
+            fired += 1
+            continue
         boot = frontier.bootstrap_net_true(np.ones(g), {"c": net_observed}, n_boot, seed=run)["c"]
         low, high = frontier.prediction_interval(float(net_observed.sum()), boot)
+        printed += 1
         covered += int(low <= net_new <= high)
-    return {"covered": covered, "runs": runs}
+    return {"covered": covered, "printed": printed, "fired": fired, "runs": runs}
 
 
 def monte_carlo_floor(target: float, n: int, z: float = 2.0) -> float:

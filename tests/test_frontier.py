@@ -97,12 +97,24 @@ def test_planted_payoff_and_intervals(s8f, s8f_corpus, s8f_answers, tmp_path):
     assert t.loc["model", "extra_cost_per_record"] == pytest.approx(extra)
     assert t.loc["model", "break_even_per_fact"] == pytest.approx(extra / (dropped / 680))
     assert t.loc["model", "verdict"].startswith("pays off when a net-true fact is worth more than $")
-    assert t.loc["model", "gain_ci_low"] > 0  # every replicate: the same labels dropped, never fewer
+    # beyond these records: s8f's test set rests on one component (n_eff 4.1 by records), so no interval
+    assert t[["net_true_ci_low", "net_true_ci_high", "gain_ci_low", "gain_ci_high"]].isna().all().all()
+    assert "no interval: the test set's n_eff is 4.1, below 10: it rests on component #5112" in result.method
+    # the same records as independent components: intervals, and a gain interval above 0 (every
+    # replicate drops the same labels, never fewer)
+    from microctx.grading import slices
+
+    records = slices.record_table(s8f_corpus).assign(component=lambda r: r["number"])
+    spread = frontier.frontier_table(inputs, paths, names, baseline="weak", n_boot=300, records=records)
+    u = spread.table.set_index("candidate")
+    assert u.loc["model", "gain_ci_low"] > 0 and u.loc["model", "net_true_ci_low"] < gold < u.loc["model", "net_true_ci_high"]
+    assert "95% prediction interval for a new test set of 680 split components" in spread.method
     assert t.loc["weak", "verdict"] == "baseline" and t.loc["nomanifest", "verdict"].startswith("cost unknown")
     assert list(t["on_front"]) == [True, True, False, False]
     # identical submissions have identical replicates: a gain of exactly zero with a zero-width interval
     twins = tables.load_inputs(str(s8f.public), str(s8f.answers), paths[1:2] * 2, ["a", "b"])
-    same = frontier.frontier_table(twins, paths[1:2] * 2, ["a", "b"], baseline="a", n_boot=50).table.iloc[1]
+    same = frontier.frontier_table(twins, paths[1:2] * 2, ["a", "b"], baseline="a", n_boot=50, records=records)
+    same = same.table.iloc[1]
     assert same["gain"] == 0 and same["gain_ci_low"] == same["gain_ci_high"] == 0 and same["verdict"] == "equal"
 
 

@@ -80,6 +80,10 @@ def test_record_level_slices_are_compared_like_for_like(records_world, s8f_corpu
         judged.append(int(rows["p_value"].notna().sum()))
         alarms += bool(rows["weak"].any())
         assert (rows.loc[rows["p_value"].notna(), "rest_mix"] == slices.STANDARDISED).all()
+        # what "not weak" means: every judged slice says what gap it could have found, no other does
+        tested = table["p_value"].notna()
+        assert table.loc[tested, "min_detectable_gap"].between(0, 1, inclusive="right").all()
+        assert table.loc[~tested, "min_detectable_gap"].isna().all() and (table.loc[~tested, "not_judged_reason"] != "").all()
     assert min(judged) >= 6  # with references, without, states, body lengths: really judged
     assert alarms <= 0.05 * RUNS, alarms
 
@@ -123,10 +127,19 @@ def test_a_planted_weak_label_is_found(records_world, s8f_corpus):
     assert found >= 0.8 * len(labels), (found, len(labels))
 
 
-def test_the_frontier_is_exact_on_these_records_and_covers_beyond(world, s8f_answers):
+def test_the_frontier_is_exact_on_these_records_and_covers_beyond_them_when_it_says_so(world, records_world):
+    """On these records the perfect answers score exactly 4,326. Beyond them, the frontier gives no
+    interval where none could cover: s8f's own test set rests on its giant component, and a test
+    set drawn from s8f's components either holds the giant or lacks a component the corpus holds
+    (a new set drawing it would rest on it). Where it gives one (records as independent
+    components, the observed set drawn too), the interval covers a new test set's net-true."""
     from microctx.grading import frontier
 
     nets = frontier.net_true_by_component(world.scored, world.records)
     assert nets.sum() == 4326  # the perfect answers: every gold fact, exactly (on these records)
-    result = W.frontier_coverage(world, 200, 400, fixed_observed=True)
-    assert result["covered"] / result["runs"] >= W.monte_carlo_floor(0.90, result["runs"])
+    for kw in ({"fixed_observed": True}, {}):
+        refused = W.frontier_coverage(world, 100, 200, **kw)
+        assert refused["fired"] == refused["runs"] and refused["printed"] == 0, (kw, refused)
+    given = W.frontier_coverage(records_world, 200, 400)
+    assert given["printed"] == given["runs"]  # the rule does not fire where nothing dominates
+    assert given["covered"] / given["printed"] >= W.monte_carlo_floor(0.90, given["printed"]), given

@@ -125,7 +125,7 @@ def register(sub) -> None:
         "export",
         help="write a grade, a comparison or a sweep in the Every Eval Ever schema (a grade is a look at test)",
         description="One SUBMISSION: grade it on the test answers and write one Every Eval Ever document (schema 0.3.0) "
-        "to --output: F1, precision, recall, exact-record rate and per-kind F1, each with its cluster-bootstrap interval "
+        "to --output: F1, precision, recall, exact-record rate and per-kind F1, each with its Korn-Graubard interval (cluster bootstrap over components) "
         "(method, resamples, components); n_eff and the look count in its additional details. Several --submission: "
         "a comparison, one document per candidate in the folder --output, each with its paired F1 difference to every "
         "other candidate (one look each). --sweep DIR: a finished sweep, one document per configuration in the folder "

@@ -12,8 +12,11 @@ Per candidate (a submission and its run manifest `<S without .json>.run.json`):
   both the observed and the new test set vary. Assumptions: components are independent and alike
   (each drawn from one population), facts inside a component are not independent (drawn
   together). One set of draws is shared by every candidate (columns of one matrix), so the gain
-  against the baseline has a paired interval. Coverage of a new test set's net-true is checked
-  by simulation (tests/test_frontier_simulation.py).
+  against the baseline has a paired interval. No interval at all (NaN ends, the reason in
+  `method`) when one component could dominate a test set (`interval_reason`): the test set's
+  n_eff below 10, or a component of the corpus the test set lacks that would bring it there.
+  Coverage of a new test set's net-true, and that the rule fires on s8f-like draws, is checked
+  by simulation (tests/test_slice_simulation.py, benchmarks/bench_coverage.py).
 - cost from the manifest: wall and CPU seconds (the runner's measure); model calls, input,
   output and cached tokens as the model gateway counted them, or the runner's proxy when it
   could (record mode, plain HTTP: `model_usage_check`), else as the candidate reported them (unknown, NaN, when it did
@@ -135,6 +138,58 @@ def net_true_by_component(facts: pd.DataFrame, records: pd.DataFrame) -> np.ndar
     per = counting.component_counts(where[prepared.record][keep], prepared.outcome[keep], prepared.record[keep], len(roots))
     returned: np.ndarray = (per[:, 0] - per[:, 1]).astype(np.float64)
     return returned
+
+
+def interval_reason(
+    test_sizes: np.ndarray,
+    test_roots: np.ndarray,
+    population_sizes: np.ndarray,
+    population_roots: np.ndarray,
+    *,
+    min_components: int,
+    min_n_eff: float,
+) -> str:
+    """Why there is no beyond-these-records interval ("" when there is one): the slice table's
+    rule on the test set as a whole, and on the test set a new draw could bring.
+
+    `test_sizes` / `test_roots`: units (records, or facts) per held-out component and its root;
+    `population_sizes` / `population_roots`: the same for every component a new test set could
+    draw (the whole corpus: the split puts whole components in train, tune or test at random).
+    No interval when the test set has fewer than `min_components` components or a Kish n_eff
+    below `min_n_eff` (it rests on its largest component), or when the corpus holds a component
+    the test set lacks that would bring the test set's n_eff below `min_n_eff` (a new test set
+    that drew it would rest on it; this one cannot say what it would do there)."""
+    import numpy as np
+
+    from microctx.grading import stats
+
+    sizes = np.asarray(test_sizes, dtype=np.float64)
+    if len(sizes) < min_components:
+        return f"{len(sizes)} test components, fewer than {min_components}"
+    n_eff = float(stats.kish_n_eff(sizes))
+    if n_eff < min_n_eff:
+        return (
+            f"the test set's n_eff is {n_eff:.1f}, below {min_n_eff:g}: it rests on component #{test_roots[int(sizes.argmax())]}"
+        )
+    unseen = ~np.isin(population_roots, test_roots)
+    if unseen.any():
+        j = np.flatnonzero(unseen)[int(np.asarray(population_sizes, dtype=np.float64)[unseen].argmax())]
+        with_it = float(stats.kish_n_eff(np.append(sizes, float(population_sizes[j]))))
+        if with_it < min_n_eff:
+            return (
+                f"the corpus holds component #{population_roots[j]} ({int(population_sizes[j])} units), not in this "
+                f"test set; a new test set drawing it would have n_eff {with_it:.1f}, below {min_n_eff:g}, and rest on it"
+            )
+    return ""
+
+
+def corpus_interval_reason(records: pd.DataFrame, min_components: int, min_n_eff: float) -> str:
+    """`interval_reason` over held-out records per component, the corpus's components as the population."""
+    import numpy as np
+
+    roots, sizes = test_components(records)
+    all_roots, all_sizes = np.unique(records["component"].to_numpy(), return_counts=True)
+    return interval_reason(sizes, roots, all_sizes, all_roots, min_components=min_components, min_n_eff=min_n_eff)
 
 
 def bootstrap_net_true(sizes: np.ndarray, nets: dict[str, np.ndarray], n_boot: int, seed: int) -> dict[str, np.ndarray]:
@@ -294,13 +349,16 @@ def frontier_table(
     cpu_dollars_per_hour: float = DEFAULT_CPU_DOLLARS_PER_HOUR,
     n_boot: int | None = None,
     seed: int = 0,
+    records: pd.DataFrame | None = None,
 ) -> Frontier:
     """The frontier table of the submissions in `inputs` (tables.Inputs); `paths` locate their run
     manifests (`<S without .json>.run.json`, read strictly: a report that shows costs refuses an
     unreadable one; none: no manifests), whose model counts are `contract.records.model_counts`.
 
     Every submission is graded on test, and that grading is a look in the held-out ledger (the
-    entries are `Frontier.looks`). `n_boot` defaults to `stats.DEFAULT_N_BOOT`."""
+    entries are `Frontier.looks`). `n_boot` defaults to `stats.DEFAULT_N_BOOT`; `records`: a
+    precomputed `record_table` of the corpus (its components decide the intervals)."""
+    import numpy as np
     import pandas as pd
 
     from microctx.contract.records import RunManifest, model_counts, read_manifest
@@ -314,7 +372,7 @@ def frontier_table(
     n_boot = stats.DEFAULT_N_BOOT if n_boot is None else int(n_boot)
     _check(names, cost_measure, n_boot, cpu_dollars_per_hour)
     base = pick_baseline(names, manifests, baseline)
-    records = slices.record_table(inputs.corpus)
+    records = slices.record_table(inputs.corpus) if records is None else records
     n_records, n_test = len(records), int((records["split"] == "test").sum())
     roots, sizes = test_components(records)
     rows, nets, looks = [], {}, {}
@@ -328,6 +386,9 @@ def frontier_table(
     table.insert(table.columns.get_loc("wall_seconds"), "records", n_records)
     table.insert(table.columns.get_loc("wall_seconds"), "test_records", n_test)
     boot = bootstrap_net_true(sizes, nets, n_boot, seed)
+    reason = corpus_interval_reason(records, stats.DEFAULT_MIN_COMPONENTS, stats.DEFAULT_MIN_N_EFF)
+    if reason:  # no beyond-these-records interval: every replicate NaN, so every interval is (NaN, NaN)
+        boot = {name: np.full(0, np.nan) for name in boot}
     intervals = [prediction_interval(float(table.at[i, "net_true"]), boot[name]) for i, name in enumerate(names)]
     table["net_true_ci_low"], table["net_true_ci_high"] = [lo for lo, _ in intervals], [hi for _, hi in intervals]
     totals = {"dollars": table["dollars"], "model_dollars": table["model_dollars"], "wall_seconds": table["wall_seconds"],
@@ -337,10 +398,18 @@ def frontier_table(
     table["cost_measure"] = COST_MEASURES[cost_measure]
     table["on_front"] = stats.pareto_front(table["cost"].tolist(), table["net_true"].astype(float).tolist())
     _against_baseline(table, boot, base, n_test, cost_measure)
+    beyond = (
+        f"no interval: {reason}"
+        if reason
+        else (
+            f"95% prediction interval for a new test set of {len(roots)} split components drawn from components like "
+            f"these (observed + difference of two independent cluster-bootstrap totals; n_boot={n_boot}, seed={seed}), "
+            f"paired for the gain; assumes components independent and alike, and none in the corpus large enough to "
+            f"bring the test set's n_eff below {stats.DEFAULT_MIN_N_EFF:g}"
+        )
+    )
     method = (f"on these records: net-true = true - false facts on {n_test} held-out records, exact (no interval); "
-              f"beyond these records: 95% prediction interval for a new test set of {len(roots)} split components "
-              f"drawn the same way (observed + difference of two independent cluster-bootstrap totals; "
-              f"n_boot={n_boot}, seed={seed}), paired for the gain; assumes components independent and alike; "
+              f"beyond these records: {beyond}; "
               f"cost: {COST_MEASURES[cost_measure]}, CPU at ${cpu_dollars_per_hour:g}/hour; "
               f"break-even = extra cost per record / gain per held-out record, only where a trade exists")  # fmt: skip
     table["method"] = method

@@ -20,7 +20,7 @@ import threading
 import types
 from typing import Any
 
-NAMES = ("betaincinv", "stdtr", "stdtrit")
+NAMES = ("betaincinv", "ndtri", "stdtr", "stdtrit")
 _LOCK = threading.Lock()
 
 

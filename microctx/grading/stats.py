@@ -52,6 +52,13 @@ EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
 
 
+# the one name of the slice tables' (and sweeps') intervals, wherever a table, chart or export names them
+INTERVAL_NAME = "Korn-Graubard interval"
+INTERVAL_METHOD = (
+    "Korn-Graubard: Clopper-Pearson at the effective size a cluster bootstrap over split components implies "
+    "(components resampled, not records; capped at Kish's n_eff)"
+)
+
 # what a report prints (markdown) so every interval states what it assumes; docs/statistics.md says more
 METHOD_SUMMARY = (
     "**How these numbers were made.** Every row answers two questions. **On these records:** the counts, "
@@ -67,10 +74,10 @@ METHOD_SUMMARY = (
     "ones a new test set would bring; (3) there are enough *effective* components (`n_eff`, Kish's count: "
     "one component with half the facts makes 257 components worth about 3). When (3) fails (fewer than 10 "
     "components or n_eff below 10) or (2) visibly fails (leaving out one component moves the value outside "
-    "its interval), the row gets no interval and no verdict, and `no_interval_reason` names the component it "
+    "its interval, and the value lies outside the interval without it), the row gets no interval and no verdict, and `no_interval_reason` names the component it "
     "rests on; (1) cannot be checked from one test set, and is what every interval here takes on trust. "
     "A slice is *weak* when it is judged (support, estimable, and an estimable rest) and a one-sided test "
-    "(variance at the null, Student t with n_eff - 1 degrees of freedom) finds its share of right facts below "
+    "(Fisher's exact test at the same effective sizes) finds its share of right facts below "
     "that of the rest of its family (the other labels for a label, the other cue words for a cue word, all "
     "other facts otherwise; for record-level slices the rest is reweighted to the slice's mix of fact kinds), "
     "with p-values Holm-adjusted over every judged slice at 0.05, and it is still below without its largest "

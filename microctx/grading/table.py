@@ -95,10 +95,10 @@ def settings(
         "min_gap": 0.0,
         "exact_flip_limit": stats.EXACT_FLIP_LIMIT,
         "on_these_records": "exact counts and metrics of the frozen test set (no interval)",
-        "interval": "beyond these records: percentile cluster bootstrap over split components, given only "
+        "interval": f"beyond these records: {stats.INTERVAL_METHOD}, given only "
         "with enough components and effective components and a leave-one-component-out check passed",
         "weak_test": "one-sided test of slice F1 against the rest of its family (same fact-kind mix): "
-        "bootstrap standard error, Student t with n_eff - 1 degrees of freedom",
+        "Fisher's exact test at the effective sizes",
         "paired_test": "two-sided paired bootstrap t test of equal expected F1 (significant), "
         "beside the component sign-flip test of exchangeability",
     }
@@ -123,14 +123,15 @@ def method_text(
     judged_text = f" over the {judged} judged slices" if judged is not None else " over all judged slices"
     return (
         f"On these records: counts and F1 are exact for this test set (no interval). Beyond these records "
-        f"(a new test set drawn the same way): 95% percentile cluster bootstrap over {n_components} split "
-        f"components (n_boot={n_boot}, seed={seed}), assuming components are independent and alike, given only "
-        f"to slices with at least {min_components} components and n_eff >= {min_n_eff:g} whose leave-one-"
-        f"component-out F1 stays inside the interval (else no_interval_reason names the component it rests "
-        f"on); a metric at exactly 1 (or 0) gets the one-sided 2.5% bound (0.025)^(1/n_eff) on the "
+        f"(a new test set drawn the same way): 95% {stats.INTERVAL_NAME}, Clopper-Pearson at the effective size "
+        f"a cluster bootstrap over {n_components} split components implies (n_boot={n_boot}, seed={seed}; capped "
+        f"at n_eff), assuming components are independent and alike, given only "
+        f"to slices with at least {min_components} components and n_eff >= {min_n_eff:g} that rest on no one "
+        f"component (leaving it out moves F1 outside the interval, and F1 lies outside the interval without it; "
+        f"else no_interval_reason names the component); a metric at exactly 1 (or 0) gets the one-sided 2.5% bound (0.025)^(1/n_eff) on the "
         f"fact-weighted metric. Weak: support >= {min_support}, estimable, and F1 below the rest of its family"
-        f"{gap} (record-level slices against a rest of the same fact-kind mix) in a one-sided test (bootstrap "
-        f"standard error, t with n_eff - 1 df), p-values {adjust}-adjusted{judged_text}, alpha={alpha:g}."
+        f"{gap} (record-level slices against a rest of the same fact-kind mix) in a one-sided test (Fisher's exact "
+        f"test at the effective sizes), p-values {adjust}-adjusted{judged_text}, alpha={alpha:g}."
     )
 
 

@@ -284,7 +284,7 @@ def _status_points(base: alt.Chart, x: str, tooltip: list, size: int = 40) -> al
 
 
 def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
-    """F1 per slice (in table order: worst first within a kind) with its 95% cluster-bootstrap
+    """F1 per slice (in table order: worst first within a kind) with its 95% Korn-Graubard
     interval, the overall F1 as a rule; weak slices red, judged blue, not judged grey; slices in
     too few components hollow and without an interval. Row labels carry support and components."""
     rows = _slice_rows(table).dropna(subset=["f1"])
@@ -306,7 +306,7 @@ def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
 
 
 def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
-    """Precision and recall per slice side by side, each with its 95% cluster-bootstrap interval;
+    """Precision and recall per slice side by side, each with its 95% Korn-Graubard interval;
     a slice with gold facts but nothing submitted (precision undefined) stays listed in the
     precision panel, marked "never predicted"."""
     rows = _slice_rows(table)
@@ -320,7 +320,7 @@ def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
     long = long.dropna(subset=["value"])
     base = alt.Chart().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     ci = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="value with 95% cluster-bootstrap interval"), x2="high:Q",
+        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="value with 95% Korn-Graubard interval"), x2="high:Q",
         color=alt.Color("status:N", scale=STATUS_COLORS, title="slice")).transform_filter(alt.datum.estimable)
     point = _status_points(base, "value", ["slice_kind", "slice", "metric", "support", alt.Tooltip("value:Q", format=".3f"),
                                            alt.Tooltip("low:Q", format=".3f"), alt.Tooltip("high:Q", format=".3f")], size=36)

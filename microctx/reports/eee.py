@@ -198,7 +198,7 @@ def tune_method() -> str:
     from microctx.grading import stats
 
     return (
-        f"95% percentile cluster bootstrap over the tune split's components (n_boot={stats.DEFAULT_N_BOOT}, "
+        f"95% {stats.INTERVAL_NAME} from a cluster bootstrap over the tune split's components (n_boot={stats.DEFAULT_N_BOOT}, "
         f"seed={stats.DEFAULT_SEED}), given only with at least {stats.DEFAULT_MIN_COMPONENTS} components and "
         f"n_eff >= {stats.DEFAULT_MIN_N_EFF:g}"
     )

@@ -193,7 +193,7 @@ def write_slice_exports(table, output_dir: str, name: str = "slices") -> None:
     ordered = compact_slices(pd.concat([overall, judged, rest.drop(judged.index)]))
     atomic_write(Path(output_dir) / f"{name}.md", markdown_table(ordered).encode())
     atomic_write(
-        Path(output_dir) / f"{name}.tex", latex_table(ordered, "F1 per slice with its 95% cluster-bootstrap interval").encode()
+        Path(output_dir) / f"{name}.tex", latex_table(ordered, "F1 per slice with its 95% Korn-Graubard interval").encode()
     )
 
 

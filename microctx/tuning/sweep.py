@@ -56,10 +56,11 @@ configuration, failed ones included), `DIR/selected.json` (the frozen choice and
 `DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
 
 Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
-tune records), `precision`, `recall`, `f1`, each with the cluster-bootstrap 95% percentile
-interval of `microctx.grading.stats` (split components resampled,
-`stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below `stats.DEFAULT_MIN_COMPONENTS`
-components), as slice reports do. A sandbox that cannot start is refused before any run (exit 2);
+tune records), `precision`, `recall`, `f1`, each with the 95% Korn-Graubard interval of
+`microctx.grading.estimate` (Clopper-Pearson at the effective size of a cluster bootstrap, split
+components resampled, `stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below
+`stats.DEFAULT_MIN_COMPONENTS` components or `stats.DEFAULT_MIN_N_EFF` effective ones), as slice
+reports do. A sandbox that cannot start is refused before any run (exit 2);
 a run it refuses mid-sweep is a transient failure, which a resume runs again.
 
 Execution: an embedded thread pool by default (`workers`, each task's work is in its own child

@@ -1,5 +1,5 @@
 """The tune grade of one sweep run: the grade on the devkit's tune answers and its metrics with
-cluster-bootstrap intervals (see `tune_metrics`)."""
+Korn-Graubard intervals from a cluster bootstrap (see `tune_metrics`)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def tune_metrics(
 ) -> dict:
     """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
 
-    Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
+    Every interval is the Korn-Graubard interval (Clopper-Pearson at the effective size a cluster bootstrap
+    implies, `microctx.grading.estimate`), as
     slice tables make it (docs/statistics.md): split components resampled with their tp, fp, fn,
     records and exact records, `stats.DEFAULT_N_BOOT` replicates, seed `stats.DEFAULT_SEED`.
     The overall row of a slice table (`slices.overall_metrics`): with fewer than
