@@ -1,7 +1,8 @@
 """`microctx slices` without pandas (issue 24): the record table as numpy columns, the facts straight
 from the grade, slices.csv written from the columns. Its bytes are those of the DataFrame path
 (`slice_table` + `write_slices_csv`), and both are the bytes microctx wrote before the fast path
-existed (the digests below were made by the code of commit 64b5566, before this change)."""
+existed (the digests below were made by the DataFrame-only code, without the fast path, carrying
+issue 19's statistics: Fisher's slice-vs-rest test and the rests-on rule)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,15 @@ from microctx.grading.records import RecordColumns, record_columns
 from microctx.grading.table import slice_columns
 
 # slices.csv of `microctx slices` on s8f with the planted demo submission, default options
-S8F_PLANTED = "8f6fbcd80eb58e46a05ce26c9ae147cd9244122f3c24418126ab24211eb59dc2"
+S8F_PLANTED = "0704c62fa4df16c27c40dd86032347a9ea3028f06d55e01fcb8d5124cdc7c728"
 # every record its own component (so slices are judged and some are weak), n_boot=2000, seed=5
 INDEPENDENT = {
-    "oracle": "bcb9468df1bb45d40ca90d0d32f879e1b227f6edfa49563e7fe83b5177885062",
-    "no_enhancement": "abe895cb00e385262a447827879e50e85924ee24336545d6bd2ac2be79fd3b48",
-    "no_references": "392562ac92cc5a335923c9475d0cfcf89347d97cdfe8b282607637d28c2d057d",
-    "false_positives": "92b70e951b7ee0bc30054867a2718053cffe71d5e2f2d1784a749bb4d0418569",
-    "dropped_record": "b98d6c87ba14e85a80dafae06f1196656de7c6424a36cb2451fa816178bc8e35",
-    "all_faults": "815bb0c42f9a7a8d9770aa23f94a2f8ae1c6aa679eff6ede44f9771cfbfde0ec",
+    "oracle": "8ba667c910d198306a8f74d7c33a961723ef2e30b11d55405aebfcd14475be64",
+    "no_enhancement": "5d91786119c59367383b1c6834bb253e56acdd71b22c67137b26e62d8714ba00",
+    "no_references": "bd7e2e8b6675653cc64ab145bb8834467b698dc9b5ea994c534e3b1031c54b42",
+    "false_positives": "d88d0f7bd511b52db74c71c35801851d32eb6ab8465eac9c96ffa6c848203d71",
+    "dropped_record": "0d8c679da62af6e45676cc4ce7248b19139bf0c76f50058581f57410a6a583b5",
+    "all_faults": "b2edbf1689a9cc36241549e82170b6f1bbbeb3e6407958c87060a2c635c01ae5",
 }
 
 
