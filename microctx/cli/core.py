@@ -7,8 +7,8 @@ from microctx.errors import InputError
 
 
 def cmd_freeze(args) -> int:
-    from microctx.corpus.export import read_export
-    from microctx.corpus.freeze import freeze, write_frozen
+    from microctx.corpus.export import with_export
+    from microctx.corpus.freeze import freeze_files
     from microctx.corpus.redact import load_rules
 
     _check_paths(
@@ -16,10 +16,11 @@ def cmd_freeze(args) -> int:
         {"--public": args.public, "--answers": args.answers, "--report": args.report},
     )
     rules = load_rules(args.redactions) if args.redactions else []
-    frozen = freeze(read_export(args.raw), args.source, rules, isolate_hubs=args.isolate_hubs)
+    paths = (args.public, args.answers, args.report)
+    # the export is read record by record and the documents written as they are made (freeze_files)
+    frozen = with_export(args.raw, lambda issues: freeze_files(issues, args.source, paths, rules, args.isolate_hubs))
     for line in frozen.hub_warnings():
         _say(line)
-    write_frozen(frozen, args.public, args.answers, args.report)
     r = frozen.report
     print(
         f"froze {r['records']} records (train {r['train_records']}, tune {r['tune_records']}, test {r['test_records']}); "

@@ -191,9 +191,14 @@ def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bo
     submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id, unknown_is_error=split == "test")
     records = _score_records(answers["answers"], submitted, with_rows, split)
     # a devkit's aggregates span its own splits only: aggregates are scored on test alone
-    aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
-    aggregate_errors = 1 if aggregate_rows else 0
-    citation_errors = len(citation_rows)
+    aggregate_rows = aggregate_error_rows(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
+    grade_doc = grade_document(digest, records, 1 if aggregate_rows else 0, len(citation_rows))
+    return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
+
+
+def grade_document(digest: str, records: RecordScore, aggregate_errors: int, citation_errors: int) -> dict[str, Any]:
+    """The grade document of scored records and the error counts (the quality floor: some
+    records scored, every one exact, no aggregate or citation error)."""
     passed = (
         records.test > 0
         and records.exact == records.test
@@ -202,10 +207,9 @@ def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bo
         and aggregate_errors == 0
         and citation_errors == 0
     )
-    grade_doc = _grade_doc(
-        digest, records.test, records.exact, records.fp, records.fn, aggregate_errors, citation_errors, passed, split
+    return _grade_doc(
+        digest, records.test, records.exact, records.fp, records.fn, aggregate_errors, citation_errors, passed, records.split
     )
-    return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
 
 
 def _citations(
@@ -229,47 +233,56 @@ def _citations(
 
 
 @dataclass
-class _RecordScore:
+class RecordScore:
+    """The record counts of a grade, one gold answer at a time (`add`); with `with_rows`, one
+    fact-table row per fact."""
+
+    split: str = "test"
+    with_rows: bool = False
     test: int = 0
     exact: int = 0
     fp: int = 0
     fn: int = 0
     rows: list[FactRow] = field(default_factory=list)
 
-
-def _score_records(
-    gold_answers: list[dict[str, Any]], submitted: dict[str, dict[str, Any]], with_rows: bool, split: str = "test"
-) -> _RecordScore:
-    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
-    out = _RecordScore()
-    for gold in gold_answers:
-        if gold["split"] != split:
-            continue
-        out.test += 1
-        rid = gold["id"]
+    def add(self, gold: dict[str, Any], got: dict[str, Any] | None) -> None:
+        """Score the submitted answer `got` (None: not submitted) of a gold answer (of any split:
+        those not of `split` are skipped)."""
+        if gold["split"] != self.split:
+            return
+        self.test += 1
         gold_facts = record_facts(gold)
-        got = submitted.get(rid)
         sub_facts = record_facts(got) if got is not None else set()
-        if not with_rows:
+        if not self.with_rows:
             if sub_facts == gold_facts:
-                out.exact += 1
+                self.exact += 1
             else:
-                out.fp += len(sub_facts - gold_facts)
-                out.fn += len(gold_facts - sub_facts)
-            continue
+                self.fp += len(sub_facts - gold_facts)
+                self.fn += len(gold_facts - sub_facts)
+            return
         missing = "record not submitted" if got is None else ""
         fp = sub_facts - gold_facts
         fn = gold_facts - sub_facts
-        out.fp += len(fp)
-        out.fn += len(fn)
-        out.exact += not fp and not fn
+        self.fp += len(fp)
+        self.fn += len(fn)
+        self.exact += not fp and not fn
+        rid = gold["id"]
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            out.rows.append(FactRow(rid, split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            self.rows.append(FactRow(rid, self.split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+
+
+def _score_records(
+    gold_answers: list[dict[str, Any]], submitted: dict[str, dict[str, Any]], with_rows: bool, split: str = "test"
+) -> RecordScore:
+    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
+    out = RecordScore(split, with_rows)
+    for gold in gold_answers:
+        out.add(gold, submitted.get(gold["id"]))
     return out
 
 
-def _aggregate_errors(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
+def aggregate_error_rows(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
     """A row per aggregate field that differs from gold (together they count as one error)."""
     rows = []
     for key in AGGREGATE_FIELDS:
