@@ -12,7 +12,6 @@ import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from heapq import nlargest
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,11 +23,13 @@ from microctx._io.jsonscan import IrregularJSON, read_object_streaming
 from microctx._io.paths import write_failure
 from microctx._version import __version__
 from microctx.contract.canonical import dumps, iter_dumps
-from microctx.contract.digests import sha256_hex
 from microctx.contract.schemas import REPORT_SCHEMA
 from microctx.contract.split import SPLITS
 from microctx.corpus.export import RawIssue
 from microctx.corpus.freeze_stream import FreezePass, Tally, Written, file_contains, split_codes, write_documents
+from microctx.corpus.freeze_stream import answer_record as answer_record  # the record shapes, still importable from here
+from microctx.corpus.freeze_stream import public_record as public_record
+from microctx.corpus.freeze_stream import top_ten_ids as top_ten_ids
 from microctx.corpus.redact import Rule
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, short_digest, table_html, verdict_html
 from microctx.errors import ContractError
@@ -144,44 +145,6 @@ class Frozen(FreezeResult):
             fields,
             table_html(("id", "split", "state", "title"), rows, total=len(records)),
         )
-
-
-def public_record(issue: RawIssue, split: str, title_sha256: str | None = None, body_sha256: str | None = None) -> dict:
-    """The public record of an issue; pass the text digests when they are already computed."""
-    labels = sorted([name for name in issue.labels if name]) if issue.labels else None
-    closed_at = issue.closed_at
-    return {
-        "id": f"issue-{issue.number}",
-        "split": split,
-        "number": issue.number,
-        "title": issue.title,
-        "body": issue.body,
-        "created_at": issue.created_at.text,
-        "updated_at": issue.updated_at.text,
-        "url": issue.url,
-        "state": issue.state,
-        "labels": labels or None,
-        "closed_at": closed_at.text if closed_at else None,
-        "title_sha256": title_sha256 or sha256_hex(issue.title.encode()),
-        "body_sha256": body_sha256 or sha256_hex(issue.body.encode()),
-    }
-
-
-def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str]) -> dict:
-    return {
-        "id": record["id"],
-        "split": record["split"],
-        "state": record["state"],
-        "labels": record["labels"] or [],
-        "references": refs,
-        "duplicate_targets": dups,
-        "scope_contradictions": cues,
-    }
-
-
-def top_ten_ids(instants_and_numbers: Iterable[tuple[int, int]]) -> list[str]:
-    """Ten ids by instant, latest first; ties by the higher issue number (numbers are unique)."""
-    return [f"issue-{number}" for _, number in nlargest(10, instants_and_numbers)]
 
 
 def freeze(issues: Iterable[RawIssue], source: str, rules: Sequence[Rule] = (), isolate_hubs: bool = False) -> Frozen:

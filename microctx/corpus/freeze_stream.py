@@ -17,12 +17,13 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from heapq import nlargest
 from typing import BinaryIO
 
 import orjson
 
 from microctx.contract.canonical import document_parts, dumps, item_bytes, item_fields
-from microctx.contract.digests import digest_chunks
+from microctx.contract.digests import digest_chunks, sha256_hex
 from microctx.contract.patterns import derive_utf8
 from microctx.contract.schemas import ANSWERS_SCHEMA, CORPUS_SCHEMA
 from microctx.contract.score import RecordScore, aggregate_error_rows, grade_document
@@ -34,6 +35,44 @@ from microctx.corpus.redact import MARKER, Rule, scrub
 _BATCH = 256  # items per written chunk
 _BLOCK = 1 << 24  # bytes per read when searching a written file
 _SCORED = SPLITS.index(RecordScore().split)
+
+
+def public_record(issue: RawIssue, split: str, title_sha256: str | None = None, body_sha256: str | None = None) -> dict:
+    """The public record of an issue; pass the text digests when they are already computed."""
+    labels = sorted([name for name in issue.labels if name]) if issue.labels else None
+    closed_at = issue.closed_at
+    return {
+        "id": f"issue-{issue.number}",
+        "split": split,
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "created_at": issue.created_at.text,
+        "updated_at": issue.updated_at.text,
+        "url": issue.url,
+        "state": issue.state,
+        "labels": labels or None,
+        "closed_at": closed_at.text if closed_at else None,
+        "title_sha256": title_sha256 or sha256_hex(issue.title.encode()),
+        "body_sha256": body_sha256 or sha256_hex(issue.body.encode()),
+    }
+
+
+def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str]) -> dict:
+    return {
+        "id": record["id"],
+        "split": record["split"],
+        "state": record["state"],
+        "labels": record["labels"] or [],
+        "references": refs,
+        "duplicate_targets": dups,
+        "scope_contradictions": cues,
+    }
+
+
+def top_ten_ids(instants_and_numbers: Iterable[tuple[int, int]]) -> list[str]:
+    """Ten ids by instant, latest first; ties by the higher issue number (numbers are unique)."""
+    return [f"issue-{number}" for _, number in nlargest(10, instants_and_numbers)]
 
 
 @dataclass
@@ -64,8 +103,6 @@ class Tally:
         self.scope_contradictions += len(cues)
 
     def aggregates(self) -> dict:
-        from microctx.corpus.freeze import top_ten_ids
-
         """State and label counts over every record; newest and most recently updated top ten
         (by instant, latest first; ties by the higher issue number)."""
         return {
@@ -103,7 +140,6 @@ class FreezePass:
 
     def add(self, issue: RawIssue) -> None:
         """Scrub, derive, digest and spill one issue."""
-        from microctx.corpus.freeze import answer_record, public_record  # beside Frozen; freeze imports this module
 
         if self.rules:
             result = scrub(issue.title, issue.body, self.rules)
