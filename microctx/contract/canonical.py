@@ -82,10 +82,12 @@ def document_parts(document: dict[str, Any], list_key: str) -> tuple[bytes, byte
 _ITEM_HEAD, _ITEM_TAIL = len(b'{\n  "": [\n    {\n'), -len(b"\n    }\n  ]\n}")
 
 
-def item_fields(fields: dict[str, Any]) -> bytes:
+def item_fields(fields: dict[str, Any], copy_keys: tuple[str, ...] = ()) -> bytes:
     """The canonical lines of `fields` as the keys of an item of a document's list (indented six
-    spaces, no braces, no final newline): `item_bytes` puts them into an item."""
-    return _escape(orjson.dumps({"": [fields]}, option=orjson.OPT_INDENT_2)[_ITEM_HEAD:_ITEM_TAIL])
+    spaces, no braces, no final newline): `item_bytes` puts them into an item. Non-ASCII strings
+    under `copy_keys` are encoded from copies (see `_uncached`)."""
+    item = _uncached(fields, copy_keys) if copy_keys else fields
+    return _escape(orjson.dumps({"": [item]}, option=orjson.OPT_INDENT_2)[_ITEM_HEAD:_ITEM_TAIL])
 
 
 def item_bytes(first_lines: bytes, fields: bytes) -> bytes:

@@ -33,7 +33,7 @@ from microctx.corpus.export import RawIssue
 from microctx.corpus.redact import MARKER, Rule, scrub
 
 _BATCH = 256  # items per written chunk
-_BLOCK = 1 << 24  # bytes per read when searching a written file
+_BLOCK = 1 << 20  # bytes per read when searching a written file
 _SCORED = SPLITS.index(RecordScore().split)
 
 
@@ -165,7 +165,7 @@ class FreezePass:
         self.tally.add(issue, record["labels"], refs, dups, cues)
         for document in (record, answer):
             del document["id"], document["split"]
-        public, answers = item_fields(record), item_fields(answer)
+        public, answers = item_fields(record, _TEXT_KEYS), item_fields(answer)
         self.spill.write(public + answers)
         self.spill_at.append(self._offset)
         self.public_len.append(len(public))
@@ -182,6 +182,7 @@ class FreezePass:
 
 
 _MARKER = MARKER.encode()
+_TEXT_KEYS = ("title", "body")  # an issue list kept by the caller keeps no UTF-8 copies of them
 
 
 def split_codes(fp: FreezePass, isolated: set[int]) -> bytearray:
