@@ -6,12 +6,13 @@ Written beside a grade as `<grade>.facts.csv`; slice reports read it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from microctx._io.atomic import AtomicOutputs
-from microctx._io.csvout import csv_bytes
+from microctx._io.csvout import csv_chunks
 from microctx.contract.canonical import dumps
 
 FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
@@ -32,7 +33,12 @@ class FactRow:
 
 def facts_csv(rows: list[FactRow]) -> bytes:
     """The per-fact outcome table as CSV bytes (header included)."""
-    return csv_bytes(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
+    return b"".join(facts_csv_chunks(rows))
+
+
+def facts_csv_chunks(rows: Iterable[FactRow]) -> Iterator[bytes]:
+    """The bytes of `facts_csv(rows)`, in chunks (a million-record grade's table is not held whole)."""
+    return csv_chunks(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
 
 
 def facts_path(grade_path: str | os.PathLike[str]) -> str:
@@ -57,4 +63,4 @@ def write_grade(result: GradeLike, grade_path: str | os.PathLike[str]) -> None:
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
     with AtomicOutputs() as out:
         out.write(grade_path, dumps(result.grade))
-        out.write(facts_path(grade_path), facts_csv(result.facts))
+        out.write(facts_path(grade_path), facts_csv_chunks(result.facts))
