@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -95,3 +97,24 @@ def test_memory_does_not_grow_with_the_texts(tmp_path_factory, s8f_corpus, copie
     # Holding the documents costs twice their bytes for each extra record; the stream holds
     # numbers, indices, digests of texts while reading, the split's maps and counts: a fraction.
     assert large - small < (large_size - small_size) / 4, (small, large, small_size, large_size)
+
+
+def test_a_full_disk_names_the_output_and_replaces_nothing(tmp_path, s8f_corpus):
+    """Writes failing half way (a file size limit stands in for a full disk) end in one line
+    naming where, exit 2, and the old set untouched."""
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(corpus_to_export(s8f_corpus)))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "public.json").write_bytes(b"old")
+    code = (
+        "import resource, signal, sys\n"
+        "from microctx.cli import main\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, resource.RLIM_INFINITY))\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *_freeze_argv(raw, out, "s")], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "cannot write" in done.stderr and str(out) in done.stderr and "Traceback" not in done.stderr
+    assert [p.name for p in out.iterdir()] == ["public.json"] and (out / "public.json").read_bytes() == b"old"

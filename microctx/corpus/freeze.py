@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 import orjson
 
@@ -26,7 +25,7 @@ from microctx.contract.canonical import dumps, iter_dumps
 from microctx.contract.schemas import REPORT_SCHEMA
 from microctx.contract.split import SPLITS
 from microctx.corpus.export import RawIssue
-from microctx.corpus.freeze_stream import FreezePass, Tally, Written, file_contains, split_codes, write_documents
+from microctx.corpus.freeze_stream import FreezePass, Outputs, Tally, Written, file_contains, split_codes, write_documents
 from microctx.corpus.freeze_stream import answer_record as answer_record  # the record shapes, still importable from here
 from microctx.corpus.freeze_stream import public_record as public_record
 from microctx.corpus.freeze_stream import top_ten_ids as top_ten_ids
@@ -201,7 +200,7 @@ def build(issues: Iterable[RawIssue], source: str, rules: Sequence[Rule] = (), i
     with tempfile.TemporaryDirectory(prefix="microctx-freeze-") as folder:
         paths = (Path(folder) / "public.json", Path(folder) / "answers.json")
         with open(paths[0], "wb") as public, open(paths[1], "wb") as answers:
-            result = _freeze_into(issues, source, rules, isolate_hubs, (public, answers), paths[0])
+            result = _freeze_into(issues, source, rules, isolate_hubs, Outputs((public, answers), paths, paths[0]))
         return Frozen(
             result.report,
             result.public_sha256,
@@ -232,10 +231,8 @@ def freeze_files(
     public_path, answers_path, report_path = paths
     with AtomicOutputs() as out:
         handles = (out.stage(public_path), out.stage(answers_path))
-        try:
-            result = _freeze_into(issues, source, rules, isolate_hubs, handles, out.staged_path(public_path))
-        except OSError as exc:  # a full disk, most likely
-            raise write_failure(public_path, exc) from None
+        outputs = Outputs(handles, (public_path, answers_path), out.staged_path(public_path))
+        result = _freeze_into(issues, source, rules, isolate_hubs, outputs)
         _enforce(result)
         out.write(report_path, dumps(result.report))
     return result
@@ -246,13 +243,13 @@ def _freeze_into(
     source: str,
     rules: Sequence[Rule],
     isolate_hubs: bool,
-    handles: tuple[BinaryIO, BinaryIO],
-    public_path: str | os.PathLike,
+    outputs: Outputs,
 ) -> FreezeResult:
-    """Freeze `issues` into the two open files (the public one also at `public_path`, to be read
-    back); the report, with the leak checks recorded but not enforced."""
-    with gc_paused(), tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(public_path))) as spill:
-        fp = FreezePass(spill, rules)
+    """Freeze `issues` into the two open outputs; the report, with the leak checks recorded but
+    not enforced. The spill file is an unnamed file beside the public output."""
+    folder = os.path.dirname(os.path.abspath(outputs.names[0]))
+    with gc_paused(), tempfile.TemporaryFile(dir=folder) as spill:
+        fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
         for issue in issues:
             fp.add(issue)
         fp.end_reading()
@@ -260,11 +257,14 @@ def _freeze_into(
         hubs = find_hubs(fp.numbers, (fp.references_of(i) for i in range(n)))
         codes = split_codes(fp, {number for number, _ in hubs} if isolate_hubs else set())
         repeated = n - len(set(fp.numbers))
-        written = write_documents(fp, codes, source, handles, PRESERVED_KEYS + DERIVED_KEYS, repeated)
+        written = write_documents(fp, codes, source, outputs, PRESERVED_KEYS + DERIVED_KEYS, repeated)
         same_content = all(codes[i] == codes[fp.title_first[i]] == codes[fp.body_first[i]] for i in range(n))
-    for handle in handles:
-        handle.flush()
-    in_public = file_contains(public_path, written.answers_sha256.encode())
+    for handle, name in zip(outputs.handles, outputs.names):
+        try:
+            handle.flush()
+        except OSError as exc:
+            raise write_failure(name, exc) from None
+    in_public = file_contains(outputs.public_file, written.answers_sha256.encode())
     checks = leak_checks(repeated == 0, same_content, written.public_keys_found, in_public, written.oracle)
     counts = {f"{name}_records": codes.count(i) for i, name in enumerate(SPLITS)}
     report = _report(written, fp.tally, n, counts, checks, source, len(rules))

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 import orjson
 
+from microctx._io.paths import write_failure
 from microctx.contract.canonical import document_parts, dumps, item_bytes, item_fields
 from microctx.contract.digests import digest_chunks, sha256_hex
 from microctx.contract.patterns import derive_utf8
@@ -123,8 +124,8 @@ def _keep_ten(heap: list[tuple[int, int]], item: tuple[int, int]) -> None:
 class FreezePass:
     """What a freeze keeps of its issues while it reads them (see the module docstring)."""
 
-    def __init__(self, spill: BinaryIO, rules: Iterable[Rule] = ()) -> None:
-        self.spill, self.rules = spill, list(rules)
+    def __init__(self, spill: BinaryIO, rules: Iterable[Rule] = (), where: str | os.PathLike = "<spill>") -> None:
+        self.spill, self.rules, self.where = spill, list(rules), where  # where: named by a write error
         self.numbers = array("Q")
         self.title_first = array("q")  # index of the first record with the same title
         self.body_first = array("q")
@@ -166,7 +167,10 @@ class FreezePass:
         for document in (record, answer):
             del document["id"], document["split"]
         public, answers = item_fields(record, _TEXT_KEYS), item_fields(answer)
-        self.spill.write(public + answers)
+        try:
+            self.spill.write(public + answers)
+        except OSError as exc:  # a full disk, most likely
+            raise write_failure(self.where, exc) from None
         self.spill_at.append(self._offset)
         self.public_len.append(len(public))
         self.answer_len.append(len(answers))
@@ -215,26 +219,41 @@ class Written:
 
 
 def write_documents(
-    fp: FreezePass, codes: bytearray, source: str, handles: tuple[BinaryIO, BinaryIO], needles: Iterable[bytes], repeated: int
+    fp: FreezePass, codes: bytearray, source: str, outputs: Outputs, needles: Iterable[bytes], repeated: int
 ) -> Written:
     """Write the public corpus and the answer bundle from the spill, in issue-number order; grade
     the answers as written against themselves (the blind oracle; `repeated`: ids given twice)."""
-    public, answers = handles
+    public, answers = outputs.handles
     order = sorted(range(len(fp.numbers)), key=fp.numbers.__getitem__)
     shell: dict[str, object] = {"schema": CORPUS_SCHEMA, "source": source, "frozen_at": utc_second(fp.tally.latest_ns or 0)}
-    public_sha, found = digest_chunks(_written(public, _items(fp, codes, order, {**shell, "records": []}, "records", 0)), needles)
+    public_sha, found = digest_chunks(
+        _written(public, outputs.names[0], _items(fp, codes, order, {**shell, "records": []}, "records", 0)), needles
+    )
     tally = RecordScore()
     aggregates = fp.tally.aggregates()
     shell = {"schema": ANSWERS_SCHEMA, "corpus_sha256": public_sha, "answers": [], "aggregates": aggregates}
-    answers_sha, _ = digest_chunks(_written(answers, _items(fp, codes, order, shell, "answers", 1, tally)))
+    answers_sha, _ = digest_chunks(_written(answers, outputs.names[1], _items(fp, codes, order, shell, "answers", 1, tally)))
     oracle = grade_document(public_sha, tally, 1 if aggregate_error_rows(aggregates, aggregates) else 0, repeated)
     return Written(public_sha, answers_sha, found, oracle)
 
 
-def _written(handle: BinaryIO, chunks: Iterable[bytes]) -> Iterator[bytes]:
+def _written(handle: BinaryIO, name: str | os.PathLike, chunks: Iterable[bytes]) -> Iterator[bytes]:
     for chunk in chunks:
-        handle.write(chunk)
+        try:
+            handle.write(chunk)
+        except OSError as exc:
+            raise write_failure(name, exc) from None
         yield chunk
+
+
+@dataclass
+class Outputs:
+    """The two open documents a freeze writes, the names a write error gives them, and where the
+    public one can be read back (its file as written so far)."""
+
+    handles: tuple[BinaryIO, BinaryIO]
+    names: tuple[str | os.PathLike, str | os.PathLike]
+    public_file: str | os.PathLike
 
 
 def _items(
