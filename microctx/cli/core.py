@@ -69,17 +69,18 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    from microctx.reports.examples import look_mark
-
-    answers, submission = load_answers(args.answers), load_submission(args.submission)
-    result = grade(answers, submission)
+    from microctx.contract.facts import StreamedFacts
     from microctx.contract.records import read_manifest
+    from microctx.reports.examples import look_mark
     from microctx.semantic.grade import layer_for, write_beside  # --semantic (docs/semantic.md)
 
-    layer = layer_for(args.semantic, args.answers, answers, submission)
-    marked = look_mark(answers, submission, read_manifest(args.submission))
-    look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
-    write_grade(result, args.output)
+    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    with StreamedFacts(args.output) as table:  # the fact rows are written as they are made
+        result = grade(answers, submission, rows_to=table)
+        layer = layer_for(args.semantic, args.answers, answers, submission)
+        marked = look_mark(answers, submission, read_manifest(args.submission))
+        look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
+        table.grade = result.grade
     print(result.summary())
     print(look)
     write_beside(layer, args.output)
