@@ -1,8 +1,9 @@
 """Freezing a raw export into the three s8f artifacts: public corpus, answer bundle, report.
 
-`freeze` is pure: issues in, documents and digests out. `write_frozen` writes the three files
-atomically. Nothing is returned (or written) unless all six leak checks and the blind oracle
-pass.
+`freeze_files` (the command) streams: issues in, one at a time, the three files out, atomically,
+holding what the split needs and not the documents (see `freeze_stream`). `freeze` (notebooks)
+makes the same bytes and returns the documents in memory; `write_frozen` writes them. Nothing is
+returned (or written) unless all six leak checks and the blind oracle pass.
 """
 
 from __future__ import annotations
