@@ -249,7 +249,7 @@ def _freeze_into(
     """Freeze `issues` into the two open outputs; the report, with the leak checks recorded but
     not enforced. The spill file is an unnamed file beside the public output."""
     folder = os.path.dirname(os.path.abspath(outputs.names[0]))
-    with gc_paused(), tempfile.TemporaryFile(dir=folder) as spill:
+    with gc_paused(), tempfile.TemporaryFile(dir=folder, buffering=0) as spill:  # FreezePass writes in blocks
         fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
         for issue in issues:
             fp.add(issue)

@@ -138,6 +138,7 @@ class FreezePass:
         self._titles: dict[bytes, int] = {}
         self._bodies: dict[bytes, int] = {}
         self._offset = 0
+        self._pending = bytearray()  # serialized records not yet in the spill
 
     def add(self, issue: RawIssue) -> None:
         """Scrub, derive, digest and spill one issue."""
@@ -167,10 +168,10 @@ class FreezePass:
         for document in (record, answer):
             del document["id"], document["split"]
         public, answers = item_fields(record, _TEXT_KEYS), item_fields(answer)
-        try:
-            self.spill.write(public + answers)
-        except OSError as exc:  # a full disk, most likely
-            raise write_failure(self.where, exc) from None
+        self._pending += public
+        self._pending += answers
+        if len(self._pending) >= _BLOCK:
+            self._write_pending()
         self.spill_at.append(self._offset)
         self.public_len.append(len(public))
         self.answer_len.append(len(answers))
@@ -182,7 +183,20 @@ class FreezePass:
     def end_reading(self) -> None:
         """Drop what only the reading needed (the digests of titles and bodies)."""
         self._titles, self._bodies = {}, {}
-        self.spill.flush()
+        self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Append the records serialized since the last block to the spill (an unbuffered file:
+        nothing is left to flush when a write fails)."""
+        data = memoryview(self._pending)
+        try:
+            while data:
+                data = data[os.write(self.spill.fileno(), data) :]
+        except OSError as exc:  # a full disk, most likely
+            raise write_failure(self.where, exc) from None
+        finally:
+            data.release()
+        self._pending = bytearray()
 
 
 _MARKER = MARKER.encode()
