@@ -86,6 +86,11 @@ class AtomicOutputs:
         self._staged.append(_Staged(tmp, dest, handle))
         return handle
 
+    def staged_path(self, path: str | os.PathLike) -> Path:
+        """The temporary file staged for `path` (to read back what was written before publishing)."""
+        dest = Path(path)
+        return next(staged.tmp for staged in self._staged if staged.dest == dest)
+
     def write(self, path: str | os.PathLike, chunks: bytes | Iterable[bytes]) -> None:
         handle = self.stage(path)
         try:

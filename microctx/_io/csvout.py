@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -42,11 +43,24 @@ def unescape_cell(value: Any) -> Any:
 
 def csv_bytes(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
     """A CSV table (header, then rows; `\\n` line ends) with every cell through `escape_cell`."""
+    return b"".join(csv_chunks(header, rows))
+
+
+def csv_chunks(header: Sequence[str], rows: Iterable[Sequence[Any]], rows_per_chunk: int = 10_000) -> Iterator[bytes]:
+    """The bytes of `csv_bytes(header, rows)` in chunks of `rows_per_chunk` rows (a large table is
+    never held whole, as text or as bytes)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([escape_cell(h) for h in header])
-    writer.writerows([escape_cell(v) for v in row] for row in rows)
-    return buffer.getvalue().encode()
+    iterator = iter(rows)
+    while True:
+        batch = [[escape_cell(v) for v in row] for row in islice(iterator, rows_per_chunk)]
+        writer.writerows(batch)
+        yield buffer.getvalue().encode()
+        if len(batch) < rows_per_chunk:
+            return
+        buffer.seek(0)
+        buffer.truncate()
 
 
 def frame_csv_bytes(frame: Any) -> bytes:

@@ -18,8 +18,8 @@ from microctx.errors import InputError
 
 
 def cmd_freeze(args) -> int:
-    from microctx.corpus.export import read_export
-    from microctx.corpus.freeze import freeze, write_frozen
+    from microctx.corpus.export import with_export
+    from microctx.corpus.freeze import freeze_files
     from microctx.corpus.redact import load_rules
 
     _check_paths(
@@ -27,10 +27,11 @@ def cmd_freeze(args) -> int:
         {"--public": args.public, "--answers": args.answers, "--report": args.report},
     )
     rules = load_rules(args.redactions) if args.redactions else []
-    frozen = freeze(read_export(args.raw), args.source, rules, isolate_hubs=args.isolate_hubs)
+    paths = (args.public, args.answers, args.report)
+    # the export is read record by record and the documents written as they are made (freeze_files)
+    frozen = with_export(args.raw, lambda issues: freeze_files(issues, args.source, paths, rules, args.isolate_hubs))
     for line in frozen.hub_warnings():
         _say(line)
-    write_frozen(frozen, args.public, args.answers, args.report)
     r = frozen.report
     print(
         f"froze {r['records']} records (train {r['train_records']}, tune {r['tune_records']}, test {r['test_records']}); "
@@ -79,16 +80,17 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
+    from microctx.contract.facts import StreamedFacts
+    from microctx.contract.records import read_manifest
     from microctx.grading.examples import look_mark
 
     answers, submission = load_answers(args.answers), load_submission(args.submission)
-    result = grade(answers, submission)
-    from microctx.contract.records import read_manifest
-
-    layer = _semantic_layer(args, answers, submission)
-    marked = look_mark(answers, submission, read_manifest(args.submission))
-    look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
-    write_grade(result, args.output)
+    with StreamedFacts(args.output) as table:  # the fact rows are written as they are made
+        result = grade(answers, submission, rows_to=table)
+        layer = _semantic_layer(args, answers, submission)
+        marked = look_mark(answers, submission, read_manifest(args.submission))
+        look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
+        table.grade = result.grade
     print(result.summary())
     print(look)
     _write_semantic(layer, args.output)

@@ -56,10 +56,8 @@ def iter_dumps(
     if not items:
         yield dumps(document)
         return
-    shell = dict(document)
-    shell[list_key] = [_PLACEHOLDER]
-    head, tail = dumps(shell).split(_PLACEHOLDER_JSON)
-    yield head + b"[\n"
+    head, tail = document_parts(document, list_key)
+    yield head
     # A batch dumped as the only list of a one-key object comes out indented exactly as the
     # items of the document's list: strip the object's first line and its closing lines.
     cut_head, cut_tail = len(b'{\n  "": [\n'), -len(b"\n  ]\n}")
@@ -69,7 +67,33 @@ def iter_dumps(
             batch = [_uncached(item, copy_keys) for item in batch]
         chunk = _escape(orjson.dumps({"": batch}, option=orjson.OPT_INDENT_2)[cut_head:cut_tail])
         yield chunk + (b",\n" if start + batch_size < len(items) else b"\n")
-    yield b"  ]" + tail
+    yield tail
+
+
+def document_parts(document: dict[str, Any], list_key: str) -> tuple[bytes, bytes]:
+    """The canonical bytes of `document` before and after the items of its (non-empty) list
+    `list_key`: head + the items joined by `,\\n` + `\\n` + tail is `dumps(document)`."""
+    shell = dict(document)
+    shell[list_key] = [_PLACEHOLDER]
+    head, tail = dumps(shell).split(_PLACEHOLDER_JSON)
+    return head + b"[\n", b"  ]" + tail
+
+
+_ITEM_HEAD, _ITEM_TAIL = len(b'{\n  "": [\n    {\n'), -len(b"\n    }\n  ]\n}")
+
+
+def item_fields(fields: dict[str, Any], copy_keys: tuple[str, ...] = ()) -> bytes:
+    """The canonical lines of `fields` as the keys of an item of a document's list (indented six
+    spaces, no braces, no final newline): `item_bytes` puts them into an item. Non-ASCII strings
+    under `copy_keys` are encoded from copies (see `_uncached`)."""
+    item = _uncached(fields, copy_keys) if copy_keys else fields
+    return _escape(orjson.dumps({"": [item]}, option=orjson.OPT_INDENT_2)[_ITEM_HEAD:_ITEM_TAIL])
+
+
+def item_bytes(first_lines: bytes, fields: bytes) -> bytes:
+    """An item of a document's list, as `iter_dumps` writes it: `first_lines` (whole lines, each
+    ending in `,\\n`, already canonical) then `fields` (from `item_fields`), in braces."""
+    return b"    {\n" + first_lines + fields + b"\n    }"
 
 
 def _uncached(item: object, keys: tuple[str, ...]) -> object:

@@ -6,12 +6,14 @@ Written beside a grade as `<grade>.facts.csv`; slice reports read it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from microctx._io.atomic import AtomicOutputs
-from microctx._io.csvout import csv_bytes
+from microctx._io.csvout import csv_bytes, csv_chunks
+from microctx._io.paths import write_failure
 from microctx.contract.canonical import dumps
 
 FACT_KINDS = ("state", "label", "ref", "dup", "contradiction")
@@ -32,7 +34,12 @@ class FactRow:
 
 def facts_csv(rows: list[FactRow]) -> bytes:
     """The per-fact outcome table as CSV bytes (header included)."""
-    return csv_bytes(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
+    return b"".join(facts_csv_chunks(rows))
+
+
+def facts_csv_chunks(rows: Iterable[FactRow]) -> Iterator[bytes]:
+    """The bytes of `facts_csv(rows)`, in chunks (a million-record grade's table is not held whole)."""
+    return csv_chunks(FACT_COLUMNS, ((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows))
 
 
 def facts_path(grade_path: str | os.PathLike[str]) -> str:
@@ -57,4 +64,52 @@ def write_grade(result: GradeLike, grade_path: str | os.PathLike[str]) -> None:
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
     with AtomicOutputs() as out:
         out.write(grade_path, dumps(result.grade))
-        out.write(facts_path(grade_path), facts_csv(result.facts))
+        out.write(facts_path(grade_path), facts_csv_chunks(result.facts))
+
+
+class StreamedFacts:
+    """A grade's fact table written as its rows come (`append`, the `rows_to` of `score.grade`),
+    and the grade beside it (set `.grade` before the `with` ends): both published together on a
+    clean exit, neither on an exception, as `write_grade` would. A million-record grade never
+    holds its fact rows."""
+
+    def __init__(self, grade_path: str | os.PathLike[str], rows_per_write: int = 10_000) -> None:
+        self.grade_path, self.rows_per_write = grade_path, rows_per_write
+        self.grade: dict[str, Any] | None = None
+        self._rows: list[FactRow] = []
+        self._out = AtomicOutputs()
+        self._head = csv_bytes(FACT_COLUMNS, [])
+
+    def __enter__(self) -> StreamedFacts:
+        Path(self.grade_path).parent.mkdir(parents=True, exist_ok=True)
+        self._out.__enter__()
+        self._handle = self._out.stage(facts_path(self.grade_path))
+        self._write(self._head)
+        return self
+
+    def append(self, row: FactRow) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= self.rows_per_write:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._write(facts_csv(self._rows)[len(self._head) :])
+        self._rows = []
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._handle.write(data)
+        except OSError as exc:
+            raise write_failure(facts_path(self.grade_path), exc) from None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                if self.grade is None:
+                    raise ValueError("StreamedFacts: set .grade before the with block ends")
+                self._flush()
+                self._out.write(self.grade_path, dumps(self.grade))
+        except BaseException as failure:
+            self._out.__exit__(type(failure), failure, failure.__traceback__)
+            raise
+        self._out.__exit__(exc_type, exc, tb)

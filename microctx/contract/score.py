@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import Any, Protocol
 
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_KINDS, FactRow
@@ -153,16 +153,25 @@ def _fact_sort_key(fact: tuple[str, str]) -> tuple[int, int, str]:
 SCORED_SPLITS = ("test", "tune")
 
 
-def grade(answers: dict[str, Any], submission: dict[str, Any], split: str = "test") -> GradeResult:
+class RowSink(Protocol):
+    """Where fact rows go: a list, or a writer of the fact table (`facts.StreamedFacts`)."""
+
+    def append(self, row: FactRow, /) -> None: ...
+
+
+def grade(
+    answers: dict[str, Any], submission: dict[str, Any], split: str = "test", rows_to: RowSink | None = None
+) -> GradeResult:
     """Grade a (validated) submission against a (validated) answer bundle.
 
     `split="tune"` grades the tune answers of a devkit (aggregates not scored; see the module
-    docstring); the default is the contract's test grade.
+    docstring); the default is the contract's test grade. `rows_to`: the fact rows go there as
+    they are made (`append`, see `facts.StreamedFacts`) and `.facts` keeps only a corpus mismatch.
     """
     if split not in SCORED_SPLITS:
         raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
     with gc_paused():
-        return _score(answers, submission, with_rows=True, split=split)
+        return _score(answers, submission, with_rows=True, split=split, rows_to=rows_to)
 
 
 def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +182,9 @@ def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[st
     return _score(answers, submission, with_rows=False).grade
 
 
-def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test") -> GradeResult:
+def _score(
+    answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test", rows_to: RowSink | None = None
+) -> GradeResult:
     digest = answers["corpus_sha256"]
     if submission.get("corpus_sha256") != digest:
         grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
@@ -185,15 +196,26 @@ def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bo
             "error",
             f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
         )
+        if rows_to is not None:
+            rows_to.append(row)
         return GradeResult(grade_doc, [row])
 
     gold_by_id = {a["id"]: a for a in answers["answers"]}
     submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id, unknown_is_error=split == "test")
-    records = _score_records(answers["answers"], submitted, with_rows, split)
+    records = _score_records(answers["answers"], submitted, with_rows, split, rows_to)
     # a devkit's aggregates span its own splits only: aggregates are scored on test alone
-    aggregate_rows = _aggregate_errors(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
-    aggregate_errors = 1 if aggregate_rows else 0
-    citation_errors = len(citation_rows)
+    aggregate_rows = aggregate_error_rows(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
+    grade_doc = grade_document(digest, records, 1 if aggregate_rows else 0, len(citation_rows))
+    if rows_to is not None:
+        for row in aggregate_rows + citation_rows:
+            rows_to.append(row)
+        return GradeResult(grade_doc, [])
+    return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
+
+
+def grade_document(digest: str, records: RecordScore, aggregate_errors: int, citation_errors: int) -> dict[str, Any]:
+    """The grade document of scored records and the error counts (the quality floor: some
+    records scored, every one exact, no aggregate or citation error)."""
     passed = (
         records.test > 0
         and records.exact == records.test
@@ -202,10 +224,9 @@ def _score(answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bo
         and aggregate_errors == 0
         and citation_errors == 0
     )
-    grade_doc = _grade_doc(
-        digest, records.test, records.exact, records.fp, records.fn, aggregate_errors, citation_errors, passed, split
+    return _grade_doc(
+        digest, records.test, records.exact, records.fp, records.fn, aggregate_errors, citation_errors, passed, records.split
     )
-    return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
 
 
 def _citations(
@@ -229,47 +250,63 @@ def _citations(
 
 
 @dataclass
-class _RecordScore:
+class RecordScore:
+    """The record counts of a grade, one gold answer at a time (`add`); with `with_rows`, one
+    fact-table row per fact."""
+
+    split: str = "test"
+    with_rows: bool = False
     test: int = 0
     exact: int = 0
     fp: int = 0
     fn: int = 0
     rows: list[FactRow] = field(default_factory=list)
+    sink: RowSink | None = None  # where the rows go instead of `rows`
 
-
-def _score_records(
-    gold_answers: list[dict[str, Any]], submitted: dict[str, dict[str, Any]], with_rows: bool, split: str = "test"
-) -> _RecordScore:
-    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per fact."""
-    out = _RecordScore()
-    for gold in gold_answers:
-        if gold["split"] != split:
-            continue
-        out.test += 1
-        rid = gold["id"]
+    def add(self, gold: dict[str, Any], got: dict[str, Any] | None) -> None:
+        """Score the submitted answer `got` (None: not submitted) of a gold answer (of any split:
+        those not of `split` are skipped)."""
+        if gold["split"] != self.split:
+            return
+        self.test += 1
         gold_facts = record_facts(gold)
-        got = submitted.get(rid)
         sub_facts = record_facts(got) if got is not None else set()
-        if not with_rows:
+        if not self.with_rows:
             if sub_facts == gold_facts:
-                out.exact += 1
+                self.exact += 1
             else:
-                out.fp += len(sub_facts - gold_facts)
-                out.fn += len(gold_facts - sub_facts)
-            continue
+                self.fp += len(sub_facts - gold_facts)
+                self.fn += len(gold_facts - sub_facts)
+            return
         missing = "record not submitted" if got is None else ""
         fp = sub_facts - gold_facts
         fn = gold_facts - sub_facts
-        out.fp += len(fp)
-        out.fn += len(fn)
-        out.exact += not fp and not fn
+        self.fp += len(fp)
+        self.fn += len(fn)
+        self.exact += not fp and not fn
+        rid = gold["id"]
+        rows = self.rows if self.sink is None else self.sink
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            out.rows.append(FactRow(rid, split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            rows.append(FactRow(rid, self.split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+
+
+def _score_records(
+    gold_answers: list[dict[str, Any]],
+    submitted: dict[str, dict[str, Any]],
+    with_rows: bool,
+    split: str = "test",
+    rows_to: RowSink | None = None,
+) -> RecordScore:
+    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per
+    fact (into `rows_to` when given)."""
+    out = RecordScore(split, with_rows, sink=rows_to)
+    for gold in gold_answers:
+        out.add(gold, submitted.get(gold["id"]))
     return out
 
 
-def _aggregate_errors(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
+def aggregate_error_rows(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
     """A row per aggregate field that differs from gold (together they count as one error)."""
     rows = []
     for key in AGGREGATE_FIELDS:

@@ -10,7 +10,7 @@ straddle splits, and the assignment does not depend on source order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 SPLITS = ("train", "tune", "test")
 
@@ -21,9 +21,27 @@ def split_for_key(smallest_number: int) -> str:
 
 
 def components(
-    numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str], references: Sequence[Iterable[int]]
+    numbers: Sequence[int], titles: Sequence[object], bodies: Sequence[object], references: Sequence[Iterable[int]]
 ) -> dict[int, int]:
-    """Map each issue number to the smallest issue number of its component."""
+    """Map each issue number to the smallest issue number of its component (titles and bodies:
+    anything equal exactly when the texts are, such as their digests)."""
+
+    def links() -> Iterator[tuple[int, int]]:
+        first_with: dict[tuple[str, object], int] = {}
+        for number, title, body, refs in zip(numbers, titles, bodies, references):
+            for key in (("title", title), ("body", body)):
+                first = first_with.setdefault(key, number)
+                if first != number:
+                    yield number, first
+            for ref in refs:
+                yield number, ref
+
+    return linked_components(numbers, links())
+
+
+def linked_components(numbers: Iterable[int], links: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Map each issue number to the smallest issue number of its component, the components
+    joined by `links` (pairs of numbers; a pair naming a number outside `numbers` joins nothing)."""
     parent = {n: n for n in numbers}
 
     def find(n: int) -> int:
@@ -34,32 +52,25 @@ def components(
             parent[n], n = root, parent[n]
         return root
 
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
+    for a, b in links:
+        if b in parent:
+            ra, rb = find(a), find(b)
             if ra < rb:
                 parent[rb] = ra
-            else:
+            elif rb < ra:
                 parent[ra] = rb
-
-    first_with: dict[tuple[str, str], int] = {}
-    for number, title, body, refs in zip(numbers, titles, bodies, references):
-        for key in (("title", title), ("body", body)):
-            if key in first_with:
-                union(number, first_with[key])
-            else:
-                first_with[key] = number
-        for ref in refs:
-            if ref in parent:
-                union(number, ref)
-    # union keeps the smaller number as root, so each root is its component's minimum
-    return {n: find(n) for n in numbers}
+    # a union keeps the smaller number as root, so each root is its component's minimum
+    return {n: find(n) for n in parent}
 
 
 def assign_splits(
-    numbers: Sequence[int], titles: Sequence[str], bodies: Sequence[str], references: Sequence[Iterable[int]]
+    numbers: Sequence[int], titles: Sequence[object], bodies: Sequence[object], references: Sequence[Iterable[int]]
 ) -> dict[int, str]:
     """Map each issue number to its split."""
-    roots = components(numbers, titles, bodies, references)
+    return splits_of(components(numbers, titles, bodies, references))
+
+
+def splits_of(roots: dict[int, int]) -> dict[int, str]:
+    """Each number's split, from the map of each number to its component's smallest number."""
     by_root = {root: split_for_key(root) for root in set(roots.values())}
     return {n: by_root[root] for n, root in roots.items()}

@@ -9,9 +9,9 @@ REST objects carrying a `pull_request` key are pull requests and are skipped.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from microctx._io.jsonio import gc_paused, read_json
 from microctx._io.jsonscan import IrregularJSON, iter_json_array
@@ -50,10 +50,15 @@ class RawIssue:
 
 def parse_export(document: object, path: str | os.PathLike = "<export>") -> list[RawIssue]:
     """Turn a parsed export (a JSON array, or any iterable of its items) into RawIssues."""
+    return list(iter_export(document, path))
+
+
+def iter_export(document: object, path: str | os.PathLike = "<export>") -> Iterator[RawIssue]:
+    """The RawIssues of a parsed export (a JSON array, or any iterable of its items), one at a
+    time; an InputError at the first bad item, or at the end when too few issues came."""
     if isinstance(document, (dict, str, int, float, bool)) or document is None:
         raise InputError(path, f"expected a JSON array of issues, got {json_type_name(document)}")
     items: Iterable[object] = document  # type: ignore[assignment]  # an iterable by the check above
-    issues: list[RawIssue] = []
     seen: dict[int, int] = {}
     for index, item in enumerate(items):
         where = f"#{index}"
@@ -64,20 +69,19 @@ def parse_export(document: object, path: str | os.PathLike = "<export>") -> list
         rest = "html_url" in item or "created_at" in item
         keys = _REST_KEYS if rest else _GH_KEYS
         issue = _fast_issue(item, keys) or _parse_issue(item, keys, path, where)
-        if issue.number in seen:
+        first = seen.setdefault(issue.number, index)
+        if first != index:
             raise InputError(
                 path,
-                f"number {issue.number} repeats record #{seen[issue.number]}",
+                f"number {issue.number} repeats record #{first}",
                 record=f"{where} (number {issue.number})",
                 field=keys["number"],
             )
-        seen[issue.number] = index
-        issues.append(issue)
-    check_enough(issues, path)
-    return issues
+        yield issue
+    check_enough(seen, path)
 
 
-def check_enough(issues: list, path: object) -> None:
+def check_enough(issues: Sized, path: object) -> None:
     """Refuse an export of fewer than MIN_RECORDS issues (a split and its statistics need them)."""
     if len(issues) < MIN_RECORDS:
         raise InputError(path, f"{len(issues)} issues, at least {MIN_RECORDS} are needed")
@@ -209,8 +213,18 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
 
 def read_export(path: str | os.PathLike) -> list[RawIssue]:
     """Read a raw export file (gh CLI or REST API shape), record by record when it can."""
+    return with_export(path, list)
+
+
+_T = TypeVar("_T")
+
+
+def with_export(path: str | os.PathLike, consume: Callable[[Iterator[RawIssue]], _T]) -> _T:
+    """`consume` the issues of a raw export file as they are read (record by record when the
+    streaming reader can take the file; when it cannot, `consume` starts again on the file
+    parsed whole, so it must not have published anything before it returns)."""
     with gc_paused():
         try:
-            return parse_export(iter_json_array(path), path)
+            return consume(iter_export(iter_json_array(path), path))
         except IrregularJSON:
-            return parse_export(read_json(path), path)
+            return consume(iter_export(read_json(path), path))

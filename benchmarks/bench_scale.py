@@ -1,0 +1,96 @@
+"""Freeze, verify and grade at scale, each as a ratio to its 1,000,000-record goal (< 60 s, < 2 GiB).
+
+    python benchmarks/bench_scale.py [--records 100000 | --million] [--work DIR]
+
+`make bench` runs this at 100,000 records (through bench_all.py); `--million` runs the goal's own
+size (a 3.4 GB export, generated once into --work and reused; about 8 GB of disk with the outputs).
+Below 1,000,000 records the time ratio is a linear projection to 1,000,000 records; the memory
+ratio is the peak measured at the size run (a streaming freeze does not grow with the texts, so a
+linear projection of memory would overstate it). The digests of the documents are printed, so two
+runs (or two branches) can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scale  # noqa: E402
+
+GOAL_RECORDS = 1_000_000
+GOAL_SECONDS = 60.0
+GOAL_MIB = 2048.0
+
+
+def ratios(records: int, seconds: float, peak_mib: float) -> str:
+    """Seconds and peak memory as ratios to the 1M goals (time projected linearly below 1M)."""
+    projected = seconds * GOAL_RECORDS / records
+    how = "" if records == GOAL_RECORDS else f" (projected from {records:,})"
+    return f"time {projected / GOAL_SECONDS:.2f}x{how}, memory {peak_mib / GOAL_MIB:.2f}x"
+
+
+def at_scale(work: Path, records: int, timed: Callable, say: Callable) -> None:
+    """Freeze, verify and grade (the test answers as a submission) an export of `records` records."""
+    python = [sys.executable, "-m", "microctx"]
+    raw = scale.write_scale_export(work, records)
+    folder = work / f"scale-{records}"
+    folder.mkdir(exist_ok=True)
+    trio = [str(folder / name) for name in ("public.json", "answers.json", "report.json")]
+    argv = [*python, "freeze", str(raw), "--public", trio[0], "--answers", trio[1], "--report", trio[2]]
+    seconds, peak = timed([*argv, "--source", f"scale:{records}"])
+    per = peak * 2**20 / records
+    say(f"freeze {records:,} records", f"{seconds:.1f} s, {peak:.0f} MiB ({per:.0f} B/record)", "1M: < 60 s, < 2 GiB")
+    say("  freeze as ratios to the 1M goals", ratios(records, seconds, peak), "both <= 1")
+    report = orjson.loads(Path(trio[2]).read_bytes())
+    say("  public / answers sha256", f"{report['corpus_sha256'][:16]} / {report['answers_sha256'][:16]}", "-")
+    seconds, peak = timed([*python, "verify", "--public", trio[0], "--answers", trio[1], "--report", trio[2]])
+    say(f"verify {records:,} records", f"{seconds:.1f} s, {peak:.0f} MiB", "1x the Go tool (none here)")
+    oracle = folder / "oracle.json"
+    if not oracle.exists():  # the test answers as a submission (parsed whole here, in the bench)
+        answers = orjson.loads(Path(trio[1]).read_bytes())
+        test = [a for a in answers["answers"] if a["split"] == "test"]
+        doc = {"schema": "fak-microcontext-submission/1", "corpus_sha256": answers["corpus_sha256"], "answers": test}
+        del answers
+        oracle.write_bytes(orjson.dumps(doc))
+        del doc, test
+    env = {"MICROCTX_LEDGER": str(work / "ledger.sqlite")}
+    grade = [*python, "grade", "--answers", trio[1], "--submission", str(oracle), "--output", str(folder / "grade.json")]
+    seconds, peak = timed(grade, env=env)
+    say(
+        f"grade {records:,} records",
+        f"{seconds:.1f} s, {peak:.0f} MiB ({peak * 2**20 / records:.0f} B/record)",
+        "1M: < 60 s, < 2 GiB",
+    )
+    say("  grade as ratios to the 1M goals", ratios(records, seconds, peak), "both <= 1")
+
+
+def main() -> int:
+    import bench_all
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--million", action="store_true", help=f"run at the goal's size, {GOAL_RECORDS:,} records")
+    parser.add_argument("--work", help="folder for the exports and outputs (kept, reused); default: a temporary one")
+    args = parser.parse_args()
+    records = GOAL_RECORDS if args.million else args.records
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(prefix="microctx-scale-") as tmp:
+        work = Path(args.work) if args.work else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        bench_all.CHILD_ENV.update({k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+        bench_all.CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        at_scale(work, records, bench_all.timed, bench_all.say)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
