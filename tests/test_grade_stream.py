@@ -4,7 +4,7 @@ pieces, and published with the grade (both or neither)."""
 from __future__ import annotations
 
 import pytest
-from microctx.reports.examples import planted_submission
+from microctx.grading.examples import planted_submission
 
 from microctx.contract.facts import StreamedFacts, facts_csv, facts_path
 from microctx.contract.score import grade
