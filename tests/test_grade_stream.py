@@ -4,10 +4,10 @@ pieces, and published with the grade (both or neither)."""
 from __future__ import annotations
 
 import pytest
-from microctx.grading.examples import planted_submission
 
 from microctx.contract.facts import StreamedFacts, facts_csv, facts_path
 from microctx.contract.score import grade
+from microctx.grading.examples import planted_submission
 
 
 def test_streamed_rows_are_the_whole_table(tmp_path, s8f_answers):
