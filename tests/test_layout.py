@@ -219,3 +219,45 @@ def test_load_ext_enables_the_offline_renderer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "microctx"
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_CODE_LINES = 500, 60
+
+
+def code_lines(source: str, function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines of code: its body without the docstring, blank lines and comment-only
+    lines (nested functions count in their parent too)."""
+    body = function.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body:
+        return 0
+    lines = source.splitlines()[body[0].lineno - 1 : function.end_lineno]
+    return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def oversized(package: Path = PACKAGE) -> list[str]:
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(package.parent)
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{where}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and code_lines(source, node) > MAX_FUNCTION_CODE_LINES:
+                found.append(f"{where}:{node.lineno} {node.name}: {code_lines(source, node)} lines of code")
+    return found
+
+
+def test_no_module_over_500_lines_and_no_function_over_60_lines_of_code():
+    assert oversized() == []
+
+
+def test_the_size_check_finds_a_long_module_and_a_long_function(tmp_path):
+    package = tmp_path / "microctx"
+    package.mkdir()
+    (package / "long.py").write_text("x = 1\n" * 501)
+    statements = "".join(f"    y{i} = {i}  # a comment\n\n    # only a comment\n" for i in range(61))
+    (package / "fn.py").write_text(f'def f():\n    """A docstring\n\n    of lines."""\n{statements}')
+    (package / "fine.py").write_text('def g():\n    """Doc."""\n' + "".join(f"    y{i} = {i}\n" for i in range(60)))
+    assert oversized(package) == ["microctx/fn.py:1 f: 61 lines of code", "microctx/long.py: 501 lines"]
