@@ -7,8 +7,8 @@ questions, kept apart (docs/statistics.md):
   `exact_records`, `exact_rate` are the exact figures of the frozen test set (a deterministic
   candidate has no uncertainty about them, and no interval is given for them);
 - **beyond these records**: every `*_ci_low/_ci_high`, `p_value`, `weak` and
-  `min_detectable_gap` is about a new test set drawn the same way (a percentile cluster
-  bootstrap over split components), given only when the slice is `estimable`; otherwise
+  `min_detectable_gap` is about a new test set drawn the same way (Korn-Graubard
+  intervals from a cluster bootstrap over split components), given only when the slice is `estimable`; otherwise
   `no_interval_reason` says why and which component it rests on.
 
 The pieces: `records` (the record table, the component index), `counts` (slice definitions and

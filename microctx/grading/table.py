@@ -147,9 +147,10 @@ class _Metrics(NamedTuple):
 def _intervals(
     totals: np.ndarray, by: np.ndarray, replicates: np.ndarray, level: float, chosen: np.ndarray | None = None
 ) -> _Metrics:
-    """Points, intervals, undefined replicates and n_eff per metric of `totals` (n, 5) with
-    per-component counts `by` and bootstrap `replicates` (n_boot, n, 5); the intervals are Korn-Graubard's (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn),
-    for the `chosen` slices (default all; NaN for the others)."""
+    """Points, intervals, undefined replicates and n_eff per metric of `totals` (n, 5), with
+    per-component counts `by` and bootstrap `replicates` (n_boot, n, 5). The intervals are
+    Korn-Graubard's (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn), for the
+    `chosen` slices (default all; NaN for the others)."""
     points = estimate.metric_points(totals)
     weights = estimate.metric_weights(by)
     n_eff = {name: stats.kish_n_eff(w, axis=1) for name, w in weights.items()}

@@ -56,8 +56,8 @@ configuration, failed ones included), `DIR/selected.json` (the frozen choice and
 `DIR/candidate-devkit.json` (what the candidate saw; `microctx evaluate` reruns with it).
 
 Tune metrics and their intervals (columns of sweep.csv): `exact_rate` (exact tune records over
-tune records), `precision`, `recall`, `f1`, each with the cluster-bootstrap 95% percentile
-interval of `microctx.grading.stats` (split components resampled,
+tune records), `precision`, `recall`, `f1`, each with the 95% Korn-Graubard
+interval from the cluster bootstrap of `microctx.grading.stats` (split components resampled,
 `stats.DEFAULT_N_BOOT` replicates, seed 0; no interval below `stats.DEFAULT_MIN_COMPONENTS`
 components), as slice reports do. A sandbox that cannot start is refused before any run (exit 2);
 a run it refuses mid-sweep is a transient failure, which a resume runs again.

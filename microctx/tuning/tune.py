@@ -51,7 +51,7 @@ def tune_metrics(
 ) -> dict:
     """Exact rate, precision, recall and F1 of a tune grade, with 95% intervals.
 
-    Every interval is the cluster-bootstrap percentile interval of `microctx.grading.stats`, as
+    Every interval is Korn-Graubard's from the cluster bootstrap of `microctx.grading.stats`, as
     slice tables make it (docs/statistics.md): split components resampled with their tp, fp, fn,
     records and exact records, `stats.DEFAULT_N_BOOT` replicates, seed `stats.DEFAULT_SEED`.
     The overall row of a slice table (`slices.overall_metrics`): with fewer than
