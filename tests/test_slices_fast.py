@@ -13,7 +13,6 @@ import sys
 import numpy as np
 import pytest
 import test_slices as cases
-from microctx.grading.examples import planted_submission
 
 from microctx import cli
 from microctx._io.csvout import columns_csv_bytes, frame_csv_bytes
@@ -22,6 +21,7 @@ from microctx.contract.score import grade
 from microctx.errors import InputError
 from microctx.grading import slices
 from microctx.grading.counts import prepare_rows
+from microctx.grading.examples import planted_submission
 from microctx.grading.records import RecordColumns, record_columns
 from microctx.grading.table import slice_columns
 

@@ -213,7 +213,9 @@ def sweep_documents(frame, selected: dict, looks: dict[str, int], metrics: dict[
     from microctx.grading import stats
 
     candidate = selected["candidate"]["name"]
-    dataset = _dataset(str(selected["corpus_sha256"]), "the devkit's tune split", "tune", devkit_sha256=str(selected["devkit_sha256"]))
+    dataset = _dataset(
+        str(selected["corpus_sha256"]), "the devkit's tune split", "tune", devkit_sha256=str(selected["devkit_sha256"])
+    )
     params = [c for c in frame.columns if c.startswith("param.")]
     now, documents = time.time(), {}
     for _, row in frame[frame["status"] == "ok"].iterrows():
