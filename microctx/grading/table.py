@@ -184,6 +184,7 @@ def _undefined(replicates: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _not_judged(spec: counting.Spec, support: float, min_support: int, estimable: bool, reason: str, rest_ok: bool) -> str:
+    """Why the weak test does not judge a slice (the first reason that holds), or "" when it may."""
     if spec.kind == "overall":
         return "overall row: no rest to compare with"
     if support < min_support:
@@ -489,4 +490,5 @@ def slice_columns(
 
 
 def _take(values: Any, order: np.ndarray) -> Any:
+    """A column (array or list) in `order`."""
     return values[order] if isinstance(values, np.ndarray) else [values[i] for i in order]
