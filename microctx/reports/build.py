@@ -291,7 +291,17 @@ def _statistics(statistics: dict | None) -> dict:
     return settings(**(statistics or {}))
 
 
+def _names(submissions: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The candidates' names, one per submission and distinct: those given (`--name`, checked as
+    safe, since they reach Markdown and file names), else derived from the submissions."""
+    found = [safe_name(name) for name in names] or candidate_names(submissions)
+    if len(found) != len(submissions) or len(set(found)) != len(found):
+        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {found}")
+    return found
+
+
 def _stat_params(full: dict) -> dict:
+    """The four statistics settings a report notebook takes as parameters."""
     return {k: full[k] for k in ("seed", "n_boot", "min_support", "min_components")}
 
 
@@ -328,9 +338,7 @@ def compare_report(
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
-    if len(names) != len(submissions) or len(set(names)) != len(names):
-        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
+    names = _names(submissions, names)
     full = _statistics(statistics)
     _checked_inputs(public, answers, submissions)
     params = {
@@ -377,10 +385,8 @@ def frontier_report(
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")
-    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
+    names = _names(submissions, names)
     n_boot = DEFAULT_N_BOOT if n_boot is None else n_boot
-    if len(names) != len(submissions) or len(set(names)) != len(names):
-        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     if baseline and baseline not in names:
         raise InputError("--baseline", f"{baseline!r} is not one of the candidates ({', '.join(names)})")
     if cost not in COST_MEASURES:
