@@ -177,3 +177,29 @@ def test_a_data_file_over_the_guards_limit_still_moves_the_project_digest(tmp_pa
     os.utime(big, ns=(os.stat(big).st_atime_ns, os.stat(big).st_mtime_ns + 1_000_000_000))
     assert project_digest(toml, project) != before
     assert project_digest(toml, project) == project_digest(toml, project)  # and it is stable
+
+
+@pytest.mark.parametrize("bound", ["depth", "files"])
+def test_answers_past_the_guards_walk_bounds_refuse_the_project(s8f, tmp_path, monkeypatch, bound):
+    """Answers 33 folders deep, or after the first MAX_FILES files, passed the guard unseen: a folder
+    the walk cannot finish is now refused, naming the folder."""
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    data = tmp_path / "data"
+    hidden = data
+    if bound == "depth":
+        for _ in range(33):
+            hidden = hidden / "d"
+    else:
+        monkeypatch.setattr(answer_guard, "MAX_FILES", 5)
+        for i in range(5):
+            (data / "a").mkdir(parents=True, exist_ok=True)
+            (data / "a" / f"{i}.txt").write_text("x")
+        hidden = data / "z"
+    hidden.mkdir(parents=True)
+    (hidden / "answers.json").write_bytes(s8f.answers.read_bytes())
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(caught.value).startswith(f"{data}: ") and "the answer guard cannot read" in str(caught.value)
