@@ -125,6 +125,10 @@ def test_answers_in_a_project_folder_are_found_by_content(s8f, tmp_path, project
         ('name = "x"\ncommand = "a"\ncode = [1]', "candidate.code[0]", "expected str, got int"),
         ('name = "x"\ncommand = "a"\ntimeout = -1', "candidate.timeout", "expected float > 0"),
         ('name = "x"\ncommand = "a"\nmax_processes = true', "candidate.max_processes", "got bool"),
+        ('name = "x"\ncommand = "a"\ncode = ["nowhere"]', "candidate.code", "not an existing folder"),
+        ('name = "x"\ncommand = "a"\ndata = "nowhere"', "candidate.data", "not an existing folder"),
+        ('name = "x"\ncommand = "a"\nvenv = "."', "candidate.venv", "not a virtual environment"),
+        ('name = "x"\ncommand = "a"\ninterpreter = "candidate.toml"', "candidate.interpreter", "not an executable"),
     ],
 )
 def test_a_wrong_candidate_file_is_one_error_naming_the_file_and_the_key(tmp_path, body, field, said):
@@ -150,3 +154,52 @@ def test_a_candidate_file_that_is_not_toml_or_has_no_table_is_refused(tmp_path):
     path.write_text('name = "x"\n')
     with pytest.raises(InputError, match="'name': unknown field"):
         load_candidate_file(path)
+
+
+def test_a_data_file_over_the_guards_limit_still_moves_the_project_digest(tmp_path, monkeypatch):
+    """The answer guard reads no file over FILE_LIMIT; the digest must still see such a file change."""
+    import os
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project, project_digest
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "code" / "main.py").write_text("print(1)\n")
+    big = tmp_path / "data" / "weights.bin"
+    big.write_bytes(b"a" * 64)
+    toml = tmp_path / "candidate.toml"
+    toml.write_text('[candidate]\nname = "p"\ncommand = "{python} main.py"\n')
+    project = make_project(["code"], ["data"], base=tmp_path)
+    monkeypatch.setattr(answer_guard, "FILE_LIMIT", 16)  # weights.bin is now over the limit, as a 300 MiB file is
+    before = project_digest(toml, project)
+    big.write_bytes(b"b" * 64)  # same size, new content
+    os.utime(big, ns=(os.stat(big).st_atime_ns, os.stat(big).st_mtime_ns + 1_000_000_000))
+    assert project_digest(toml, project) != before
+    assert project_digest(toml, project) == project_digest(toml, project)  # and it is stable
+
+
+@pytest.mark.parametrize("bound", ["depth", "files"])
+def test_answers_past_the_guards_walk_bounds_refuse_the_project(s8f, tmp_path, monkeypatch, bound):
+    """Answers 33 folders deep, or after the first MAX_FILES files, passed the guard unseen: a folder
+    the walk cannot finish is now refused, naming the folder."""
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    data = tmp_path / "data"
+    hidden = data
+    if bound == "depth":
+        for _ in range(33):
+            hidden = hidden / "d"
+    else:
+        monkeypatch.setattr(answer_guard, "MAX_FILES", 5)
+        for i in range(5):
+            (data / "a").mkdir(parents=True, exist_ok=True)
+            (data / "a" / f"{i}.txt").write_text("x")
+        hidden = data / "z"
+    hidden.mkdir(parents=True)
+    (hidden / "answers.json").write_bytes(s8f.answers.read_bytes())
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(caught.value).startswith(f"{data}: ") and "the answer guard cannot read" in str(caught.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,30 +13,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "microctx"
 
-# Lower layers never import higher ones, in the order of the flow: contract (the rules and the
-# scorer), corpus (freeze runs the blind oracle through the scorer), grading, candidates, tuning,
-# reports, the Jupyter side, then the shells. `errors`, `_io`, `display` and `_version` are the base.
-LAYERS = {
-    "_version": 0,
-    "_scm_version": 0,
-    "errors": 0,
-    "_io": 0,
-    "display": 0,
-    "contract": 1,
-    "corpus": 2,
-    "grading": 3,
-    "candidates": 4,
-    "tuning": 5,
-    "reports": 6,
-    "lab": 7,
-    "api": 8,
-    "demo": 8,
-    "service": 8,
-    "semantic": 7,
-    "cli": 9,
-    "__main__": 10,
-    "__init__": 10,
-}
+# Lower layers never import higher ones, in the order of the flow. The one home of the order is
+# the table in docs/architecture.md: a folder (or module) may import only those in rows above its
+# own or in its own row. `_scm_version` (written by setuptools-scm, untracked) is base; the package
+# `__init__` is above everything (and nothing imports it).
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def documented_layers(text: str) -> dict[str, int]:
+    """Folder or module name -> its row in the architecture table (0 = base)."""
+    rows = [line for line in text.split("\n## ")[0].splitlines() if line.startswith("| `")]
+    layers = {"_scm_version": 0}
+    for number, row in enumerate(rows):
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            layers[name.removesuffix(".py").removesuffix("/")] = number
+    layers["__init__"] = len(rows)
+    return layers
+
+
+LAYERS = documented_layers(ARCHITECTURE.read_text())
 
 
 def module_name(path: Path) -> str:
@@ -119,6 +115,26 @@ def test_stages_depend_one_way_and_never_on_the_package_init():
     }
 
 
+def test_the_layers_are_the_architecture_tables_rows_in_the_flows_order():
+    flow = ["errors", "contract", "corpus", "grading", "candidates", "tuning", "reports", "lab", "semantic", "service"]
+    assert [LAYERS[name] for name in flow] == list(range(len(flow)))
+    assert LAYERS["_io"] == LAYERS["display"] == LAYERS["_version"] == 0
+    assert LAYERS["api"] == LAYERS["demo"] < LAYERS["cli"] == LAYERS["__main__"] < LAYERS["__init__"]
+
+
+def test_an_import_against_the_documented_order_is_found(monkeypatch):
+    """lab sits above semantic in the table: lab importing semantic is against the flow (the
+    reverse is allowed)."""
+    planted = {"microctx.lab.explorer": {"microctx.semantic.items"}, "microctx.semantic.items": {"microctx.lab.renderer"}}
+    monkeypatch.setattr(sys.modules[__name__], "graph", lambda: planted)
+    try:
+        test_stages_depend_one_way_and_never_on_the_package_init()
+    except AssertionError as exc:
+        assert str(exc).splitlines()[0] == "microctx.lab.explorer (layer 7) imports microctx.semantic.items (layer 8)"
+    else:
+        raise AssertionError("the planted import was not found")
+
+
 def test_python_dash_m_and_version():
     from microctx._version import __version__
 
@@ -177,12 +193,16 @@ def test_import_microctx_changes_no_global_state():
     code = (
         "import logging, os, sys\n"
         "import altair as alt\n"
-        "before = (alt.renderers.active, os.umask(0o022), {n: logging.getLogger(n).level for n in ('', 'distributed', 'pooch')})\n"
+        "def levels():  # every logger's level and the root's handlers; a logger made later starts at NOTSET\n"
+        "    named = logging.root.manager.loggerDict.items()\n"
+        "    found = {n: (x.level, x.disabled) for n, x in named if isinstance(x, logging.Logger)}\n"
+        "    return {n: v for n, v in found.items() if v != (0, False)}, logging.root.level, len(logging.root.handlers)\n"
+        "before = (alt.renderers.active, os.umask(0o022), levels())\n"
         "os.umask(0o022)\n"
         "heavy = {m for m in ('pandas', 'numpy', 'ipywidgets', 'httpx', 'duckdb', 'sklearn') if m in sys.modules}\n"
         "import microctx\n"
         "microctx.__version__\n"
-        "after = (alt.renderers.active, os.umask(0o022), {n: logging.getLogger(n).level for n in ('', 'distributed', 'pooch')})\n"
+        "after = (alt.renderers.active, os.umask(0o022), levels())\n"
         "new_heavy = {m for m in ('ipywidgets', 'httpx', 'duckdb', 'sklearn') if m in sys.modules} - heavy\n"
         "print(before == after, sorted(new_heavy), len([m for m in sys.modules if m.startswith('microctx')]))\n"
     )
@@ -199,3 +219,45 @@ def test_load_ext_enables_the_offline_renderer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "microctx"
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_CODE_LINES = 500, 60
+
+
+def code_lines(source: str, function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines of code: its body without the docstring, blank lines and comment-only
+    lines (nested functions count in their parent too)."""
+    body = function.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if not body:
+        return 0
+    lines = source.splitlines()[body[0].lineno - 1 : function.end_lineno]
+    return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def oversized(package: Path = PACKAGE) -> list[str]:
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(package.parent)
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{where}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and code_lines(source, node) > MAX_FUNCTION_CODE_LINES:
+                found.append(f"{where}:{node.lineno} {node.name}: {code_lines(source, node)} lines of code")
+    return found
+
+
+def test_no_module_over_500_lines_and_no_function_over_60_lines_of_code():
+    assert oversized() == []
+
+
+def test_the_size_check_finds_a_long_module_and_a_long_function(tmp_path):
+    package = tmp_path / "microctx"
+    package.mkdir()
+    (package / "long.py").write_text("x = 1\n" * 501)
+    statements = "".join(f"    y{i} = {i}  # a comment\n\n    # only a comment\n" for i in range(61))
+    (package / "fn.py").write_text(f'def f():\n    """A docstring\n\n    of lines."""\n{statements}')
+    (package / "fine.py").write_text('def g():\n    """Doc."""\n' + "".join(f"    y{i} = {i}\n" for i in range(60)))
+    assert oversized(package) == ["microctx/fn.py:1 f: 61 lines of code", "microctx/long.py: 501 lines"]

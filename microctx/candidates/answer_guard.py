@@ -7,7 +7,9 @@ The schema string, the file name and the serialisation do not matter: an `answer
 re-serialised or re-indented copy, a bare list of records, one record per line are all found;
 a helper file that merely mentions the schema's name is not. A devkit (train and tune answers
 only) passes. `find_answers(paths)` walks folders without following links, reads only regular
-files up to `FILE_LIMIT` bytes, at most `MAX_FILES` files, and never blocks on a FIFO.
+files up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A folder the walk cannot finish
+(more than `MAX_FILES` files, or folders deeper than `_MAX_DEPTH` levels) is an InputError, not a
+pass: answers past the bound would go unseen.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from microctx.errors import InputError
 
 FILE_LIMIT = 256 << 20
 MAX_FILES = 20_000
@@ -81,7 +85,8 @@ def read_bounded(path: Path) -> bytes | None:
 
 
 def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
-    """Regular-file candidates under `paths`: links not followed, at most _MAX_DEPTH levels, MAX_FILES files."""
+    """Regular-file candidates under `paths`: links not followed. InputError (naming the folder
+    given) past MAX_FILES files or _MAX_DEPTH levels of folders: the walk would miss the rest."""
     count = 0
     for top in paths:
         todo = [(top, 0)] if top.is_dir() and not top.is_symlink() else []
@@ -96,12 +101,14 @@ def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
             except OSError:
                 continue
             for path, is_dir, is_file in listed:
-                if is_dir and depth + 1 < _MAX_DEPTH:
+                if is_dir:
+                    if depth + 1 >= _MAX_DEPTH:
+                        raise InputError(top, f"folders deeper than {_MAX_DEPTH} levels; the answer guard cannot read it all")
                     todo.append((path, depth + 1))
                 elif is_file:
                     count += 1
                     if count > MAX_FILES:
-                        return
+                        raise InputError(top, f"more than {MAX_FILES:,} files; the answer guard cannot read them all")
                     yield path
 
 

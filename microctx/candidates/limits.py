@@ -43,14 +43,18 @@ def owner_is_gone(name: str) -> bool:
     return _start_time(int(parts[0])) != parts[1]
 
 
+def _lines(path: str) -> list[str]:
+    """The lines of a /proc file; none when it cannot be read (no cgroups then)."""
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
 def _cgroup_mounts() -> dict[str, Path]:
     """Controller (or 'unified') -> mount point, from /proc/self/mountinfo."""
     mounts: dict[str, Path] = {}
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return mounts
-    for line in lines:
+    for line in _lines("/proc/self/mountinfo"):
         left, _, right = line.partition(" - ")
         fstype, _, options = right.split(" ")[:3] if len(right.split(" ")) >= 3 else ("", "", "")
         point = Path(left.split(" ")[4])
@@ -64,12 +68,9 @@ def _cgroup_mounts() -> dict[str, Path]:
 
 
 def _own_cgroups() -> dict[str, str]:
+    """Controller (or 'unified') -> this process's cgroup path, from /proc/self/cgroup."""
     own: dict[str, str] = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return own
-    for line in lines:
+    for line in _lines("/proc/self/cgroup"):
         _, controllers, path = line.split(":", 2)
         if controllers == "":
             own["unified"] = path

@@ -52,6 +52,8 @@ class Ask:
 
 @dataclass(frozen=True)
 class Reservation:
+    """What a call in flight holds of the budgets: its worst case in tokens and dollars."""
+
     tokens: int = 0
     dollars: float = 0.0
 
@@ -114,6 +116,7 @@ class Budget:
         return self.settings.max_tokens is not None or self.settings.max_dollars is not None
 
     def _input_price(self) -> float:
+        """Dollars per input token at the dearer of the fresh and cached prices (a worst case)."""
         s = self.settings
         return max(s.price_in, s.price_cached if s.price_cached is not None else 0.0) / 1e6
 
@@ -131,6 +134,8 @@ class Budget:
         return math.floor(room) if room != math.inf else room
 
     def _left(self, *, with_reserved: bool) -> tuple[float, float]:
+        """(tokens, dollars) left of the budgets (inf: none set), less what calls in flight hold
+        when `with_reserved`."""
         s = self.settings
         tokens = (s.max_tokens if s.max_tokens is not None else math.inf) - self.used_tokens
         dollars = (s.max_dollars if s.max_dollars is not None else math.inf) - self.used_dollars
@@ -162,13 +167,14 @@ class Budget:
             output = cap
             self.capped_calls += 1
         spent = 0 if output == math.inf else int(output) * ask.choices
-        reservation = Reservation(ask.input_tokens + spent, ask.input_tokens * self._input_price())
-        reservation = Reservation(reservation.tokens, reservation.dollars + spent * self.settings.price_out / 1e6)
+        dollars = ask.input_tokens * self._input_price() + spent * self.settings.price_out / 1e6
+        reservation = Reservation(ask.input_tokens + spent, dollars)
         self.reserved = Reservation(self.reserved.tokens + reservation.tokens, self.reserved.dollars + reservation.dollars)
         self.in_flight += 1
         return "", cap, reservation
 
     def _refusal(self, ask: Ask) -> str:
+        """Why a call does not fit even alone: the token budget when that is short, else the dollars."""
         s = self.settings
         tokens, dollars = self._left(with_reserved=False)
         if s.max_tokens is not None and tokens < ask.input_tokens + max(ask.choices, 1):

@@ -42,6 +42,7 @@ class Project:
     interpreter: Path | None = None
 
     def python(self) -> str | None:
+        """The command's `{python}`: the venv's bin/python, else the interpreter, else None."""
         if self.venv is not None:
             return str(self.venv / "bin" / "python")
         return str(self.interpreter) if self.interpreter is not None else None
@@ -56,6 +57,7 @@ class Project:
         return found
 
     def as_dict(self) -> dict:
+        """The folders and interpreter as the run manifest and selected.json record them."""
         return {
             "code": [str(p) for p in self.code],
             "data": [str(p) for p in self.data],
@@ -64,28 +66,40 @@ class Project:
         }
 
 
-def _folder(where: str, text: str, base: Path) -> Path:
+def _wrong(source: str | os.PathLike | None, key: str, message: str) -> InputError:
+    """An error naming where `key` was given: the candidate file and its key, else the run option."""
+    if source is None:
+        return InputError(f"--{key}", message)
+    return InputError(source, message, field=f"candidate.{key}")
+
+
+def _folder(source: str | os.PathLike | None, key: str, text: str, base: Path) -> Path:
+    """`text` (relative to `base`) as an absolute existing folder."""
     path = (base / text).resolve() if not os.path.isabs(text) else Path(text).resolve()
     if not path.is_dir():
-        raise InputError(where, f"{path}: not an existing folder")
+        raise _wrong(source, key, f"{path}: not an existing folder")
     return path
 
 
-def make_project(code=(), data=(), venv=None, interpreter=None, base: Path | None = None) -> Project:
-    """A checked Project: folders exist, the venv has bin/python, no folder holds answers."""
+def make_project(
+    code=(), data=(), venv=None, interpreter=None, base: Path | None = None, source: str | os.PathLike | None = None
+) -> Project:
+    """A checked Project: folders exist, the venv has bin/python, no folder holds answers.
+    Relative paths are relative to `base` (default: the working folder); `source`: the candidate
+    file they come from, which an error then names with its key (else the `run` option)."""
     from microctx.candidates.answer_guard import find_answers
 
     base = base or Path.cwd()
     project = Project(
-        tuple(_folder("--code", c, base) for c in code),
-        tuple(_folder("--data", d, base) for d in data),
-        _folder("--venv", venv, base) if venv else None,
-        Path(interpreter).resolve() if interpreter else None,
+        tuple(_folder(source, "code", c, base) for c in code),
+        tuple(_folder(source, "data", d, base) for d in data),
+        _folder(source, "venv", venv, base) if venv else None,
+        (base / interpreter).resolve() if interpreter else None,  # an absolute path stays as given
     )
     if project.venv is not None and not (project.venv / "bin" / "python").exists():
-        raise InputError("--venv", f"{project.venv}: not a virtual environment (no bin/python)")
+        raise _wrong(source, "venv", f"{project.venv}: not a virtual environment (no bin/python)")
     if project.interpreter is not None and not os.access(project.interpreter, os.X_OK):
-        raise InputError("interpreter", f"{project.interpreter}: not an executable file")
+        raise _wrong(source, "interpreter", f"{project.interpreter}: not an executable file")
     found = find_answers([*project.code, *project.data])
     if found:
         raise InputError(found[0], "holds test answers (found by content); a candidate's folders must not")
@@ -127,10 +141,13 @@ class CandidateTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class CandidateDocument(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A candidate.toml: its one table."""
+
     candidate: CandidateTable
 
 
 def _listed(value: str | list[str]) -> list[str]:
+    """A key given as one text or a list, as a list."""
     return [value] if isinstance(value, str) else list(value)
 
 
@@ -142,7 +159,7 @@ def load_candidate_file(path: str | os.PathLike) -> CandidateFile:
     path = Path(path)
     table = declared.load_declared(path, CandidateDocument, "the candidate file")[0].candidate
     base = path.resolve().parent
-    project = make_project(_listed(table.code), _listed(table.data), table.venv, table.interpreter, base)
+    project = make_project(_listed(table.code), _listed(table.data), table.venv, table.interpreter, base, source=path)
     settings: dict = {}
     if table.network is not None:
         settings["network"] = table.network
@@ -160,11 +177,13 @@ def load_candidate_file(path: str | os.PathLike) -> CandidateFile:
 def project_digest(file: str | os.PathLike, project: Project) -> str:
     """SHA-256 of what a project candidate is: its candidate.toml, every file of its code and data
     folders (relative path and content, walked as the answer guard walks them: links not followed,
-    bounded), its venv's `pyvenv.cfg` and the names in its site-packages (the packages installed,
-    not their bytes) or its interpreter's path. A sweep keys its results on it, and `evaluate`
-    refuses a project that changed since the sweep chose it."""
+    bounded; a file the guard does not read, over its size limit or not a regular file, by its
+    type, size and modification time instead), its venv's `pyvenv.cfg` and the names in its
+    site-packages (the packages installed, not their bytes) or its interpreter's path. A sweep keys
+    its results on it, and `evaluate` refuses a project that changed since the sweep chose it."""
     import hashlib
 
+    from microctx._io.jsonio import read_bytes
     from microctx.candidates.answer_guard import read_bounded, walk_files
 
     digest = hashlib.sha256()
@@ -174,14 +193,11 @@ def project_digest(file: str | os.PathLike, project: Project) -> str:
             data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
             digest.update(len(data).to_bytes(8, "big") + data)
 
-    from microctx._io.jsonio import read_bytes
-
     add("candidate.toml", read_bytes(file))
     for kind, folders in (("code", project.code), ("data", project.data)):
         for index, folder in enumerate(folders):
             for path in sorted(walk_files([folder])):
-                content = read_bounded(path)
-                add(kind, str(index), str(path.relative_to(folder)), hashlib.sha256(content or b"").hexdigest())
+                add(kind, str(index), str(path.relative_to(folder)), _file_digest(path, read_bounded(path)))
     if project.venv is not None:
         config = project.venv / "pyvenv.cfg"
         add("venv", config.read_bytes() if config.is_file() else b"")
@@ -190,3 +206,17 @@ def project_digest(file: str | os.PathLike, project: Project) -> str:
     if project.interpreter is not None:
         add("interpreter", str(project.interpreter))
     return digest.hexdigest()
+
+
+def _file_digest(path: Path, content: bytes | None) -> str:
+    """The SHA-256 of a file's content when it was read; else `unread:` with its file type, size
+    and modification time (a file over the guard's limit still changes the digest when written)."""
+    import hashlib
+
+    if content is not None:
+        return hashlib.sha256(content).hexdigest()
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return "unread:missing"
+    return f"unread:{info.st_mode >> 12:o}:{info.st_size}:{info.st_mtime_ns}"

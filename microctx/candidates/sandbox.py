@@ -233,27 +233,24 @@ def python_paths() -> list[Path]:
     return kept
 
 
+def _as_on_host(host: Path) -> list[str]:
+    """bwrap arguments that show `host` inside as on the host: a symlink as the same link, a file
+    or folder bound read-only; nothing when it is missing."""
+    if host.is_symlink():
+        return ["--symlink", os.readlink(host), str(host)]
+    if host.exists():
+        return ["--ro-bind", str(host), str(host)]
+    return []
+
+
 def _links() -> list[str]:
     """/bin, /lib, ... as on the host (links into /usr, or folders bound read-only)."""
-    args = []
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / name
-        if host.is_symlink():
-            args += ["--symlink", os.readlink(host), str(host)]
-        elif host.is_dir():
-            args += ["--ro-bind", str(host), str(host)]
-    return args
+    return [arg for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") for arg in _as_on_host(Path("/") / name)]
 
 
 def _system_binds() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr", *_links()]
-    for name in _ETC:
-        host = Path("/etc") / name
-        if host.is_symlink():
-            args += ["--symlink", os.readlink(host), str(host)]
-        elif host.exists():
-            args += ["--ro-bind", str(host), str(host)]
-    return args
+    """/usr, the top-level links into it and the few /etc entries a candidate needs, read-only."""
+    return ["--ro-bind", "/usr", "/usr", *_links(), *(arg for name in _ETC for arg in _as_on_host(Path("/etc") / name))]
 
 
 class _Binds:

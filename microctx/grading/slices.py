@@ -17,8 +17,8 @@ bootstrap), `frame` (`SliceFrame`), `paired` (two candidates); `table` composes 
 sorted columns without pandas (what `microctx slices` writes). This module is the DataFrame API.
 
 Public API: `load_facts`, `facts_frame`, `record_table` (from `records`); `slice_table(facts,
-corpus, *, min_support=20, min_components=10, min_n_eff=10, n_boot=10000, seed=0, min_gap=0.0,
-alpha=0.05, adjustment="holm", group_by=(), records=None)`; `slice_frame`, `SliceFrame`;
+corpus, *, records=None, **options)` (the options and their defaults: `table.slice_columns`);
+`slice_frame`, `SliceFrame`;
 `compare_table`; `paired_comparison`; `overall_metrics` (the overall row's metrics and
 intervals from per-component counts: the tune metrics of sweeps); `write_slices_csv`;
 `method_text`; `settings`; `wilson_interval`, `mcnemar_exact` (independence-assuming references).
@@ -37,14 +37,13 @@ the slices with enough support before the too-small ones (estimable first), each
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from microctx._io.atomic import atomic_write
 from microctx.grading import counts as counting
-from microctx.grading import stats
 from microctx.grading.counts import component_counts_of_rows
 from microctx.grading.frame import SliceFrame
 from microctx.grading.paired import PAIRED_COLUMNS, paired_comparison
@@ -90,34 +89,17 @@ __all__ = [
 ]
 
 
-def slice_table(
-    facts: pd.DataFrame,
-    corpus: Corpus,
-    *,
-    min_support: int = stats.DEFAULT_MIN_SUPPORT,
-    min_components: int = stats.DEFAULT_MIN_COMPONENTS,
-    min_n_eff: float = stats.DEFAULT_MIN_N_EFF,
-    n_boot: int = stats.DEFAULT_N_BOOT,
-    seed: int = stats.DEFAULT_SEED,
-    min_gap: float = 0.0,
-    alpha: float = stats.ALPHA,
-    adjustment: str = stats.ADJUSTMENT,
-    group_by: Sequence[str] = (),
-    records: pd.DataFrame | None = None,
-) -> pd.DataFrame:
+def slice_table(facts: pd.DataFrame, corpus: Corpus, *, records: pd.DataFrame | None = None, **options: Any) -> pd.DataFrame:
     """Per-slice metrics of one fact table (see the module docstring for slices and columns).
 
     `facts`: a frame from `load_facts`/`facts_frame` (rows that are not scored facts are
     ignored); `corpus`: the public Corpus the grade was made on; `records`: a precomputed
-    `record_table(corpus)`. Deterministic given `seed`: same inputs and options, same bytes.
+    `record_table(corpus)`; `options`: the keyword options of `table.slice_columns` (min_support,
+    min_components, min_n_eff, n_boot, seed, min_gap, alpha, adjustment, group_by; their one
+    home, with the defaults). Deterministic given `seed`: same inputs and options, same bytes.
     """
-    counting.check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
     records = record_table(corpus) if records is None else records
-    columns = slice_columns(
-        counting.prepare(facts, records, "facts"), records, min_support=min_support, min_components=min_components,
-        min_n_eff=min_n_eff, n_boot=n_boot, seed=seed, min_gap=min_gap, alpha=alpha, adjustment=adjustment,
-        group_by=group_by,
-    )  # fmt: skip
+    columns = slice_columns(counting.prepare(facts, records, "facts"), records, **options)
     return pd.DataFrame(columns)[list(SLICE_COLUMNS)]
 
 

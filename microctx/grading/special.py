@@ -48,6 +48,7 @@ def _ufuncs() -> Any:
 
 
 def __getattr__(name: str) -> Any:
+    """`betaincinv`, `stdtr` or `stdtrit`: scipy's ufunc, its module loaded on first use (PEP 562)."""
     if name not in NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(_ufuncs(), name)

@@ -16,7 +16,7 @@ replicate totals are integers, exact in float64 (and in float32 when every total
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -135,12 +135,23 @@ def method_text(
     )
 
 
+class _Metrics(NamedTuple):
+    """Per metric (`estimate.METRICS`), one value per slice: what `_intervals` computes and the
+    estimability check and the columns read."""
+
+    points: dict[str, np.ndarray]
+    intervals: dict[str, tuple[np.ndarray, np.ndarray]]  # (low, high), before estimability
+    undefined: dict[str, np.ndarray]  # replicates with a zero denominator
+    n_eff: dict[str, np.ndarray]  # Kish's effective number of components
+
+
 def _intervals(
     totals: np.ndarray, by: np.ndarray, replicates: np.ndarray, level: float, chosen: np.ndarray | None = None
-) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(points, intervals before estimability, undefined replicates, n_eff) per metric; the
-    intervals are Korn-Graubard's (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn),
-    for the `chosen` slices (default all; NaN for the others)."""
+) -> _Metrics:
+    """Points, intervals, undefined replicates and n_eff per metric of `totals` (n, 5), with
+    per-component counts `by` and bootstrap `replicates` (n_boot, n, 5). The intervals are
+    Korn-Graubard's (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn), for the
+    `chosen` slices (default all; NaN for the others)."""
     points = estimate.metric_points(totals)
     weights = estimate.metric_weights(by)
     n_eff = {name: stats.kish_n_eff(w, axis=1) for name, w in weights.items()}
@@ -159,7 +170,7 @@ def _intervals(
         q = estimate.f1_share(totals)[chosen]
         low, high, _ = estimate.korn_graubard(q, estimate.f1_share(picked), n_eff["f1"][chosen], level)
         intervals["f1"][0][chosen], intervals["f1"][1][chosen] = estimate.f1_of_q(low), estimate.f1_of_q(high)
-    return points, intervals, _undefined(replicates), n_eff
+    return _Metrics(points, intervals, _undefined(replicates), n_eff)
 
 
 def _undefined(replicates: np.ndarray) -> dict[str, np.ndarray]:
@@ -174,6 +185,7 @@ def _undefined(replicates: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _not_judged(spec: counting.Spec, support: float, min_support: int, estimable: bool, reason: str, rest_ok: bool) -> str:
+    """Why the weak test does not judge a slice (the first reason that holds), or "" when it may."""
     if spec.kind == "overall":
         return "overall row: no rest to compare with"
     if support < min_support:
@@ -184,15 +196,12 @@ def _not_judged(spec: counting.Spec, support: float, min_support: int, estimable
 
 
 def _estimates(
-    specs: Sequence[counting.Spec],
-    counts: counting.Counts,
-    points: dict[str, np.ndarray],
-    intervals: dict[str, tuple[np.ndarray, np.ndarray]],
-    n_eff: dict[str, np.ndarray],
-    roots: np.ndarray,
-    options: dict[str, Any],
+    specs: Sequence[counting.Spec], counts: counting.Counts, metrics: _Metrics, roots: np.ndarray, options: dict[str, Any]
 ) -> dict[str, Any]:
+    """Estimability of each slice's F1 interval, with its reason, leave-one-component-out
+    sensitivity, the component (`#root`) it rests on, its components and n_eff."""
     n = len(specs)
+    intervals, n_eff = metrics.intervals, metrics.n_eff
     by = counts.by_component[:n]
     weights = counts.facts_per_component[:n]
     loo = estimate.leave_one_out(counts.totals[:n], by)
@@ -212,14 +221,15 @@ def _estimates(
 def _columns(
     specs: Sequence[counting.Spec],
     counts: counting.Counts,
-    points: dict[str, np.ndarray],
-    intervals: dict[str, tuple[np.ndarray, np.ndarray]],
-    undefined: dict[str, np.ndarray],
+    metrics: _Metrics,
     est: dict[str, Any],
     verdict: dict[str, Any],
     split_support: dict[str, np.ndarray],
 ) -> dict[str, Any]:
+    """Every column of the table (SLICE_COLUMNS but `ci_method`), rows in `specs` order; the
+    intervals only where estimable (NaN elsewhere)."""
     n = len(specs)
+    points, intervals, undefined = metrics.points, metrics.intervals, metrics.undefined
     tp, fp, fn, n_records, n_exact = (counts.totals[:n, j] for j in range(5))
     weights = counts.facts_per_component[:n]
     facts = weights.sum(axis=1)
@@ -266,10 +276,11 @@ def overall_metrics(
     replicates = _replicates(layout, np.arange(layout.shape[1] * len(QUANTITIES)), n_boot, seed).reshape(
         n_boot, layout.shape[1], len(QUANTITIES)
     )
-    points, intervals, undefined, n_eff = _intervals(counts.totals, counts.by_component, replicates, stats.CONFIDENCE)
+    metrics = _intervals(counts.totals, counts.by_component, replicates, stats.CONFIDENCE)
+    points, intervals, undefined, _ = metrics
     spec = counting.Spec("overall", "all")
     options = {"min_components": min_components, "min_n_eff": min_n_eff}
-    est = _estimates([spec], counts, points, intervals, n_eff, np.arange(layout.shape[0]), options)
+    est = _estimates([spec], counts, metrics, np.arange(layout.shape[0]), options)
     out: dict[str, Any] = {"estimable": bool(est["estimable"][0]), "no_interval_reason": est["reasons"][0],
                            "n_eff": float(est["n_eff"][0])}  # fmt: skip
     for name in estimate.METRICS:
@@ -452,8 +463,11 @@ def slice_columns(
     adjustment: str = stats.ADJUSTMENT,
     group_by: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The slice table of one prepared fact table (`counts.prepare`/`prepare_rows`) as sorted
-    columns: name -> list or array, in SLICE_COLUMNS order (see `slices` for slices and columns)."""
+    """The slice table of one prepared fact table (`counts.prepare`/`prepare_rows`) over
+    `records` (the record table it was prepared on) as sorted columns: name -> list or array, in
+    SLICE_COLUMNS order (see `slices` for slices and columns). The keyword options are the slice
+    table's, with their defaults (`slices.slice_table` forwards its own here); bad values are one
+    InputError naming the option (`counts.check_options`)."""
     counting.check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
     specs = counting.slice_specs([prepared], records, group_by)
     parts, parts_index = counting.kind_specs(specs)
@@ -464,12 +478,10 @@ def slice_columns(
                "adjustment": adjustment, "min_gap": min_gap, "parts_index": parts_index}  # fmt: skip
     fams = _families(specs, counts, options)
     reps, part_reps = _bootstrap_needed(counts, fams, parts_index, n, n_boot, seed)
-    points, intervals, undefined, n_eff = _intervals(
-        counts.totals[:n], counts.by_component[:n], reps, stats.CONFIDENCE, np.flatnonzero(fams["interval"])
-    )
-    est = _estimates(specs, counts, points, intervals, n_eff, _roots(records, component, n_components), options)
+    metrics = _intervals(counts.totals[:n], counts.by_component[:n], reps, stats.CONFIDENCE, np.flatnonzero(fams["interval"]))
+    est = _estimates(specs, counts, metrics, _roots(records, component, n_components), options)
     verdict = _judge(specs, counts, reps, part_reps, fams, est, options)
-    columns = _columns(specs, counts, points, intervals, undefined, est, verdict, counting.split_support(records, specs))
+    columns = _columns(specs, counts, metrics, est, verdict, counting.split_support(records, specs))
     columns["ci_method"] = [method_text(
         n_boot=n_boot, seed=seed, n_components=n_components, min_components=min_components, min_support=min_support,
         alpha=alpha, min_gap=min_gap, adjustment=adjustment, judged=int(verdict["judged"].sum()), min_n_eff=min_n_eff,
@@ -479,4 +491,5 @@ def slice_columns(
 
 
 def _take(values: Any, order: np.ndarray) -> Any:
+    """A column (array or list) in `order`."""
     return values[order] if isinstance(values, np.ndarray) else [values[i] for i in order]

@@ -1,2 +1,1 @@
-"""Reports: papermill-executed notebooks exported to HTML, their charts, and example submissions.
-"""
+"""Reports: papermill-executed notebooks exported to HTML, their charts, and example submissions."""

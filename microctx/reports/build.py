@@ -18,8 +18,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from microctx._io import atomic
 from microctx._io.paths import safe_name
@@ -39,8 +39,12 @@ def _notebooks_dir() -> Path:
 
 
 NOTEBOOKS_DIR = _notebooks_dir()
-NOTEBOOKS = {"corpus": "corpus_overview.ipynb", "grade": "grade_report.ipynb", "compare": "compare_candidates.ipynb",
-             "sweep": "sweep_report.ipynb"}
+NOTEBOOKS = {
+    "corpus": "corpus_overview.ipynb",
+    "grade": "grade_report.ipynb",
+    "compare": "compare_candidates.ipynb",
+    "sweep": "sweep_report.ipynb",
+}
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.grading.frontier)
 NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
 KERNEL_NAME = "python3"
@@ -56,8 +60,8 @@ class ReportError(Exception):
     self-contained). Nothing was written to the destination."""
 
 
-
 # ================================================================ how a report is made
+
 
 def check_kernel() -> str:
     """The `python3` kernel must run this interpreter (so the notebook imports this microctx).
@@ -70,13 +74,17 @@ def check_kernel() -> str:
     try:
         spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
     except NoSuchKernel:
-        raise ReportError(f"no Jupyter kernel {KERNEL_NAME!r}; run `{sys.executable} -m ipykernel install --sys-prefix`") from None
+        raise ReportError(
+            f"no Jupyter kernel {KERNEL_NAME!r}; run `{sys.executable} -m ipykernel install --sys-prefix`"
+        ) from None
     argv0 = spec.argv[0]
-    aliases = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
+    aliases = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
     if argv0 in aliases or os.path.realpath(argv0) == os.path.realpath(sys.executable):
         return sys.executable
-    raise ReportError(f"kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {argv0}, not {sys.executable}; "
-                      f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec")
+    raise ReportError(
+        f"kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {argv0}, not {sys.executable}; "
+        f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec"
+    )
 
 
 def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
@@ -97,13 +105,20 @@ def html_export(notebook_path: Path) -> bytes:
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    offline = ("{%- extends 'index.html.j2' -%}\n"
-               "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
-               "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
-               "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n")
-    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"microctx_offline.html.j2": offline})],
-                            template_file="microctx_offline.html.j2", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+    offline = (
+        "{%- extends 'index.html.j2' -%}\n"
+        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
+        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
+        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
+    )
+    exporter = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[DictLoader({"microctx_offline.html.j2": offline})],
+        template_file="microctx_offline.html.j2",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
     body, _ = exporter.from_notebook_node(nbformat.read(notebook_path, as_version=4))
     data = body.encode()
     if _REMOTE_SCRIPT.search(data):
@@ -144,9 +159,15 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
         raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
     executed = staging / NOTEBOOKS[kind]
     try:
-        pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
-                            kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False,
-                            extra_arguments=QUIET_KERNEL)
+        pm.execute_notebook(
+            source,
+            executed,
+            parameters={**parameters, "output_dir": str(staging)},
+            kernel_name=KERNEL_NAME,
+            progress_bar=progress,
+            log_output=False,
+            extra_arguments=QUIET_KERNEL,
+        )
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
         # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
@@ -156,12 +177,18 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
 
 
 def _file_entry(path: Path, root: Path) -> dict:
-    return {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size,
-            "sha256": file_sha256(path)}
+    return {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
-def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, progress: bool | None = None,
-                statistics: dict | None = None, figures_only: bool = False) -> dict:
+def make_report(
+    kind: str,
+    parameters: dict,
+    destination: str | os.PathLike,
+    *,
+    progress: bool | None = None,
+    statistics: dict | None = None,
+    figures_only: bool = False,
+) -> dict:
     """Execute, export and publish one report; returns its manifest (also written as report.json).
     `progress`: papermill's bar (default: when stderr is a terminal). `figures_only`: publish only
     the figures and tables (charts/, slices.*, paired.csv, frontier.csv) and report.json."""
@@ -184,10 +211,16 @@ def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, 
         if figures_only:
             keep_figures_only(staging)
         files = sorted(p for p in staging.rglob("*") if p.is_file())
-        record = ReportManifest(schema=MANIFEST_SCHEMA, kind=kind, notebook=NOTEBOOKS[kind], parameters=parameters,
-                                inputs=inputs, charts=[p.stem for p in charts],
-                                seconds=round(time.perf_counter() - start, 3),
-                                files=msgspec.convert([_file_entry(p, staging) for p in files], list[ReportFile]))
+        record = ReportManifest(
+            schema=MANIFEST_SCHEMA,
+            kind=kind,
+            notebook=NOTEBOOKS[kind],
+            parameters=parameters,
+            inputs=inputs,
+            charts=[p.stem for p in charts],
+            seconds=round(time.perf_counter() - start, 3),
+            files=msgspec.convert([_file_entry(p, staging) for p in files], list[ReportFile]),
+        )
         if statistics is not None:
             record.statistics = statistics
         manifest = record.as_dict()
@@ -198,6 +231,7 @@ def make_report(kind: str, parameters: dict, destination: str | os.PathLike, *, 
 def input_digests(parameters: dict) -> dict:
     """The SHA-256 of every input file a report's parameters name: a file's digest, a list's
     digests, a folder's files (name -> digest); parameters that name no file are left out."""
+
     def digest(value):
         path = Path(value)
         if path.is_file():
@@ -229,13 +263,19 @@ def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] =
         return
     digest = load_answers(answers)["corpus_sha256"]
     if corpus.sha256 != digest:
-        raise InputError(answers, f"the answers belong to corpus {digest}, not to {public} (SHA-256 {corpus.sha256}): "
-                                  "the digests differ", field="corpus_sha256")
+        raise InputError(
+            answers,
+            f"the answers belong to corpus {digest}, not to {public} (SHA-256 {corpus.sha256}): the digests differ",
+            field="corpus_sha256",
+        )
     for path in submissions:
         bound = load_submission(path)["corpus_sha256"]
         if bound != digest:
-            raise InputError(path, f"the submission is bound to corpus {bound}, the answers to {digest}: "
-                                   "the digests differ; nothing to report", field="corpus_sha256")
+            raise InputError(
+                path,
+                f"the submission is bound to corpus {bound}, the answers to {digest}: the digests differ; nothing to report",
+                field="corpus_sha256",
+            )
 
 
 def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
@@ -251,12 +291,29 @@ def _statistics(statistics: dict | None) -> dict:
     return settings(**(statistics or {}))
 
 
+def _names(submissions: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The candidates' names, one per submission and distinct: those given (`--name`, checked as
+    safe, since they reach Markdown and file names), else derived from the submissions."""
+    found = [safe_name(name) for name in names] or candidate_names(submissions)
+    if len(found) != len(submissions) or len(set(found)) != len(found):
+        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {found}")
+    return found
+
+
 def _stat_params(full: dict) -> dict:
+    """The four statistics settings a report notebook takes as parameters."""
     return {k: full[k] for k in ("seed", "n_boot", "min_support", "min_components")}
 
 
-def grade_report(public: str, answers: str, submission: str, out: str | os.PathLike,
-                 statistics: dict | None = None, semantic: str | None = None, **kw) -> dict:
+def grade_report(
+    public: str,
+    answers: str,
+    submission: str,
+    out: str | os.PathLike,
+    statistics: dict | None = None,
+    semantic: str | None = None,
+    **kw,
+) -> dict:
     """grade_report.ipynb on one submission into `out` (with slices.csv, grade.json, facts).
     `statistics`: seed, n_boot, min_support, min_components (defaults from the package); all the
     settings are recorded in report.json under "statistics". `semantic`: a study's semantic.json,
@@ -269,18 +326,28 @@ def grade_report(public: str, answers: str, submission: str, out: str | os.PathL
     return make_report("grade", params, out, statistics=full, **kw)
 
 
-def compare_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
-                   names: Sequence[str] = (), statistics: dict | None = None, **kw) -> dict:
+def compare_report(
+    public: str,
+    answers: str,
+    submissions: Sequence[str],
+    out: str | os.PathLike,
+    names: Sequence[str] = (),
+    statistics: dict | None = None,
+    **kw,
+) -> dict:
     """compare_candidates.ipynb on two or more submissions into `out` (slices.csv, paired.csv)."""
     if len(submissions) < 2:
         raise InputError("--submission", f"compare needs at least two submissions, got {len(submissions)}")
-    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names become file names
-    if len(names) != len(submissions) or len(set(names)) != len(names):
-        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
+    names = _names(submissions, names)
     full = _statistics(statistics)
     _checked_inputs(public, answers, submissions)
-    params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
-              "names": names, **_stat_params(full)}
+    params = {
+        "public": str(public),
+        "answers": str(answers),
+        "submissions": [str(s) for s in submissions],
+        "names": names,
+        **_stat_params(full),
+    }
     return make_report("compare", params, out, statistics=full, **kw)
 
 
@@ -293,24 +360,33 @@ def sweep_report(sweep_dir: str | os.PathLike, out: str | os.PathLike, *, cost: 
     return make_report("sweep", {"sweep_dir": str(Path(sweep_dir).resolve()), "cost": cost}, out, **kw)
 
 
-def frontier_report(public: str, answers: str, submissions: Sequence[str], out: str | os.PathLike,
-                    names: Sequence[str] = (), *, baseline: str = "", cost: str = "dollars",
-                    cpu_dollars_per_hour: float | None = None, n_boot: int | None = None, seed: int = 0, **kw) -> dict:
+def frontier_report(
+    public: str,
+    answers: str,
+    submissions: Sequence[str],
+    out: str | os.PathLike,
+    names: Sequence[str] = (),
+    *,
+    baseline: str = "",
+    cost: str = "dollars",
+    cpu_dollars_per_hour: float | None = None,
+    n_boot: int | None = None,
+    seed: int = 0,
+    **kw,
+) -> dict:
     """frontier_report.ipynb on one or more submissions (with their run manifests) into `out`
     (frontier.csv, charts): net-true facts, cost per record, Pareto front, payoff against `baseline`.
     `n_boot` defaults to the package's (microctx.grading.stats.DEFAULT_N_BOOT)."""
     import math
 
-    from microctx.grading.stats import DEFAULT_N_BOOT
     from microctx.contract.costs import COST_MEASURES
     from microctx.grading.frontier import DEFAULT_CPU_DOLLARS_PER_HOUR
+    from microctx.grading.stats import DEFAULT_N_BOOT
 
     if not submissions:
         raise InputError("--submission", "the frontier needs at least one submission")
-    names = [safe_name(name) for name in names] or candidate_names(submissions)  # names reach Markdown and files
+    names = _names(submissions, names)
     n_boot = DEFAULT_N_BOOT if n_boot is None else n_boot
-    if len(names) != len(submissions) or len(set(names)) != len(names):
-        raise InputError("--name", f"expected {len(submissions)} distinct names (one per --submission), got {names}")
     if baseline and baseline not in names:
         raise InputError("--baseline", f"{baseline!r} is not one of the candidates ({', '.join(names)})")
     if cost not in COST_MEASURES:
@@ -319,8 +395,15 @@ def frontier_report(public: str, answers: str, submissions: Sequence[str], out: 
     if not math.isfinite(price) or price < 0 or n_boot < 0:
         raise InputError("--n-boot" if n_boot < 0 else "--cpu-dollars-per-hour", "expected a non-negative, finite number")
     _checked_inputs(public, answers, submissions)
-    params = {"public": str(public), "answers": str(answers), "submissions": [str(s) for s in submissions],
-              "names": names, "baseline": baseline, "cost": cost, "cpu_dollars_per_hour": price,
-              "n_boot": int(n_boot), "seed": int(seed)}
+    params = {
+        "public": str(public),
+        "answers": str(answers),
+        "submissions": [str(s) for s in submissions],
+        "names": names,
+        "baseline": baseline,
+        "cost": cost,
+        "cpu_dollars_per_hour": price,
+        "n_boot": int(n_boot),
+        "seed": int(seed),
+    }
     return make_report("frontier", params, out, **kw)
-

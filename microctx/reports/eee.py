@@ -77,6 +77,9 @@ def _result(name: str, description: str, dataset: dict, score, interval: dict | 
 
 
 def _slice_result(row, metric: tuple, dataset: dict, n_boot: int, name: str | None = None, description: str | None = None):
+    """One evaluation result of a slice-table row for `metric` (an entry of METRICS; `name` and
+    `description` override its own), its interval only when estimable; None when the metric is
+    undefined on the row."""
     column, low, high, default_name, default_description = metric
     if _missing(row[column]):
         return None
@@ -97,6 +100,7 @@ def _slice_result(row, metric: tuple, dataset: dict, n_boot: int, name: str | No
 
 
 def _look_details(look: dict | None) -> dict:
+    """The held-out ledger's counts of a grade's look (the entry `grading.ledger.record_look` returns), as details."""
     if not look:
         return {}
     return {
@@ -108,6 +112,8 @@ def _look_details(look: dict | None) -> dict:
 
 
 def _document(kind: str, name: str, model_id: str, details: dict, results: list, now: float) -> dict:
+    """One Every Eval Ever document: the candidate `name`/`model_id` evaluated by microctx at
+    `now` (a `kind` of grade, compare or sweep), with `details` and the results that are not None."""
     from microctx._version import __version__
 
     return {
@@ -213,7 +219,9 @@ def sweep_documents(frame, selected: dict, looks: dict[str, int], metrics: dict[
     from microctx.grading import stats
 
     candidate = selected["candidate"]["name"]
-    dataset = _dataset(str(selected["corpus_sha256"]), "the devkit's tune split", "tune", devkit_sha256=str(selected["devkit_sha256"]))
+    dataset = _dataset(
+        str(selected["corpus_sha256"]), "the devkit's tune split", "tune", devkit_sha256=str(selected["devkit_sha256"])
+    )
     params = [c for c in frame.columns if c.startswith("param.")]
     now, documents = time.time(), {}
     for _, row in frame[frame["status"] == "ok"].iterrows():

@@ -28,8 +28,15 @@ THEME = {
     "font": FONT,
     "title": {"fontSize": 13, "fontWeight": "bold", "anchor": "start"},
     # labels that would overlap are thinned (greedy), never drawn over each other
-    "axis": {"labelFontSize": 11, "titleFontSize": 11, "titleFontWeight": "normal", "grid": True, "gridOpacity": 0.5,
-             "labelOverlap": "greedy", "labelSeparation": 3},
+    "axis": {
+        "labelFontSize": 11,
+        "titleFontSize": 11,
+        "titleFontWeight": "normal",
+        "grid": True,
+        "gridOpacity": 0.5,
+        "labelOverlap": "greedy",
+        "labelSeparation": 3,
+    },
     "legend": {"labelFontSize": 11, "titleFontSize": 11, "titleFontWeight": "normal"},
     "header": {"labelFontSize": 11, "titleFontSize": 12},
     "view": {"stroke": None},

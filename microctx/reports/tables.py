@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError
@@ -44,8 +45,13 @@ def default_paths():
     return data.s8f()
 
 
-def load_inputs(public: str = "", answers: str = "", submissions: Sequence[str] = (),
-                names: Sequence[str] = (), default: Sequence[str] = ("oracle", "planted")) -> Inputs:
+def load_inputs(
+    public: str = "",
+    answers: str = "",
+    submissions: Sequence[str] = (),
+    names: Sequence[str] = (),
+    default: Sequence[str] = ("oracle", "planted"),
+) -> Inputs:
     """Load the corpus, the answers and each submission; empty paths mean the s8f artifacts,
     and no submissions mean the `default` demo submissions ("oracle": the published answers,
     "planted": `demo.planted_submission`)."""
@@ -104,15 +110,24 @@ class GradeOutputs:
 N_BOOT, SEED, MIN_SUPPORT, MIN_COMPONENTS = 10_000, 0, 20, 10
 
 
-def grade_one(name: str, inputs: Inputs, *, n_boot: int = N_BOOT, seed: int = SEED, min_support: int = MIN_SUPPORT,
-              min_components: int = MIN_COMPONENTS, records=None) -> GradeOutputs:
-    from microctx.grading import slices
+def grade_one(
+    name: str,
+    inputs: Inputs,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    min_support: int = MIN_SUPPORT,
+    min_components: int = MIN_COMPONENTS,
+    records=None,
+) -> GradeOutputs:
     from microctx.contract.score import grade
+    from microctx.grading import slices
 
     result = grade(inputs.answers, inputs.submissions[name])
     facts = slices.facts_frame(result.facts)
-    table = slices.slice_table(facts, inputs.corpus, n_boot=n_boot, seed=seed, min_support=min_support,
-                               min_components=min_components, records=records)
+    table = slices.slice_table(
+        facts, inputs.corpus, n_boot=n_boot, seed=seed, min_support=min_support, min_components=min_components, records=records
+    )
     return GradeOutputs(name, result, facts, table)
 
 
@@ -140,9 +155,16 @@ class CompareOutputs:
     paired: object  # DataFrame: paired comparisons of every pair, with `pair`, `a`, `b` columns
 
 
-def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOOT, seed: int = SEED,
-                    min_support: int = MIN_SUPPORT, min_components: int = MIN_COMPONENTS,
-                    via: str = "report compare") -> CompareOutputs:
+def compare_outputs(
+    inputs: Inputs,
+    output_dir: str = "",
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    min_support: int = MIN_SUPPORT,
+    min_components: int = MIN_COMPONENTS,
+    via: str = "report compare",
+) -> CompareOutputs:
     """Grade and slice every submission, and compare every pair on the same records.
 
     With `output_dir`: slices.csv (stacked slice tables), paired.csv, and
@@ -161,13 +183,19 @@ def compare_outputs(inputs: Inputs, output_dir: str = "", *, n_boot: int = N_BOO
     for name, g in grades.items():
         g.look = ledger.record_report_look(inputs, name, g.result, via)
     frames: list[pd.DataFrame] = [g.slices for g in grades.values()]
-    table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)],
-                      ignore_index=True)
+    table = pd.concat([f.assign(candidate=name)[["candidate", *f.columns]] for name, f in zip(grades, frames)], ignore_index=True)
     pairs = []
     for a, b in itertools.combinations(grades, 2):
-        paired = slices.paired_comparison(grades[a].facts, grades[b].facts, inputs.corpus, records=records,
-                                          n_boot=n_boot, seed=seed, min_support=min_support,
-                                          min_components=min_components)
+        paired = slices.paired_comparison(
+            grades[a].facts,
+            grades[b].facts,
+            inputs.corpus,
+            records=records,
+            n_boot=n_boot,
+            seed=seed,
+            min_support=min_support,
+            min_components=min_components,
+        )
         paired.insert(0, "b", b)
         paired.insert(0, "a", a)
         paired.insert(0, "pair", f"{a} vs {b}")
@@ -194,8 +222,10 @@ def held_out_looks(outputs) -> str:
         return "No held-out ledger entry was made."
     last = named[-1][1]
     times = plural(last["answers_looks"], "time")
-    lines = [f"**Held-out ledger**: answer bundle `{last['answers_sha256'][:12]}…` has been graded on test "
-             f"**{times}** (example and demo looks kept but not counted), this report included."]
+    lines = [
+        f"**Held-out ledger**: answer bundle `{last['answers_sha256'][:12]}…` has been graded on test "
+        f"**{times}** (example and demo looks kept but not counted), this report included."
+    ]
     for name, look in named:
         if look.get("marked"):
             lines.append(f"- `{code_span(name)}`: a {look['marked']} look, kept in the ledger and not counted")
@@ -248,7 +278,7 @@ def statistics_notes(method: str = "", n_candidates: int = 1, n_pairs: int = 0) 
     return METHOD_SUMMARY + (f"\n\n**This report:** {method}" if method else "") + (f"\n\n{note}" if note else "")
 
 
-def contract_result(result) -> "object":
+def contract_result(result) -> object:
     """The grade as a one-row-per-field table (field, value), verdict first."""
     import pandas as pd
 
@@ -258,7 +288,7 @@ def contract_result(result) -> "object":
     return pd.DataFrame(rows, columns=["field", "value"])
 
 
-def aggregate_errors(answers: dict, submission: dict) -> "object":
+def aggregate_errors(answers: dict, submission: dict) -> object:
     """Each aggregate field that differs, spelled out: field, problem, expected, submitted, and
     for count maps the keys that differ; for id lists the first position that differs."""
     import pandas as pd
@@ -281,8 +311,11 @@ def aggregate_errors(answers: dict, submission: dict) -> "object":
 def _difference(expected, got) -> str:
     if isinstance(expected, dict) and isinstance(got, dict):
         keys = sorted(set(expected) | set(got))
-        diffs = [f"{k}: {expected.get(k, '(absent)')} -> {got.get(k, '(absent)')}" for k in keys
-                 if k not in expected or k not in got or expected[k] != got[k]]
+        diffs = [
+            f"{k}: {expected.get(k, '(absent)')} -> {got.get(k, '(absent)')}"
+            for k in keys
+            if k not in expected or k not in got or expected[k] != got[k]
+        ]
         return "; ".join(diffs[:12]) + (f"; ... {len(diffs) - 12} more" if len(diffs) > 12 else "")
     if isinstance(expected, list) and isinstance(got, list):
         for i, (e, g) in enumerate(zip(expected, got)):
@@ -298,13 +331,13 @@ def _short(value, limit: int = 240) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def citation_errors(facts) -> "object":
+def citation_errors(facts) -> object:
     """The citation error rows of a fact table: submitted id and what was wrong with it."""
     rows = facts[facts["kind"] == "citation"]
     return rows[["value", "detail"]].rename(columns={"value": "submitted id", "detail": "problem"}).reset_index(drop=True)
 
 
-def missed_examples(facts, corpus, n: int = 20) -> "object":
+def missed_examples(facts, corpus, n: int = 20) -> object:
     """Up to `n` missed (fn) and falsely submitted (fp) facts, spread over kinds and values
     (the first of each kind and value, then the rest in table order), with the issue URL."""
     errors = facts[facts["outcome"].isin(("fn", "fp"))].copy()
@@ -318,7 +351,7 @@ def missed_examples(facts, corpus, n: int = 20) -> "object":
     return errors[["record_id", "kind", "value", "outcome", "detail", "title", "url"]].reset_index(drop=True)
 
 
-def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> "object":
+def cost_table(submission_paths: Sequence[str], names: Sequence[str]) -> object:
     """One row per candidate with a manifest: `ok` and every numeric field of the manifest
     (nested objects flattened as `outer.inner`), the cost columns of the comparison; and
     `model_calls`, `input_tokens`, `output_tokens`, `cached_tokens` as the runner counted them
@@ -374,8 +407,8 @@ EXAMPLE_SWEEP = Path(__file__).resolve().parent / "example_sweep"  # sweep_repor
 
 def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     """A sweep folder's sweep.csv (DataFrame) and selected.json."""
-    from microctx.tuning.sweep import sweep_frame
     from microctx._io.jsonio import read_json
+    from microctx.tuning.sweep import sweep_frame
 
     path = Path(sweep_dir) / "selected.json"
     selected = read_json(path)
@@ -384,7 +417,7 @@ def load_sweep(sweep_dir: str | os.PathLike) -> tuple[object, dict]:
     return sweep_frame(sweep_dir), selected
 
 
-def sweep_points(frame, metric: str, cost: str) -> "object":
+def sweep_points(frame, metric: str, cost: str) -> object:
     """One row per configuration that ran: cost, metric and its interval, Pareto membership
     (least cost for at least the metric; lower cost and higher metric both better), chosen."""
     import pandas as pd
@@ -394,14 +427,19 @@ def sweep_points(frame, metric: str, cost: str) -> "object":
     ok = frame[frame["status"] == "ok"]
     cost_column = f"param.{cost[6:]}" if cost.startswith("param:") else cost
     params = [c for c in frame.columns if c.startswith("param.")]
-    points = pd.DataFrame({
-        "key": ok["key"].str[:12],
-        "label": ok[params].astype(str).apply(lambda r: ", ".join(f"{k[6:]}={v}" for k, v in r.items()), axis=1)
-        if params else "",
-        "cost": pd.to_numeric(ok[cost_column], errors="coerce"),
-        "metric": ok[metric], "low": ok.get(f"{metric}_ci_low"), "high": ok.get(f"{metric}_ci_high"),
-        "chosen": ok["selected"].astype(str).str.lower() == "true",
-    }).reset_index(drop=True)
+    points = pd.DataFrame(
+        {
+            "key": ok["key"].str[:12],
+            "label": ok[params].astype(str).apply(lambda r: ", ".join(f"{k[6:]}={v}" for k, v in r.items()), axis=1)
+            if params
+            else "",
+            "cost": pd.to_numeric(ok[cost_column], errors="coerce"),
+            "metric": ok[metric],
+            "low": ok.get(f"{metric}_ci_low"),
+            "high": ok.get(f"{metric}_ci_high"),
+            "chosen": ok["selected"].astype(str).str.lower() == "true",
+        }
+    ).reset_index(drop=True)
     valid = points.dropna(subset=["cost", "metric"])
     front = pareto_front(valid["cost"].tolist(), valid["metric"].tolist())
     points["pareto"] = False

@@ -27,8 +27,10 @@ def linked(table, column: str = "url", text: str = "record_id"):
 
     shown = table.copy()
     if not shown.empty:
-        links = [f'<a href="{html_lib.escape(safe_url(u), quote=True)}">{html_lib.escape(str(t))}</a>'
-                 for u, t in zip(shown[column], shown[text])]
+        links = [
+            f'<a href="{html_lib.escape(safe_url(u), quote=True)}">{html_lib.escape(str(t))}</a>'
+            for u, t in zip(shown[column], shown[text])
+        ]
         shown = shown.drop(columns=[column])
         # every other cell comes from data (titles, values, details): escaped here, since the
         # table is rendered with escape=False for the links' sake

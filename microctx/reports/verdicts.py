@@ -9,9 +9,11 @@ it is written.
 
 from __future__ import annotations
 
+import math
+
 from microctx.reports.tables import interval_text, p_text
 from microctx.reports.text import md, plural
-from microctx.reports.views import significant
+from microctx.reports.views import judged_slices, significant
 
 # ---------------------------------------------------------------- comparison
 
@@ -32,13 +34,14 @@ def _diff_text(row, sign: float = 1.0) -> str:
     if sign < 0:
         low, high = -high, -low
     diff = sign * row["f1_diff"]
-    if not bool(row["estimable"]) or low != low:
+    if not bool(row["estimable"]) or math.isnan(low):
         reason = row.get("no_interval_reason")
         return f"{diff:+.3f} (no interval{': ' + reason if isinstance(reason, str) and reason else ''})"
     return f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def _pair_outcome(row) -> str:
+    """A paired row's outcome: not judged (no interval), not significant, or which side is higher."""
     if not bool(row["estimable"]):
         return "not judged"
     if not bool(row["significant"]):
@@ -93,14 +96,15 @@ def compare_candidates(compared):
             "candidate": name, "contract": "PASS" if grade["quality_pass"] else "FAIL", "f1 [95% interval]": _f1_text(row),
             "exact records": f"{grade['exact_records']:,} of {grade['test_records']:,}",
             "false facts": grade["false_positive_facts"], "missed facts": grade["false_negative_facts"],
-            "weak slices": int(table["weak"].sum()), "not judged": int((table["too_small"] | ~table["estimable"]).sum()),
+            "weak slices": int(table["weak"].sum()), "not judged": int(((table["slice_kind"] != "overall") & ~judged_slices(table)).sum()),
             "_f1": row["f1"],
         })  # fmt: skip
     return pd.DataFrame(rows).sort_values("_f1", ascending=False, kind="mergesort").drop(columns="_f1").reset_index(drop=True)
 
 
 def _judged_keys(table) -> set:
-    judged = table[(table["slice_kind"] != "overall") & ~table["too_small"] & table["estimable"]]
+    """(slice_kind, slice) of every slice judged for at least one candidate of a stacked table."""
+    judged = table[judged_slices(table)]
     return set(zip(judged["slice_kind"], judged["slice"]))
 
 
@@ -134,8 +138,8 @@ def compare_pairs(paired):
     import pandas as pd
 
     rows = []
-    for _, row in paired.iterrows():
-        judged = row["slice_kind"] == "overall" or (not bool(row["too_small"]) and bool(row["estimable"]))
+    up_front = (paired["slice_kind"] == "overall") | judged_slices(paired)
+    for (_, row), judged in zip(paired.iterrows(), up_front):
         rows.append({
             "slice": "overall" if row["slice_kind"] == "overall" else f"{row['slice_kind']}: {row['slice']}",
             "pair": f"{row['a']} − {row['b']}", "support": int(row["support"]), "f1_diff [95% interval]": _diff_text(row),

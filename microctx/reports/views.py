@@ -61,6 +61,12 @@ def folded(inner_html: str, summary: str) -> str:
     return f'<details class="microctx-fold"><summary>{html.escape(summary)}</summary>{inner_html}</details>'
 
 
+def judged_slices(table):
+    """Boolean per row of a slice (or paired) table: the slices a report judges and shows up front
+    (not the overall row, enough support, an interval); the others are the folded long tail."""
+    return (table["slice_kind"] != "overall") & ~table["too_small"].astype(bool) & table["estimable"].astype(bool)
+
+
 def _reason(row) -> str | None:
     """The slice table's `no_interval_reason` (why no beyond-these-records interval), when it has one."""
     reason = row.get("no_interval_reason")
@@ -107,7 +113,7 @@ def verdict_markdown(name: str, result, table) -> str:
     interval and what it rests on) and how many slices are weak."""
     g = result.grade
     overall = table[table["slice_kind"] == "overall"].iloc[0]
-    judged = table[(table["slice_kind"] != "overall") & ~table["too_small"] & table["estimable"]]
+    judged = table[judged_slices(table)]
     weak = int(table["weak"].sum())
     f1 = interval_text(
         overall["f1"],
@@ -187,9 +193,7 @@ def write_slice_exports(table, output_dir: str, name: str = "slices") -> None:
 
     overall = table[table["slice_kind"] == "overall"]
     rest = table[table["slice_kind"] != "overall"]
-    judged = rest[~rest["too_small"] & rest["estimable"]].sort_values(
-        ["f1", "support"], ascending=[True, False], kind="mergesort"
-    )
+    judged = table[judged_slices(table)].sort_values(["f1", "support"], ascending=[True, False], kind="mergesort")
     ordered = compact_slices(pd.concat([overall, judged, rest.drop(judged.index)]))
     atomic_write(Path(output_dir) / f"{name}.md", markdown_table(ordered).encode())
     atomic_write(
