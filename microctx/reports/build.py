@@ -146,7 +146,9 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
     try:
         pm.execute_notebook(source, executed, parameters={**parameters, "output_dir": str(staging)},
                             kernel_name=KERNEL_NAME, progress_bar=progress, log_output=False,
-                            extra_arguments=QUIET_KERNEL)
+                            extra_arguments=QUIET_KERNEL, request_save_on_cell_execute=False)
+        # written once at the end (and on a cell error), not before and after every cell: each
+        # save serialises and validates the whole notebook, charts included (issue 24)
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
         # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
