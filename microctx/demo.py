@@ -100,6 +100,9 @@ class ReportPool:
     reports not started and waits for the running ones, so nothing writes into a removed folder."""
 
     def __init__(self, workers: int, root: Path):
+        from microctx.reports.build import SharedKernels
+
+        self.kernels = SharedKernels()  # one kernel per worker thread, reused by its next report
         self.root = root
         self.folders: dict[str, Path] = {}
         self.futures: dict[str, Future] = {}
@@ -118,7 +121,10 @@ class ReportPool:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+        try:
+            self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+        finally:
+            self.kernels.close()
 
 
 def run_demo(
@@ -152,7 +158,7 @@ def _demo_into(out, mode, paths, workers, timeout, progress, start) -> dict:
     public, gold = str(paths.public), str(paths.answers)
     with reports.staged_folder(out, marker=DEMO_MANIFEST) as staging, ReportPool(workers, staging / "reports") as pool:
         # the corpus report needs only the public corpus: it runs while verify and the candidates do
-        pool.submit("corpus", lambda out: reports.corpus_report(public, out, progress=progress))
+        pool.submit("corpus", lambda out: reports.corpus_report(public, out, progress=progress, kernels=pool.kernels))
         verified = verify_step(paths)
         _say(f"demo: verify {verified}")
         answers = load_answers(paths.answers)
@@ -160,7 +166,10 @@ def _demo_into(out, mode, paths, workers, timeout, progress, start) -> dict:
 
         def graded(name: str, path: Path) -> None:
             grades[name] = _grade(answers, name, path, staging)
-            pool.submit(f"grade-{name}", lambda out: reports.grade_report(public, gold, str(path), out, progress=progress))
+            pool.submit(
+                f"grade-{name}",
+                lambda out: reports.grade_report(public, gold, str(path), out, progress=progress, kernels=pool.kernels),
+            )
 
         submissions = make_submissions(mode, paths, answers, staging / "submissions", timeout=timeout, made=graded)
         if not submissions:
@@ -169,7 +178,13 @@ def _demo_into(out, mode, paths, workers, timeout, progress, start) -> dict:
             pool.submit(
                 "compare",
                 lambda out: reports.compare_report(
-                    public, gold, [str(p) for p in submissions.values()], out, names=list(submissions), progress=progress
+                    public,
+                    gold,
+                    [str(p) for p in submissions.values()],
+                    out,
+                    names=list(submissions),
+                    progress=progress,
+                    kernels=pool.kernels,
                 ),
             )
         pool.wait()
