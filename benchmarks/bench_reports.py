@@ -112,6 +112,7 @@ def measure(checkouts: dict[str, Path], repeat: int, demo: bool, tmp: Path) -> d
         subs[name] = tmp / f"{name}.json"
         subs[name].write_bytes(dumps(sub))
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # a user's install has its caches
+    base["MICROCTX_DATA_DIR"] = str(Path(s8f.public).parent)  # the commands run outside this folder's microctx.toml
     best: dict[tuple[str, str], tuple[float, float, int]] = {}
     for label, code in checkouts.items():  # warm each checkout's bytecode caches (parent and kernel modules)
         env = {**base, "PYTHONPATH": str(code), "PYTHONPYCACHEPREFIX": str(tmp / f"pycache-{label}")}
