@@ -236,26 +236,6 @@ def test_component_chart_shows_the_giant_component(records):
     assert has_colour(colour_census(png, step=2), GREEN, at_least=50)
 
 
-def test_every_report_chart_is_valid_vega_lite(corpus_frame, records, planted_table):
-    """`charts.render` skips altair's schema validation (issue 24: about 0.3 s a chart, in every
-    report): the specs the corpus, grade and compare reports draw are validated here instead."""
-    compared = pd.concat([planted_table.assign(candidate=name) for name in ("a", "b")], ignore_index=True)
-    built = {
-        "state_by_split": charts.state_by_split(corpus_frame),
-        "labels_by_split": charts.labels_by_split(charts.label_counts(corpus_frame)),
-        "fact_density": charts.fact_density_chart(charts.fact_density(corpus_frame)),
-        "cue_words": charts.cue_words_chart(charts.cue_word_counts(records)),
-        "timeline_labels": charts.timeline_with_labels(charts.timeline_events(corpus_frame), corpus_frame),
-        "component_sizes": charts.component_sizes_chart(charts.component_size_counts(records)),
-        "slice_f1": charts.slice_f1(planted_table),
-        "precision_recall": charts.precision_recall(planted_table),
-        "outcomes_by_kind": charts.outcomes_by_kind(planted_table),
-        "compare_f1": charts.compare_f1(compared),
-    }
-    for chart in built.values():
-        chart.to_dict(validate=True)  # raises SchemaValidationError naming the bad part
-
-
 def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     """PNGs of sensible size (issue 24): twice the shown size for a chart of ordinary size, less for
     a tall one (never below the shown size); the shown size comes from the SVG."""

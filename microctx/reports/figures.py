@@ -9,9 +9,6 @@ writes `<name>.png`, `<name>.svg` and `<name>.pdf` (vector figures; the PDF at a
 width); `show` saves and returns what a notebook displays (`Figure`: the SVG and the PNG, so an
 exported HTML report inlines the SVG where it is the smaller); `show_interactive` adds a
 self-contained interactive page. The chart builders live in `microctx.reports.charts`.
-
-A report renders its specs without altair's schema validation (about 0.3 s a chart, most of a
-small chart's cost); the tests validate every report chart's spec (tests/test_charts.py).
 """
 
 from __future__ import annotations
@@ -58,9 +55,8 @@ def themed(spec: dict) -> dict:
 
 
 def render(chart: alt.TopLevelMixin) -> tuple[bytes, str]:
-    """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network). The spec
-    is not validated against the Vega-Lite schema here (the tests do that for every report chart)."""
-    return _render_dict(chart.to_dict(validate=False))
+    """(PNG bytes, SVG text) of a chart, rendered by vl-convert (no browser, no network)."""
+    return _render_dict(chart.to_dict())
 
 
 def _render_dict(spec: dict) -> tuple[bytes, str]:
@@ -217,4 +213,4 @@ def _inline_page(spec: dict, **kwargs) -> str:
 def interactive_page(chart: alt.TopLevelMixin) -> str:
     """The self-contained HTML page `show_interactive` writes: vega, vega-lite and vega-embed
     inlined, the spec's `<`, `>` and `&` written as JSON escapes."""
-    return _inline_page(chart.to_dict(validate=False), json_kwds={"cls": _ScriptSafeJSON})
+    return _inline_page(chart.to_dict(), json_kwds={"cls": _ScriptSafeJSON})
