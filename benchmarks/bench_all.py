@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_reports  # noqa: E402
 import bench_scale  # noqa: E402
 
 MICROCTX = [sys.executable, "-m", "microctx"]
@@ -143,48 +144,22 @@ def policy_cost(work: Path, s8f, oracle: Path) -> None:
     )
 
 
-PAPERMILL_FLOOR = """
-import sys, tempfile
-from pathlib import Path
-import nbformat, papermill
-from microctx.reports import build
-with tempfile.TemporaryDirectory() as tmp:
-    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
-    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source, done = Path(tmp, "in.ipynb"), Path(tmp, "out.ipynb")
-    nbformat.write(book, source)
-    papermill.execute_notebook(str(source), str(done), kernel_name="python3", progress_bar=False)
-    Path(tmp, "out.html").write_bytes(build.html_export(done))
-"""
-
-
-def reports(work: Path, repeat: int, s8f, planted: Path, oracle: Path, skip_demo: bool) -> None:
-    floor, _ = timed([sys.executable, "-c", PAPERMILL_FLOOR], repeat)
-    say("one-cell papermill -> HTML (floor)", f"{floor:.1f} s", "-")
-    env = {"MICROCTX_LEDGER": str(work / "ledger.sqlite")}
-    argv = [
-        *MICROCTX,
-        "report",
-        "grade",
-        "--public",
-        str(s8f.public),
-        "--answers",
-        str(s8f.answers),
-        "--submission",
-        str(planted),
-        "--out",
-        str(work / "rg"),
-    ]
-    seconds, _ = timed(argv, repeat, env)
-    say("report grade (s8f, planted)", f"{seconds:.1f} s = {seconds / floor:.2f}x floor", "2x floor")
-    html = work / "rg" / "grade_report.html"
-    if html.exists():
-        say("report grade HTML size", f"{html.stat().st_size / 1e6:.2f} MB", "-")
-    corpus, _ = timed([*MICROCTX, "report", "corpus", "--public", str(s8f.public), "--out", str(work / "rc")], repeat)
-    say("report corpus (s8f)", f"{corpus:.1f} s = {corpus / floor:.2f}x floor", "-")
-    if not skip_demo:
-        demo, _ = timed([*MICROCTX, "demo", "--out", str(work / "demo")], 1, env)
-        say("microctx demo", f"{demo:.1f} s", "< 30 s")
+def reports(work: Path, repeat: int, skip_demo: bool) -> None:
+    """The report figures of bench_reports.py (one home): each as a ratio to the papermill floor
+    measured in the same run, wall and CPU (the command and its kernels)."""
+    best = bench_reports.measure({"this": bench_reports.ROOT}, repeat, not skip_demo, work)
+    floor_wall, floor_cpu, _ = best["this", "floor"]
+    say("one-cell papermill -> HTML (floor)", f"{floor_wall:.1f} s, CPU {floor_cpu:.1f} s", "-")
+    goals = {"report grade": "2x floor", "demo": "< 30 s"}
+    for (_, figure), (wall, cpu, size) in best.items():
+        if figure == "floor":
+            continue
+        html = f", {size / 1e6:.2f} MB" if size else ""
+        say(
+            f"{figure} (s8f)",
+            f"{wall:.1f} s = {wall / floor_wall:.2f}x floor (CPU {cpu / floor_cpu:.2f}x){html}",
+            goals.get(figure, "-"),
+        )
 
 
 def slices_ratio(work: Path, repeat: int, s8f, planted: Path) -> None:
@@ -233,7 +208,7 @@ def main() -> int:
         policy_cost(work, s8f, oracle)
         slices_ratio(work, args.repeat, s8f, planted)
         if not args.quick:
-            reports(work, 1, s8f, planted, oracle, args.skip_demo)
+            reports(work / "reports", 1, args.skip_demo)
             bench_scale.at_scale(work, args.records, timed, say)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after)")
     return 0

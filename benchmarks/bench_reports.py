@@ -1,74 +1,181 @@
-"""Time each report on the s8f corpus (target: a grade report under 20 s).
+"""Report speed on s8f (issue 24): every figure as a ratio to a floor measured in the same run.
 
-    python benchmarks/bench_reports.py [--repeat N]
+    python benchmarks/bench_reports.py [--repeat N] [--demo] [--baseline DIR]
 
-Makes the demo's oracle and planted submissions in a temporary folder, then times, end to end as
-the CLI runs them (input checks, kernel start, papermill execution, HTML export, publish):
-`report corpus`, `report grade` (planted submission), `report compare` (oracle vs planted).
-Also times the in-process parts a grade report is made of (grade + slices, chart rendering) so a
-slow report can be pinned on its stage. Prints one line per figure; the best of N runs.
+The floor is a one-cell notebook executed by papermill and exported to HTML: the part of any
+report (interpreter, papermill, kernel start, nbconvert) that no notebook of ours can remove.
+Figures, each a fresh process as the CLI runs it: `report grade` (planted submission; goal: within
+2x the floor), `report corpus`, `report compare` (oracle vs planted), and with `--demo`
+`microctx demo` (goal: under 30 s). Each line gives the wall seconds (best of N), the CPU seconds
+of that run (the command and its kernels: what a loaded machine cannot hide) and the HTML size;
+the load average is printed before and after. `--baseline DIR` also times another checkout (for
+example `git archive` of the commit before a change, unpacked), its runs alternating with this
+one's, so a before/after pair shares the machine's load. Every command runs outside the checkouts
+with PYTHONPATH naming its checkout (the kernels inherit both) and its own warmed bytecode cache.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import os
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from timing import best_of
+ROOT = Path(__file__).resolve().parents[1]
+GRADE_GOAL = 2.0  # report grade within 2x the floor
+DEMO_GOAL_SECONDS = 30.0
 
-from microctx.contract.canonical import dumps
-from microctx.contract.schemas import load_answers
-from microctx.corpus import snapshot as data
-from microctx.grading.examples import demo_submissions
-from microctx.reports import build as reports
-from microctx.reports import charts, tables
+FLOOR = """
+import sys, tempfile
+from pathlib import Path
+import nbformat, papermill
+from microctx.reports import build
+with tempfile.TemporaryDirectory() as tmp:
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source, done = Path(tmp, "in.ipynb"), Path(tmp, "out.ipynb")
+    nbformat.write(book, source)
+    papermill.execute_notebook(str(source), str(done), kernel_name="python3", progress_bar=False)
+    Path(tmp, "out.html").write_bytes(build.html_export(done))
+"""
 
-GRADE_TARGET_SECONDS = 20.0
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
+WARM = "import papermill, nbconvert, ipykernel.kernelapp, pandas, altair, scipy.special, vl_convert, microctx.reports.charts"
+
+
+def run(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and the children it waited for) of one command,
+    run in `cwd` (not a checkout: `python -m` puts the working folder first on sys.path)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(argv[:5])} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def commands(work: Path, s8f, subs: dict, demo: bool) -> dict[str, tuple[list[str], Path | None]]:
+    """name -> (argv, the HTML it makes); every output under `work`."""
+    cli = [sys.executable, "-m", "microctx"]
+    public, answers = ["--public", str(s8f.public)], ["--answers", str(s8f.answers)]
+    found = {
+        "floor": ([sys.executable, "-c", FLOOR], None),
+        "report grade": (
+            [*cli, "report", "grade", *public, *answers, "--submission", str(subs["planted"]), "--out", str(work / "grade")],
+            work / "grade" / "grade_report.html",
+        ),
+        "report corpus": (
+            [*cli, "report", "corpus", *public, "--out", str(work / "corpus")],
+            work / "corpus" / "corpus_overview.html",
+        ),
+        "report compare": (
+            [
+                *cli,
+                "report",
+                "compare",
+                *public,
+                *answers,
+                "--submission",
+                str(subs["oracle"]),
+                "--submission",
+                str(subs["planted"]),
+                "--out",
+                str(work / "compare"),
+            ],
+            work / "compare" / "compare_candidates.html",
+        ),
+    }
+    if demo:
+        found["demo"] = ([*cli, "demo", "--out", str(work / "demo")], None)
+    return found
+
+
+def measure(checkouts: dict[str, Path], repeat: int, demo: bool, tmp: Path) -> dict[tuple[str, str], tuple[float, float, int]]:
+    """(checkout, figure) -> (best wall, CPU of that run, HTML bytes); checkouts alternate per figure."""
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.corpus import snapshot as data
+    from microctx.grading.examples import demo_submissions
+
+    s8f = data.s8f()
+    tmp.mkdir(parents=True, exist_ok=True)
+    subs = {}
+    for name, sub in demo_submissions(load_answers(s8f.answers)).items():
+        subs[name] = tmp / f"{name}.json"
+        subs[name].write_bytes(dumps(sub))
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # a user's install has its caches
+    base["MICROCTX_DATA_DIR"] = str(Path(s8f.public).parent)  # the commands run outside this folder's microctx.toml
+    best: dict[tuple[str, str], tuple[float, float, int]] = {}
+    for label, code in checkouts.items():  # warm each checkout's bytecode caches (parent and kernel modules)
+        env = {**base, "PYTHONPATH": str(code), "PYTHONPYCACHEPREFIX": str(tmp / f"pycache-{label}")}
+        run([sys.executable, "-c", WARM], env, tmp)
+        run([sys.executable, "-m", "microctx", "report", "--help"], env, tmp)
+    for _ in range(repeat):
+        for label, code in checkouts.items():
+            work = tmp / label
+            env = {
+                **base,
+                "PYTHONPATH": str(code),
+                "PYTHONPYCACHEPREFIX": str(tmp / f"pycache-{label}"),
+                "MICROCTX_LEDGER": str(tmp / f"ledger-{label}.sqlite"),
+            }
+            for figure, (argv, html) in commands(work, s8f, subs, demo).items():
+                wall, cpu = run(argv, env, tmp)
+                size = html.stat().st_size if html is not None and html.is_file() else 0
+                if wall < best.get((label, figure), (float("inf"),))[0]:
+                    best[label, figure] = (wall, cpu, size)
+    return best
+
+
+def goal(figure: str, wall: float, floor: float) -> str:
+    if figure == "report grade":
+        return f"goal {GRADE_GOAL:.0f}x floor: {'met' if wall <= GRADE_GOAL * floor else 'NOT met'}"
+    if figure == "demo":
+        return f"goal < {DEMO_GOAL_SECONDS:.0f} s: {'met' if wall < DEMO_GOAL_SECONDS else 'NOT met'}"
+    return ""
+
+
+def report(best: dict, checkouts: dict[str, Path]) -> bool:
+    """Print every figure beside its goal; True when this checkout meets the report-grade goal."""
+    met = True
+    for label in checkouts:
+        floor_wall, floor_cpu, _ = best[label, "floor"]
+        print(f"[{label}] one-cell papermill -> HTML (floor): {floor_wall:.1f} s wall, {floor_cpu:.1f} s CPU")
+        for (where, figure), (wall, cpu, size) in best.items():
+            if where != label or figure == "floor":
+                continue
+            html = f", HTML {size / 1e6:.2f} MB" if size else ""
+            print(
+                f"[{label}] {figure:<15} {wall:6.1f} s = {wall / floor_wall:4.2f}x floor; CPU {cpu:5.1f} s = "
+                f"{cpu / floor_cpu:4.2f}x floor's{html}  {goal(figure, wall, floor_wall)}"
+            )
+            if label == "this" and figure == "report grade":
+                met = wall <= GRADE_GOAL * floor_wall
+    return met
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--demo", action="store_true", help="also time `microctx demo` (goal: under 30 s)")
+    parser.add_argument("--baseline", help="another checkout of microctx to time beside this one (e.g. /work/main)")
     args = parser.parse_args()
-    paths = data.s8f()
-    answers = load_answers(paths.answers)
+    checkouts = {"this": ROOT}
+    if args.baseline:
+        checkouts = {"baseline": Path(args.baseline).resolve(), "this": ROOT}
+    print(f"load average: {load()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-reports-") as tmp:
-        tmp = Path(tmp)
-        subs = {}
-        for name, sub in demo_submissions(answers).items():
-            subs[name] = tmp / f"{name}.json"
-            subs[name].write_bytes(dumps(sub))
-        public, gold = str(paths.public), str(paths.answers)
-
-        # stages in process
-        inputs = tables.load_inputs(public, gold, [str(subs["planted"])])
-        stage = best_of(args.repeat, lambda: tables.grade_outputs(inputs))
-        print(f"grade + slice table (1000 bootstrap replicates), in process: {stage:.2f} s")
-        table = tables.grade_outputs(inputs).slices
-        for build in (charts.slice_f1, charts.precision_recall, charts.outcomes_by_kind):
-            seconds = best_of(args.repeat, lambda build=build: charts.render(build(table)))
-            print(f"render {build.__name__} (SVG + PNG): {seconds:.2f} s")
-
-        # whole reports, as the CLI makes them
-        runs = {
-            "corpus": lambda: reports.corpus_report(public, tmp / "corpus", progress=False),
-            "grade": lambda: reports.grade_report(public, gold, str(subs["planted"]), tmp / "grade", progress=False),
-            "compare": lambda: reports.compare_report(
-                public, gold, [str(subs["oracle"]), str(subs["planted"])], tmp / "compare", progress=False
-            ),
-        }
-        figures = {kind: best_of(args.repeat, run) for kind, run in runs.items()}
-        for kind, seconds in figures.items():
-            print(f"report {kind}: {seconds:.1f} s end to end")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    kernels = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak memory: this process {peak:.0f} MiB, largest kernel {kernels:.0f} MiB")
-    verdict = "meets" if figures["grade"] < GRADE_TARGET_SECONDS else "MISSES"
-    print(f"grade report {figures['grade']:.1f} s {verdict} the {GRADE_TARGET_SECONDS:.0f} s target")
-    return 0 if figures["grade"] < GRADE_TARGET_SECONDS else 1
+        met = report(measure(checkouts, args.repeat, args.demo, Path(tmp)), checkouts)
+    print(f"load average: {load()} (after)")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -234,3 +234,19 @@ def test_component_chart_shows_the_giant_component(records):
     assert spec["layer"][0]["encoding"]["y"]["scale"] == {"type": "log", "domainMin": 0.8}  # a count of 1 is drawn
     png, _ = charts.render(charts.component_sizes_chart(sizes[sizes["split"] == "test"]))
     assert has_colour(colour_census(png, step=2), GREEN, at_least=50)
+
+
+def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
+    """PNGs of sensible size (issue 24): twice the shown size for a chart of ordinary size, less for
+    a tall one (never below the shown size); the shown size comes from the SVG."""
+    assert charts.png_scale(400, 300) == charts.PNG_SCALE
+    assert charts.png_scale(8000, 8000) == 1.0
+    png, svg = charts.render(charts.labels_by_split(charts.label_counts(corpus_frame)))  # every label: a tall chart
+    (width, height), (shown_w, shown_h) = charts.png_size(png), charts.svg_size(svg)
+    assert shown_w * shown_h * charts.PNG_SCALE**2 > charts.PNG_MAX_PIXELS  # at twice its size it would pass the cap
+    assert width * height <= charts.PNG_MAX_PIXELS * 1.01 and width >= shown_w and height >= shown_h
+    figure = charts.Figure(png, svg, "labels")
+    data, metadata = figure._repr_mimebundle_()
+    assert (figure.width, figure.height) == (round(shown_w), round(shown_h))
+    assert metadata["image/png"] == {"width": figure.width, "height": figure.height} and metadata["chart"] == "labels"
+    assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML

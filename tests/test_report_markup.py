@@ -9,6 +9,7 @@ targets, and every payload is present as text, so the test would see it were it 
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from html.parser import HTMLParser
@@ -121,6 +122,18 @@ def test_a_report_of_markup_has_no_live_element_from_the_data(marked, kind, tmp_
     html = next(out.glob("*.html")).read_text()
     doc = parse(html)
     assert_inert(doc, "report")
+    # the charts are inlined as SVG documents (issue 24): their labels are the payloads, as text
+    svgs = [
+        base64.b64decode(attrs["src"].split(",", 1)[1]).decode()
+        for tag, attrs in doc.tags
+        if tag == "img" and (attrs.get("src") or "").startswith("data:image/svg+xml;base64,")
+    ]
+    assert svgs, "the charts are inlined as SVG"
+    for svg in svgs:
+        assert_inert(parse(svg), "chart SVG")
+        assert "<script" not in svg.lower() and "foreignobject" not in svg.lower()
+    if kind == "corpus":  # the label chart names every label: markup shown as text, escaped in the SVG
+        assert any("&lt;img src=x onerror=alert(1)&gt;" in svg for svg in svgs)
     text = " ".join(doc.text)
     if kind == "grade":  # the missed-examples table shows the titles, as text
         assert "<img src=x onerror=alert(1)> #" in text and "</script><script>alert(4)</script> #" in text

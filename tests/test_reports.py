@@ -6,6 +6,7 @@ the grades and the planted faults, real PNG charts, HTML that renders offline in
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -31,7 +32,7 @@ NOTEBOOK_OF = {
     "grade-planted": "grade_report",
     "compare": "compare_candidates",
 }
-DATA_PNG_IMG = re.compile(r'<img [^>]*src="data:image/png;base64,')
+DATA_IMG = re.compile(r'<img [^>]*src="data:image/(?:png|svg\+xml);base64,')
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
@@ -228,6 +229,12 @@ def test_every_chart_is_a_real_png_and_svg(demo_dir):
     assert has_colour(state, BLUE)
 
 
+def _figures():
+    from microctx.reports import figures
+
+    return figures
+
+
 def reports_png_size(png: bytes) -> tuple[int, int]:
     from microctx.reports.charts import png_size
 
@@ -240,7 +247,22 @@ def test_html_is_self_contained(demo_dir):
         html = (folder / f"{NOTEBOOK_OF[key]}.html").read_text()
         assert '<script src="http' not in html and "cdn." not in html.lower(), key
         charts = json.loads((folder / "report.json").read_text())["charts"]
-        assert len(DATA_PNG_IMG.findall(html)) >= len(charts), key
+        assert len(DATA_IMG.findall(html)) >= len(charts), key
+
+
+def test_html_shows_each_chart_as_the_smaller_of_its_svg_and_png(demo_dir):
+    """issue 24: a chart's SVG (a tenth of its PNG on s8f) is what the HTML inlines, byte for byte
+    the chart's .svg file; the PNG stays in charts/ (sized by png_scale), not in the HTML."""
+    for key in ALL_REPORTS:
+        folder = report_dir(demo_dir, key)
+        html = (folder / f"{NOTEBOOK_OF[key]}.html").read_text()
+        for name in json.loads((folder / "report.json").read_text())["charts"]:
+            svg, png = (folder / "charts" / f"{name}.svg").read_bytes(), (folder / "charts" / f"{name}.png").read_bytes()
+            assert len(svg) < len(png), (key, name)
+            assert f'src="data:image/svg+xml;base64,{base64.b64encode(svg).decode()}"' in html, (key, name)
+            assert base64.b64encode(png).decode()[:200] not in html, (key, name)
+            width, height = reports_png_size(png)
+            assert width * height <= _figures().PNG_MAX_PIXELS * 1.01, (key, name, width, height)
 
 
 def test_failed_notebook_leaves_nothing(tmp_path, s8f):
@@ -314,14 +336,14 @@ def need_chromium():
 
 @pytest.mark.parametrize("key", ["corpus", "grade-planted", "compare"])
 def test_html_report_renders_every_chart_offline(demo_dir, key, need_chromium, tmp_path):
-    """Every chart is in the rendered DOM as an inline PNG, and a screenshot of the whole page
+    """Every chart is in the rendered DOM as an inline image (SVG or PNG), and a screenshot of the whole page
     (at half scale, 12,000 CSS pixels tall) shows chart marks in the palette."""
     folder = report_dir(demo_dir, key)
     page = (folder / f"{NOTEBOOK_OF[key]}.html").as_uri()
     charts = json.loads((folder / "report.json").read_text())["charts"]
     dom = chromium("--virtual-time-budget=5000", "--dump-dom", page)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert len(DATA_PNG_IMG.findall(dom.stdout)) >= len(charts)
+    assert len(DATA_IMG.findall(dom.stdout)) >= len(charts)
     shot = tmp_path / "shot.png"
     run = chromium(
         "--virtual-time-budget=5000", "--force-device-scale-factor=0.5", f"--screenshot={shot}", "--window-size=1280,12000", page

@@ -123,12 +123,13 @@ def test_brushing_filters_the_label_chart_in_chromium(frame, tmp_path):
 
         height = page.evaluate("document.querySelector('svg').getBoundingClientRect().height")
         page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
-    png, _ = charts.render(chart)
-    assert abs(height - charts.png_size(png)[1] / charts.PNG_SCALE) < 30  # the iframe height comes from this size
+    _, svg = charts.render(chart)
+    assert abs(height - charts.svg_size(svg)[1]) < 30  # the iframe height comes from this size
 
 
 def test_interactive_iframe_is_as_tall_as_the_chart(frame):
     chart = charts.timeline_with_labels(charts.timeline_events(frame), frame)
     image, iframe = charts.show_interactive(chart, "timeline")
-    height = charts.png_size(image.data)[1] // charts.PNG_SCALE
+    height = image.height
+    assert height == round(charts.svg_size(image.svg)[1])
     assert f"height:{height + 40}px" in iframe.data and height > 700  # the old fixed 700 px clipped it

@@ -2,7 +2,7 @@
 
 `notebook_setup()` registers and enables the altair renderer `microctx`: every altair chart a cell
 returns is rendered by vl-convert (in the kernel, no browser, no network) to a PNG at twice its
-size shown at its own size, the way the packaged reports show theirs. The output is a plain image,
+size (less for a very large chart) shown at its own size, the way the packaged reports show theirs. The output is a plain image,
 so JupyterLab shows it offline and `jupyter nbconvert --to html` inlines it as a data URI: no
 `<script src="https://cdn.jsdelivr.net/...">` anywhere. Call it (or `%load_ext microctx`) once in a
 kernel; importing microctx alone changes no renderer.
@@ -21,15 +21,15 @@ _registered = False
 
 
 def offline_renderer(spec: dict, **_metadata) -> tuple[dict, dict]:
-    """An altair renderer: the spec rendered by vl-convert to a PNG (the mimebundle and its metadata)."""
-    from microctx.reports.charts import PNG_SCALE, png_size, render_spec
+    """An altair renderer: the spec rendered by vl-convert to a PNG (the mimebundle and its metadata),
+    shown at the chart's own size (rendered at up to twice it: `microctx.reports.figures.png_scale`)."""
+    from microctx.reports.figures import Figure, render_spec
 
-    png = render_spec(spec)
-    width, height = png_size(png)
+    figure = Figure(*render_spec(spec), "altair chart")
     title = spec.get("title")
-    text = f"<altair chart{': ' + str(title) if isinstance(title, str) else ''} ({width // PNG_SCALE}x{height // PNG_SCALE})>"
-    bundle = {"image/png": base64.b64encode(png).decode(), "text/plain": text}
-    return bundle, {"image/png": {"width": width // PNG_SCALE, "height": height // PNG_SCALE}}
+    text = f"<altair chart{': ' + str(title) if isinstance(title, str) else ''} ({figure.width}x{figure.height})>"
+    bundle = {"image/png": base64.b64encode(figure.data).decode(), "text/plain": text}
+    return bundle, {"image/png": {"width": figure.width, "height": figure.height}}
 
 
 def notebook_setup() -> str:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from microctx._io import atomic
 from microctx._io.paths import safe_name
@@ -143,13 +145,68 @@ def _keep_failed(executed: Path, keep: Path | None) -> str:
     return f"; the executed notebook with the failing cell: {keep / executed.name}"
 
 
-def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True, keep_failed: Path | None = None) -> Path:
+class SharedKernels:
+    """Kernels that reports made one after another in a thread reuse (the demo): one per thread,
+    started on first use, its namespace reset (`%reset`, a new session: execution counts from 1)
+    before each next notebook; modules stay imported, which is the point (pandas, altair, scipy
+    and vl-convert's engine are set up once per thread, not once per report). `close()` shuts
+    them down. A kernel that died is replaced."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def kernel(self):
+        """This thread's kernel manager, ready for a new notebook."""
+        from jupyter_client.manager import AsyncKernelManager
+        from jupyter_core.utils import run_sync
+
+        with self._lock:
+            km = self._kernels.get(threading.get_ident())
+        if km is not None and run_sync(km.is_alive)():
+            client = km.blocking_client()
+            client.start_channels()
+            try:
+                client.wait_for_ready(timeout=60)
+                client.execute_interactive(
+                    "get_ipython().reset(new_session=True)", store_history=False, timeout=60, output_hook=lambda _message: None
+                )
+            finally:
+                client.stop_channels()
+            return km
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME)
+        run_sync(km.start_kernel)(extra_arguments=QUIET_KERNEL)
+        with self._lock:
+            self._kernels[threading.get_ident()] = km
+        return km
+
+    def close(self) -> None:
+        from jupyter_core.utils import run_sync
+
+        with self._lock:
+            kernels, self._kernels = list(self._kernels.values()), {}
+        for km in kernels:
+            try:
+                run_sync(km.shutdown_kernel)(now=True)
+            except Exception:  # noqa: BLE001  (a kernel that is already gone)
+                pass
+
+
+def execute(
+    kind: str,
+    parameters: dict,
+    staging: Path,
+    *,
+    progress: bool = True,
+    keep_failed: Path | None = None,
+    kernels: SharedKernels | None = None,
+) -> Path:
     """Execute the `kind` notebook with papermill into `staging`; returns the executed notebook.
 
     `output_dir` is added to the parameters (the notebook writes its tables and charts there).
     A cell error raises ReportError naming the cell and the exception; the executed notebook,
     with that cell's traceback, is kept in `keep_failed` (papermill's habit) and the message says
-    where.
+    where. `kernels`: run in this thread's kernel of a `SharedKernels` instead of a new one.
     """
     import papermill as pm
 
@@ -158,6 +215,7 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
     if not source.is_file():
         raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
     executed = staging / NOTEBOOKS[kind]
+    shared = {"km": kernels.kernel()} if kernels is not None else {}
     try:
         pm.execute_notebook(
             source,
@@ -167,7 +225,11 @@ def execute(kind: str, parameters: dict, staging: Path, *, progress: bool = True
             progress_bar=progress,
             log_output=False,
             extra_arguments=QUIET_KERNEL,
+            request_save_on_cell_execute=False,
+            **shared,
         )
+        # written once at the end (and on a cell error), not before and after every cell: each
+        # save serialises and validates the whole notebook, charts included (issue 24)
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in
         # parallel threads (demo); the notebooks use only the absolute paths they are given
     except pm.PapermillExecutionError as exc:
@@ -188,10 +250,12 @@ def make_report(
     progress: bool | None = None,
     statistics: dict | None = None,
     figures_only: bool = False,
+    kernels: SharedKernels | None = None,
 ) -> dict:
     """Execute, export and publish one report; returns its manifest (also written as report.json).
     `progress`: papermill's bar (default: when stderr is a terminal). `figures_only`: publish only
-    the figures and tables (charts/, slices.*, paired.csv, frontier.csv) and report.json."""
+    the figures and tables (charts/, slices.*, paired.csv, frontier.csv) and report.json. `kernels`:
+    reuse this thread's kernel (`SharedKernels`)."""
     import msgspec
 
     from microctx.contract.records import ReportFile, ReportManifest
@@ -200,7 +264,7 @@ def make_report(
     progress = sys.stderr.isatty() if progress is None else progress
     inputs = input_digests(parameters)  # of the files as given (the folder keeps copies of them)
     with staged_folder(destination) as staging:
-        executed = execute(kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination))
+        executed = execute(kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination), kernels=kernels)
         parameters = relocate_inputs(executed, parameters, staging)  # reruns from its folder; no local path
         html_path = executed.with_suffix(".html")
         html_path.write_bytes(html_export(executed))
@@ -286,7 +350,7 @@ def corpus_report(public: str, out: str | os.PathLike, **kw) -> dict:
 
 def _statistics(statistics: dict | None) -> dict:
     """The full statistics settings (seed, n_boot, every threshold), checked before a kernel starts."""
-    from microctx.grading.slices import settings
+    from microctx.grading.table import settings  # not slices: keeps pandas out of the report parent
 
     return settings(**(statistics or {}))
 

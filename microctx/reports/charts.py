@@ -23,14 +23,18 @@ from microctx.contract.patterns import (
 )
 from microctx.contract.split import SPLITS
 from microctx.reports.figures import (  # noqa: F401  (the notebooks call them as charts.show, ...)
+    PNG_MAX_PIXELS,
     PNG_SCALE,
+    Figure,
     interactive_page,
+    png_scale,
     png_size,
     render,
     render_spec,
     save,
     show,
     show_interactive,
+    svg_size,
 )
 
 SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])

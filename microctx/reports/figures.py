@@ -2,17 +2,22 @@
 the figures for write-ups.
 
 `render` draws a chart with vl-convert (no browser, no network) after `themed` gives it the one
-theme (fonts, sizes, no frame) wherever the chart sets nothing itself; `save` writes `<name>.png`
-(the report's image), `<name>.svg` and `<name>.pdf` (vector figures; the PDF at a text column's
-width); `show` saves and returns the PNG a notebook displays; `show_interactive` adds a
+theme (fonts, sizes, no frame) wherever the chart sets nothing itself: vega runs once, to an SVG
+at the size the chart is shown, and the PNG is that SVG rasterised (at `png_scale`: twice the
+size for sharp text, less for a chart so large that twice would pass `PNG_MAX_PIXELS`); `save`
+writes `<name>.png`, `<name>.svg` and `<name>.pdf` (vector figures; the PDF at a text column's
+width); `show` saves and returns what a notebook displays (`Figure`: the SVG and the PNG, so an
+exported HTML report inlines the SVG where it is the smaller); `show_interactive` adds a
 self-contained interactive page. The chart builders live in `microctx.reports.charts`.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import html
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -21,7 +26,8 @@ import altair as alt
 
 from microctx._io.atomic import atomic_write
 
-PNG_SCALE = 2  # PNGs are rendered at twice the chart's size and shown at half, for sharp text
+PNG_SCALE = 2  # PNGs are rendered at (at most) twice the chart's size and shown at half, for sharp text
+PNG_MAX_PIXELS = 2_000_000  # a larger chart is rasterised at a smaller scale (never below 1): PNGs of sensible size
 COLUMN_WIDTH_PT = 468.0  # a figure's width in a write-up: a 6.5-inch text column, in points
 FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
 THEME = {
@@ -64,12 +70,20 @@ def _render_dict(spec: dict) -> tuple[bytes, str]:
     import vl_convert as vlc
 
     svg = vlc.vegalite_to_svg(themed(spec))
-    return vlc.svg_to_png(svg, scale=PNG_SCALE), svg  # rasterising the SVG skips a second vega run
+    width, height = svg_size(svg)
+    return vlc.svg_to_png(svg, scale=png_scale(width, height)), svg  # rasterising the SVG skips a second vega run
 
 
-def render_spec(spec: dict) -> bytes:
-    """The PNG of a Vega-Lite spec (what the notebook renderer `microctx.notebook_setup()` shows)."""
-    return _render_dict(spec)[0]
+def png_scale(width: float, height: float) -> float:
+    """The scale a chart shown at `width` x `height` pixels is rasterised at: PNG_SCALE, or less
+    (at least 1) when PNG_SCALE would make more than PNG_MAX_PIXELS pixels."""
+    return max(1.0, min(float(PNG_SCALE), math.sqrt(PNG_MAX_PIXELS / max(1.0, width * height))))
+
+
+def render_spec(spec: dict) -> tuple[bytes, str]:
+    """(PNG bytes, SVG text) of a Vega-Lite spec (the notebook renderer `microctx.notebook_setup()`
+    shows the PNG at the SVG's size)."""
+    return _render_dict(spec)
 
 
 def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
@@ -86,10 +100,16 @@ def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> 
 
 def svg_width(svg: str) -> float:
     """The width an SVG declares (vega writes it in pixels on the root element)."""
-    match = re.search(r'<svg[^>]*\swidth="([0-9.]+)', svg)
-    if not match:
-        raise ValueError("an SVG without a width")
-    return float(match.group(1))
+    return svg_size(svg)[0]
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """(width, height) an SVG's root element declares, in pixels: the size a chart is shown at."""
+    root = re.search(r"<svg[^>]*>", svg)
+    sizes = [re.search(rf'\s{a}="([0-9.]+)', root.group(0)) if root else None for a in ("width", "height")]
+    if not sizes[0] or not sizes[1]:
+        raise ValueError("an SVG without a width and a height")
+    return float(sizes[0].group(1)), float(sizes[1].group(1))
 
 
 def column_pdf(svg: str, width_pt: float = COLUMN_WIDTH_PT) -> bytes:
@@ -124,20 +144,36 @@ def png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None):
-    """Render a chart, save it when `charts_dir` is set, and return a static PNG to display.
+class Figure:
+    """A rendered chart as a notebook shows it (what `show` returns): `data` the PNG, `svg` the SVG,
+    `width` x `height` the size it is shown at. Its display bundle holds the PNG (shown at that
+    size: what JupyterLab shows in a notebook it does not trust) and, when it is the smaller, the
+    SVG: an HTML export inlines the SVG as an `<img>` data URI (its own document: no id clash with
+    another chart, no script), so a report's HTML carries the smaller of the two."""
 
-    The PNG lands in the notebook as an image output, which the HTML export inlines as a data
-    URI: the report shows every chart with no script and no network.
+    def __init__(self, png: bytes, svg: str, name: str):
+        self.data, self.svg, self.name = png, svg, name
+        width, height = svg_size(svg)
+        self.width, self.height = round(width), round(height)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
+        data = {"image/png": base64.b64encode(self.data).decode(), "text/plain": repr(self)}
+        if len(self.svg.encode()) < len(self.data):
+            data["image/svg+xml"] = self.svg
+        return data, {"image/png": {"width": self.width, "height": self.height}, "chart": self.name}
+
+    def __repr__(self) -> str:
+        return f"<chart {self.name} ({self.width}x{self.height})>"
+
+
+def show(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None) -> Figure:
+    """Render a chart, save it when `charts_dir` is set, and return it to display (`Figure`).
+
+    The chart lands in the notebook as an image output (SVG and PNG), which the HTML export
+    inlines as a data URI: the report shows every chart with no script and no network.
     """
-    if charts_dir:
-        png, _ = save(chart, name, charts_dir)
-    else:
-        png, _ = render(chart)
-    from IPython.display import Image
-
-    width, _ = png_size(png)
-    return Image(data=png, format="png", width=width // PNG_SCALE, metadata={"chart": name})
+    png, svg = save(chart, name, charts_dir) if charts_dir else render(chart)
+    return Figure(png, svg, name)
 
 
 class _ScriptSafeJSON(json.JSONEncoder):
@@ -149,7 +185,7 @@ class _ScriptSafeJSON(json.JSONEncoder):
 
 
 def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike | None = None, height: int | None = None):
-    """The static PNG (as `show`) plus the live chart: a self-contained `<name>.html` with the
+    """The static chart (as `show`) plus the live chart: a self-contained `<name>.html` with the
     vega libraries inlined, written to `charts_dir` and embedded in an iframe (no network).
 
     The iframe is as tall as the rendered chart (plus a margin), so nothing is clipped; pass
@@ -158,13 +194,13 @@ def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.P
 
     # the spec carries data (label names): `<`, `>` and `&` are written as JSON escapes, so no
     # value can close the page's <script> and open its own
-    page = chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False}, json_kwds={"cls": _ScriptSafeJSON})
+    page = interactive_page(chart)
     if charts_dir:
         Path(charts_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(charts_dir) / f"{name}.html", page.encode())
     image = show(chart, name, charts_dir)
     if height is None:
-        height = png_size(image.data)[1] // PNG_SCALE + 40
+        height = image.height + 40
     # inside a <div>: IPython warns (a red UserWarning box in a report) about HTML that starts with <iframe
     frame = HTML(
         f'<div class="microctx-interactive"><iframe title="{html.escape(name)}" style="width:100%;height:{height}px;'
@@ -173,6 +209,21 @@ def show_interactive(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.P
     return image, frame
 
 
+def _inline_page(spec: dict, **kwargs) -> str:
+    """A chart's self-contained HTML page (altair's `to_html(inline=True)` of an already made spec)."""
+    return alt.utils.spec_to_html(
+        spec,
+        mode="vega-lite",
+        vegalite_version=alt.VEGALITE_VERSION,
+        vegaembed_version=alt.VEGAEMBED_VERSION,
+        vega_version=alt.VEGA_VERSION,
+        template="inline",
+        embed_options={"renderer": "svg", "actions": False},
+        **kwargs,
+    )
+
+
 def interactive_page(chart: alt.TopLevelMixin) -> str:
-    """The self-contained HTML page `show_interactive` writes (vega, vega-lite and vega-embed inlined)."""
-    return chart.to_html(inline=True, embed_options={"renderer": "svg", "actions": False})
+    """The self-contained HTML page `show_interactive` writes: vega, vega-lite and vega-embed
+    inlined, the spec's `<`, `>` and `&` written as JSON escapes."""
+    return _inline_page(chart.to_dict(), json_kwds={"cls": _ScriptSafeJSON})

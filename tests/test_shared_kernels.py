@@ -1,0 +1,75 @@
+"""Reports that share a kernel (the demo, issue 24) are the reports a fresh kernel makes: the
+namespace is reset between notebooks, execution counts start again at 1, and the outputs are
+byte-identical."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from microctx.contract.canonical import dumps
+from microctx.grading.examples import demo_submissions
+from microctx.reports import build as reports
+
+
+def _run(km, code: str) -> str:
+    client = km.blocking_client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        out: list[str] = []
+        hook = lambda msg: out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None  # noqa: E731
+        client.execute_interactive(code, timeout=60, output_hook=hook)
+        return "".join(out)
+    finally:
+        client.stop_channels()
+
+
+@pytest.mark.slow
+def test_a_shared_kernel_is_reset_between_notebooks_and_replaced_when_dead():
+    kernels = reports.SharedKernels()
+    try:
+        km = kernels.kernel()
+        assert _run(km, "leaked = 41\nimport sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == ["True", "False"]
+        _run(km, "import pandas")
+        again = kernels.kernel()
+        assert again is km  # the same kernel process, reused
+        # the namespace is gone, the imported modules stay (what the reuse saves)
+        assert _run(again, "import sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == ["False", "True"]
+        from jupyter_core.utils import run_sync
+
+        run_sync(km.shutdown_kernel)(now=True)
+        assert kernels.kernel() is not km  # a dead kernel is replaced
+    finally:
+        kernels.close()
+
+
+@pytest.mark.slow
+def test_a_report_in_a_shared_kernel_is_byte_identical_to_one_in_a_fresh_kernel(tmp_path, s8f, s8f_answers):
+    planted = tmp_path / "planted.json"
+    planted.write_bytes(dumps(demo_submissions(s8f_answers)["planted"]))
+    args = (str(s8f.public), str(s8f.answers), str(planted))
+    fresh = reports.grade_report(*args, tmp_path / "fresh", progress=False)
+    kernels = reports.SharedKernels()
+    try:
+        reports.corpus_report(str(s8f.public), tmp_path / "corpus", progress=False, kernels=kernels)
+        shared = reports.grade_report(*args, tmp_path / "shared", progress=False, kernels=kernels)
+    finally:
+        kernels.close()
+    # every file but the PDFs (vl-convert's PDF bytes differ between two renders in one process)
+    same = [
+        f["path"]
+        for f in fresh["files"]
+        if f["path"].startswith(("charts/", "slices.", "grade.")) and not f["path"].endswith(".pdf")
+    ]
+    assert len(same) >= 9
+    digests = {f["path"]: f["sha256"] for f in shared["files"]}
+    for entry in fresh["files"]:
+        if entry["path"] in same:
+            assert digests[entry["path"]] == entry["sha256"], entry["path"]
+    book = nbformat.read(tmp_path / "shared" / "grade_report.ipynb", as_version=4)
+    counts = [c.execution_count for c in book.cells if c.cell_type == "code"]
+    assert counts == list(range(1, len(counts) + 1))  # a new session: counted from 1, as a fresh kernel counts
+    assert json.loads((tmp_path / "shared" / "report.json").read_text())["kind"] == "grade"
