@@ -326,3 +326,14 @@ def test_microctx_lab_starts_and_serves_as_this_user(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # nothing left running: no JupyterLab serving this test's folder outlives `microctx lab`
+    time.sleep(0.5)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if str(tmp_path / "lab").encode() in cmdline.read():
+                    left.append(pid)
+        except OSError:
+            continue
+    assert not left, f"still running after microctx lab was terminated: {left}"

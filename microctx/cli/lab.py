@@ -6,7 +6,8 @@ from microctx.cli.common import EXIT_OK, _say, bounded_int
 
 
 def cmd_lab(args) -> int:
-    import subprocess
+    import os
+    import sys
     from pathlib import Path
 
     from microctx.corpus.snapshot import DATA_DIR_ENV
@@ -21,7 +22,11 @@ def cmd_lab(args) -> int:
     if args.dry_run:
         print(" ".join(command))
         return EXIT_OK
-    return subprocess.call(command, env=env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # JupyterLab replaces this process (not a child of it): a signal to `microctx lab` (Ctrl-C, a
+    # terminate from a script or a test) reaches the server itself, so none is left running.
+    os.execve(command[0], command, env)
 
 
 def _lab_parsers(sub) -> None:
