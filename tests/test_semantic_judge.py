@@ -3,6 +3,7 @@ tune items against adjudicated gold, used only above the study's bar; PPI checke
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from microctx.semantic import events as ev
 from microctx.semantic.freeze import semantic_document
 from microctx.semantic.items import StudyFolder, init_folder
 from microctx.semantic.judge import ppi_mean
+from tests.tls import self_signed
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_KEY = "sk-judge-secret-4e1d"
@@ -114,46 +116,13 @@ def test_ppi_mean_matches_ppi_python():
     assert (mine["ci_low"], mine["ci_high"]) == pytest.approx((float(np.ravel(low)[0]), float(np.ravel(high)[0])), abs=1e-9)
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (and its key), made here: the judge's HTTPS test trusts only it."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 def test_an_https_judge_goes_through_the_proxy_as_a_tunnel(base_study, tmp_path, monkeypatch):
     import ssl
 
     from microctx.semantic.judge import run_judge
 
     shutil.copytree(base_study, tmp_path / "study")
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path, datetime.timedelta(hours=1))
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     with FakeOpenAI(judge=lambda item: "no") as server:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

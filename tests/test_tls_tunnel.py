@@ -6,8 +6,6 @@ refused before they reach the server."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -17,6 +15,7 @@ import pytest
 
 from microctx.candidates.runner import manifest_path
 from microctx.cli import main
+from tests.tls import self_signed
 
 PROBE = """\
 import hashlib, json, os, socket, ssl, sys, urllib.request
@@ -41,42 +40,12 @@ json.dump({"corpus_sha256": digest, "answers": [], "probe": report}, open(submis
 """
 
 
-def _self_signed(folder):
-    """A key and a self-signed certificate for 127.0.0.1 (PEM files)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture
 def tls_server(tmp_path):
     """An HTTPS server on 127.0.0.1 that logs the path of every request it reads (after a handshake)."""
     folder = tmp_path / "tls"
     folder.mkdir()
-    cert, key = _self_signed(folder)
+    cert, key = self_signed(folder)
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
