@@ -20,15 +20,13 @@ from microctx.cli import main
 HERE = Path(__file__).resolve().parent
 
 
-class Upstream:
-    """A raw TCP server on 127.0.0.1 that records each request head it reads and answers `reply`
-    (after `delay` seconds)."""
+class Listener:
+    """A TCP server on 127.0.0.1 (its `port`) handing each connection to `_one` on its own thread."""
 
-    def __init__(self, reply: bytes = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", delay: float = 0.0):
-        self.reply, self.delay, self.heads = reply, delay, []
+    def __init__(self, backlog: int):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -39,6 +37,18 @@ class Upstream:
             except OSError:
                 return
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class Upstream(Listener):
+    """A raw TCP server on 127.0.0.1 that records each request head it reads and answers `reply`
+    (after `delay` seconds)."""
+
+    def __init__(self, reply: bytes = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", delay: float = 0.0):
+        self.reply, self.delay, self.heads = reply, delay, []
+        super().__init__(16)
 
     def _one(self, conn: socket.socket) -> None:
         with conn:
@@ -186,25 +196,13 @@ def test_connection_and_buffer_caps_fail_the_run_not_the_runner(tmp_path, upstre
     assert "more than the proxy's buffer of 8388608 bytes" in proxy.overload and upstream.heads == []
 
 
-class SlowClose:
+class SlowClose(Listener):
     """A host whose answers end with its close (no length), which it holds for `hold` seconds: each
     proxy handler outlives the candidate's connection, as under a starved runner."""
 
     def __init__(self, hold: float):
         self.hold, self.served = hold, 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+        super().__init__(64)
 
     def _one(self, conn: socket.socket) -> None:
         with conn:
