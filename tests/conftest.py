@@ -76,6 +76,17 @@ def s8f_answers(s8f):
     return load_answers(s8f.answers)
 
 
+@pytest.fixture(scope="module")
+def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
+    """The s8f devkit (train and tune answers, no test), written once per test module."""
+    from microctx.candidates.devkit import make_devkit
+    from microctx.contract.canonical import dumps
+
+    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
+    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
+    return path
+
+
 # The held-out ledger (microctx.grading.ledger): no test writes to the user's real one. The whole
 # session points at a temporary file (module- and session-scoped fixtures grade too), and each
 # test gets its own file.

@@ -5,21 +5,11 @@ evaluation.json say the look was unprotected."""
 from __future__ import annotations
 
 import orjson
-import pytest
 
-from microctx.candidates.devkit import make_devkit
 from microctx.cli import main
-from microctx.contract.canonical import dumps
 from microctx.grading.ledger import entries
 from microctx.tuning.sweep import load_sweep, run_sweep
 from tests.test_sweep_fixes import sweep_file
-
-
-@pytest.fixture(scope="module")
-def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
-    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
-    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
-    return path
 
 
 def test_a_process_isolated_configuration_is_refused_unless_allowed(tmp_path, s8f, devkit, capsys, monkeypatch):

@@ -36,13 +36,6 @@ def sweep_file(
 
 
 @pytest.fixture(scope="module")
-def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
-    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
-    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
-    return path
-
-
-@pytest.fixture(scope="module")
 def planted(tmp_path_factory, s8f, devkit):
     """One planted sweep of six configurations (miss x calls), local pool of two."""
     folder = tmp_path_factory.mktemp("planted")

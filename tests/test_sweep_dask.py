@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from microctx.candidates.devkit import make_devkit
 from microctx.cli import main
-from microctx.contract.canonical import dumps
 from microctx.tuning.sweep import run_sweep
 
 PLANTED = Path(__file__).parent / "candidates" / "planted_sweep.py"
@@ -80,13 +78,6 @@ def cluster(tmp_path_factory):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-
-
-@pytest.fixture(scope="module")
-def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
-    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
-    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
-    return path
 
 
 def sweep_file(folder: Path) -> Path:

@@ -52,13 +52,6 @@ def sweep_file(
     return path
 
 
-@pytest.fixture(scope="module")
-def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
-    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
-    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
-    return path
-
-
 # ---------------------------------------------------------------- A1: the [sandbox] table
 
 

@@ -12,7 +12,6 @@ import sys
 import orjson
 import pytest
 
-from microctx.candidates.devkit import make_devkit
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.contract.records import Selected, SelectedProject, read_record
@@ -42,13 +41,6 @@ def answer(record, miss, settings):
             "labels": sorted(record["labels"] or []) if keep else [],
             "references": [], "duplicate_targets": [], "scope_contradictions": []}}
 """
-
-
-@pytest.fixture(scope="module")
-def devkit(tmp_path_factory, s8f_answers, s8f_corpus):
-    path = tmp_path_factory.mktemp("devkit") / "devkit.json"
-    path.write_bytes(dumps(make_devkit(s8f_answers, corpus=s8f_corpus)))
-    return path
 
 
 @pytest.fixture(scope="module")
