@@ -168,6 +168,10 @@ READING_LAYOUT = """() => {
     const tables = [...document.querySelectorAll('table')].filter(t => t.checkVisibility());
     const hidden = [];
     for (const t of tables) {
+      for (const td of t.querySelectorAll('td')) {  // a cell cut off by the page (or a scrolled box) is hidden too
+        const box = td.getBoundingClientRect();
+        if (box.width > 0 && box.right > window.innerWidth) hidden.push('cell: ' + td.textContent);
+      }
       for (const th of t.querySelectorAll('th')) {
         const box = th.getBoundingClientRect();
         if (!(box.width > 0 && box.left >= 0 && box.right <= window.innerWidth)) hidden.push(th.textContent);
@@ -298,3 +302,23 @@ def test_compare_costs_and_long_tails_read():
     html = verdicts.with_long_tail(frame, "row")
     assert html.count("<table") == 2 and "3 rows more" in html
     assert "<details" not in verdicts.with_long_tail(frame.head(5), "row")  # no empty fold
+
+
+@pytest.mark.slow
+def test_the_compare_report_on_s8f_keeps_every_cell_in_view(tmp_path, s8f):
+    """On s8f nothing has an interval (n_eff 3): the side-by-side slice table says "no interval"
+    and leaves the long reason to the verdict above it, so no column runs off the page."""
+    from microctx import cli
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.grading.examples import planted_submission
+
+    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(s8f.answers))))
+    (tmp_path / "oracle.json").write_bytes(s8f.answers.read_bytes())
+    out = tmp_path / "report"
+    argv = ["report", "compare", "--public", str(s8f.public), "--answers", str(s8f.answers), "--n-boot", "200"]
+    subs = ["--submission", str(tmp_path / "oracle.json"), "--submission", str(tmp_path / "planted.json")]
+    assert cli.main([*argv, *subs, "--out", str(out)]) == 0
+    layout = read_report(out / "compare_candidates.html", tmp_path / "compare.png")
+    assert layout["verdictFirst"] and layout["hiddenHeaders"] == [], layout["hiddenHeaders"]
+    assert "rests on component #5112" in layout["text"]  # the reason is still said, in the verdict

@@ -22,20 +22,25 @@ def _overall(frame):
     return frame[frame["slice_kind"] == "overall"].iloc[0]
 
 
-def _f1_text(row) -> str:
+def _f1_text(row, why: bool = True) -> str:
+    """F1 with its interval; without one, its reason when `why` (the side-by-side table leaves the
+    reason to the verdict and the candidates table above it, so every column stays in view)."""
+    if not why and not bool(row["estimable"]):
+        return interval_text(row["f1"], None, None, False)
     reason = row.get("no_interval_reason")
     return interval_text(row["f1"], row["ci_low"], row["ci_high"], bool(row["estimable"]), row["n_components"],
                          reason if isinstance(reason, str) and reason else None)  # fmt: skip
 
 
-def _diff_text(row, sign: float = 1.0) -> str:
-    """F1(a) - F1(b) (times `sign`) with its paired interval: "+0.117 [+0.081, +0.158]"."""
+def _diff_text(row, sign: float = 1.0, why: bool = True) -> str:
+    """F1(a) - F1(b) (times `sign`) with its paired interval: "+0.117 [+0.081, +0.158]"; without
+    one, its reason when `why` (tables leave the reason to the verdict above them)."""
     low, high = row["f1_diff_ci_low"], row["f1_diff_ci_high"]
     if sign < 0:
         low, high = -high, -low
     diff = sign * row["f1_diff"]
     if not bool(row["estimable"]) or math.isnan(low):
-        reason = row.get("no_interval_reason")
+        reason = row.get("no_interval_reason") if why else None
         return f"{diff:+.3f} (no interval{': ' + reason if isinstance(reason, str) and reason else ''})"
     return f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
 
@@ -93,7 +98,7 @@ def compare_candidates(compared):
         grade, table = g.result.grade, g.slices
         row = _overall(table)
         rows.append({
-            "candidate": name, "contract": "PASS" if grade["quality_pass"] else "FAIL", "f1 [95% interval]": _f1_text(row),
+            "candidate": name, "contract": "PASS" if grade["quality_pass"] else "FAIL", "f1 [95% interval]": _f1_text(row, why=False),
             "exact records": f"{grade['exact_records']:,} of {grade['test_records']:,}",
             "false facts": grade["false_positive_facts"], "missed facts": grade["false_negative_facts"],
             "weak slices": int(table["weak"].sum()), "not judged": int(((table["slice_kind"] != "overall") & ~judged_slices(table)).sum()),
@@ -121,7 +126,7 @@ def compare_slices(table):
         row = {"slice": "overall" if kind == "overall" else f"{kind}: {name}", "support": int(group["support"].iloc[0])}
         by = group.set_index("candidate")
         for candidate in candidates:
-            row[f"f1 {candidate}"] = _f1_text(by.loc[candidate]) if candidate in by.index else "–"
+            row[f"f1 {candidate}"] = _f1_text(by.loc[candidate], why=False) if candidate in by.index else "–"
         row["weak in"] = int(group["weak"].sum())
         row["_judged"] = kind == "overall" or (kind, name) in keys
         rows.append(row)
@@ -142,7 +147,7 @@ def compare_pairs(paired):
     for (_, row), judged in zip(paired.iterrows(), up_front):
         rows.append({
             "slice": "overall" if row["slice_kind"] == "overall" else f"{row['slice_kind']}: {row['slice']}",
-            "pair": f"{row['a']} − {row['b']}", "support": int(row["support"]), "f1_diff [95% interval]": _diff_text(row),
+            "pair": f"{row['a']} − {row['b']}", "support": int(row["support"]), "f1_diff [95% interval]": _diff_text(row, why=False),
             "p_equal_f1_adjusted": p_text(row["p_equal_f1_adjusted"]) or "–", "b10": int(row["b10"]), "b01": int(row["b01"]),
             "outcome": _pair_outcome(row), "_judged": judged,
         })  # fmt: skip
