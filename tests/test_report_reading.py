@@ -78,6 +78,8 @@ def test_the_grade_report_reads_verdict_first_with_f1_visible(tmp_path, s8f):
             };
         }"""
         )
+        hidden = page.evaluate(READING_LAYOUT)["hiddenHeaders"]  # every header and cell of every shown table in view
+    assert hidden == [], hidden
     assert layout["verdictFirst"], layout
     assert layout["headers"] == ["slice", "support", "f1 [95% interval]", "n_eff", "judged"] and layout["f1Visible"], layout
     assert layout["foldedClosed"], layout  # the long tail of tiny slices is folded away

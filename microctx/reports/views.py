@@ -24,6 +24,7 @@ TABLE_STYLE = (
     ".microctx-table th,.microctx-table td{padding:2px 10px;text-align:right;border-bottom:1px solid #ddd}"
     ".microctx-table th:first-child,.microctx-table td:first-child{text-align:left;white-space:nowrap}"
     ".microctx-table th,.microctx-table td{white-space:nowrap}.microctx-scroll{overflow-x:auto;max-width:100%}"
+    ".microctx-wrap td:not(:first-child){white-space:normal;overflow-wrap:anywhere;max-width:36em;text-align:left}"
     "details.microctx-fold>summary{cursor:pointer;font-weight:600;margin:0.4em 0}</style>"
 )
 
@@ -42,9 +43,10 @@ def significant(value, digits: int = 3) -> str:
     return f"{number:.{digits}g}"
 
 
-def table_html(frame, *, numbers: int = 3) -> str:
+def table_html(frame, *, numbers: int = 3, wrap: bool = False) -> str:
     """A DataFrame as a report's HTML table: escaped, no index, no NaN, floats at `numbers`
-    significant digits, first column (the slice) kept on one line, scrolled rather than cut."""
+    significant digits, first column (the slice) kept on one line, scrolled rather than cut;
+    `wrap`: long text cells (an aggregate's expected and submitted values) wrap in place."""
     view = frame.copy()
     view.columns.name = None  # a pivot's column title would stand over the first column and shift every header
     for column in view.columns:
@@ -52,7 +54,8 @@ def table_html(frame, *, numbers: int = 3) -> str:
             view[column] = [significant(v, numbers) for v in view[column]]
         elif view[column].dtype.kind == "b":
             view[column] = ["yes" if v else "" for v in view[column]]
-    body = view.to_html(index=False, na_rep=DASH, escape=True, classes="microctx-table", border=0)
+    classes = "microctx-table microctx-wrap" if wrap else "microctx-table"
+    body = view.to_html(index=False, na_rep=DASH, escape=True, classes=classes, border=0)
     return f'{TABLE_STYLE}<div class="microctx-scroll">{body}</div>'
 
 
@@ -93,9 +96,8 @@ def compact_slices(table):
     rows = []
     for _, row in table.iterrows():
         name = "overall" if row["slice_kind"] == "overall" else f"{row['slice_kind']}: {row['slice']}"
-        f1 = interval_text(
-            row["f1"], row["ci_low"], row["ci_high"], bool(row.get("estimable", True)), row.get("n_components"), _reason(row)
-        )
+        estimable = bool(row.get("estimable", True))  # without an interval, the reason is said once, under "judged"
+        f1 = interval_text(row["f1"], row["ci_low"] if estimable else None, row["ci_high"], estimable)
         rows.append(
             {
                 "slice": name,
