@@ -197,22 +197,28 @@ def read_report(html_path, screenshot) -> dict:
         return page.evaluate(READING_LAYOUT)
 
 
-@pytest.mark.slow
-def test_the_compare_report_reads_verdict_first_with_every_column_visible(tmp_path, synthetic):
+def compare_oracle_and_planted(tmp_path, data) -> tuple[dict, str]:
+    """`microctx report compare` of the answers (as an oracle) and the planted submission on `data`
+    (public and answers paths), n_boot 200: (its reading layout, its HTML)."""
     from microctx import cli
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
     from microctx.grading.examples import planted_submission
 
-    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(synthetic.answers))))
-    (tmp_path / "oracle.json").write_bytes(synthetic.answers.read_bytes())
+    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(data.answers))))
+    (tmp_path / "oracle.json").write_bytes(data.answers.read_bytes())
     out = tmp_path / "report"
-    argv = ["report", "compare", "--public", str(synthetic.public), "--answers", str(synthetic.answers), "--n-boot", "200"]
+    argv = ["report", "compare", "--public", str(data.public), "--answers", str(data.answers), "--n-boot", "200"]
     subs = ["--submission", str(tmp_path / "oracle.json"), "--submission", str(tmp_path / "planted.json")]
     assert cli.main([*argv, *subs, "--out", str(out)]) == 0
     html = (out / "compare_candidates.html").read_text()
+    return read_report(out / "compare_candidates.html", tmp_path / "compare.png"), html
+
+
+@pytest.mark.slow
+def test_the_compare_report_reads_verdict_first_with_every_column_visible(tmp_path, synthetic):
+    layout, html = compare_oracle_and_planted(tmp_path, synthetic)
     assert str(tmp_path) not in html  # no local path
-    layout = read_report(out / "compare_candidates.html", tmp_path / "compare.png")
     assert layout["verdictFirst"], layout["firstHeaders"]
     assert "Verdict: oracle has the highest F1, significantly above every other candidate" in layout["text"]
     assert layout["hiddenHeaders"] == [] and layout["foldsClosed"], layout
@@ -310,17 +316,6 @@ def test_compare_costs_and_long_tails_read():
 def test_the_compare_report_on_s8f_keeps_every_cell_in_view(tmp_path, s8f):
     """On s8f nothing has an interval (n_eff 3): the side-by-side slice table says "no interval"
     and leaves the long reason to the verdict above it, so no column runs off the page."""
-    from microctx import cli
-    from microctx.contract.canonical import dumps
-    from microctx.contract.schemas import load_answers
-    from microctx.grading.examples import planted_submission
-
-    (tmp_path / "planted.json").write_bytes(dumps(planted_submission(load_answers(s8f.answers))))
-    (tmp_path / "oracle.json").write_bytes(s8f.answers.read_bytes())
-    out = tmp_path / "report"
-    argv = ["report", "compare", "--public", str(s8f.public), "--answers", str(s8f.answers), "--n-boot", "200"]
-    subs = ["--submission", str(tmp_path / "oracle.json"), "--submission", str(tmp_path / "planted.json")]
-    assert cli.main([*argv, *subs, "--out", str(out)]) == 0
-    layout = read_report(out / "compare_candidates.html", tmp_path / "compare.png")
+    layout, _ = compare_oracle_and_planted(tmp_path, s8f)
     assert layout["verdictFirst"] and layout["hiddenHeaders"] == [], layout["hiddenHeaders"]
     assert "rests on component #5112" in layout["text"]  # the reason is still said, in the verdict
