@@ -137,3 +137,18 @@ def test_special_gives_scipys_own_functions():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1.533206274058944"
+
+
+def test_special_never_shows_a_stand_in_while_other_threads_run():
+    """With another thread alive, the package is imported as usual (no stand-in in sys.modules
+    that the other thread could pick up): what it gives is the real scipy.special."""
+    code = (
+        "import sys, threading\nstop = threading.Event()\n"
+        "threading.Thread(target=stop.wait, daemon=True).start()\n"
+        "from microctx.grading.special import betaincinv\n"
+        "print('scipy.special' in sys.modules and hasattr(sys.modules['scipy.special'], 'gamma'))\n"
+        "import scipy.special as s\n"
+        "assert s.betaincinv is betaincinv"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

@@ -7,8 +7,10 @@ same objects as `scipy.special.betaincinv` and so on: the same numbers, bit for 
 functions live in the compiled `scipy.special._ufuncs`, which loads in about 25 ms. So the
 first use loads that module alone, under a bare stand-in for the package that is removed again
 at once; a later `import scipy.special` runs the package's own initialisation as usual and
-finds the same compiled module. When scipy.special is already imported, or the compiled module
-cannot be loaded that way, the package is imported as usual.
+finds the same compiled module. When scipy.special is already imported, when the compiled module
+cannot be loaded that way, or when another thread is running (the stand-in sits in `sys.modules`
+for a moment, and a thread importing scipy then would get it: Dask's workers, a kernel's threads),
+the package is imported as usual: the shortcut is for the single-threaded command line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ def _ufuncs() -> Any:
     for name in ("scipy.special", "scipy.special._ufuncs"):
         if name in sys.modules:
             return sys.modules[name]
+    if threading.active_count() > 1:  # not alone: no stand-in another thread could see
+        return importlib.import_module("scipy.special")
     with _LOCK:
         if "scipy.special._ufuncs" in sys.modules:
             return sys.modules["scipy.special._ufuncs"]
