@@ -197,6 +197,15 @@ def build(issues: Iterable[RawIssue], source: str, rules: Sequence[Rule] = (), i
         )
 
 
+def rebuild_digests(issues: Iterable[RawIssue], source: str, public_file: str | os.PathLike) -> FreezeResult:
+    """What `build` reports of `issues` (digests, report, leak checks) without keeping or
+    writing the documents: each is hashed as it is made. `public_file` stands for the public
+    document where a leak check reads it back (verify: the file whose content is rebuilt)."""
+    with open(os.devnull, "wb") as public, open(os.devnull, "wb") as answers:
+        outputs = Outputs((public, answers), (os.devnull, os.devnull), public_file)
+        return _freeze_into(issues, source, (), False, outputs, tempfile.gettempdir())
+
+
 def _read_document(path: Path) -> dict:
     try:
         return read_object_streaming(path, "records")
@@ -230,10 +239,12 @@ def _freeze_into(
     rules: Sequence[Rule],
     isolate_hubs: bool,
     outputs: Outputs,
+    spill_folder: str | None = None,
 ) -> FreezeResult:
     """Freeze `issues` into the two open outputs; the report, with the leak checks recorded but
-    not enforced. The spill file is an unnamed file beside the public output."""
-    folder = os.path.dirname(os.path.abspath(outputs.names[0]))
+    not enforced. The spill file is an unnamed file in `spill_folder` (default: beside the public
+    output)."""
+    folder = spill_folder or os.path.dirname(os.path.abspath(outputs.names[0]))
     with gc_paused(), tempfile.TemporaryFile(dir=folder, buffering=0) as spill:  # FreezePass writes in blocks
         fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
         for issue in issues:
