@@ -133,3 +133,36 @@ def test_answers_out_of_order(copies, capsys):
 
     code, text = edit_and_verify(copies, capsys, "answers", change)
     assert code == 1 and "answers: answers are not in corpus order" in text
+
+
+def test_exact_files_verify_in_one_streaming_rebuild(copies, capsys, monkeypatch):
+    """Files that are what a freeze of the public records makes verify without either document
+    parsed whole (the whole-document comparison is not run)."""
+
+    def parsed_whole(*_args):
+        raise AssertionError("the documents were parsed whole")
+
+    monkeypatch.setattr(verifying, "_verify_whole", parsed_whole)
+    monkeypatch.setattr(verifying, "build", parsed_whole)
+    code, text = run_verify(copies, capsys)
+    assert code == 0, text
+    assert text.startswith("ok: 1000 records")
+
+
+@pytest.mark.parametrize(
+    ("key", "change"),
+    [
+        ("report", lambda doc: doc.update(scrubbed_matches=-1)),  # the files' digests still agree
+        ("report", lambda doc: doc["blind_oracle_grade"].update(exact_records=1)),
+        ("report", lambda doc: doc["question_slices"].append(1)),
+        ("answers", lambda doc: doc["answers"][0].update(references=[4968, 4969])),
+        ("public", lambda doc: doc["records"][0].update(state="open")),  # rebuilt as it is, refused whole
+    ],
+)
+def test_streaming_rebuild_passes_nothing_else(copies, key, change):
+    """Any difference sends verify to the whole-document comparison, which names it."""
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]).ok
+    doc = orjson.loads(copies[key].read_bytes())
+    change(doc)
+    copies[key].write_bytes(dumps(doc))
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]) is None
