@@ -15,10 +15,10 @@ import hashlib
 import heapq
 import os
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from heapq import nlargest
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import orjson
 
@@ -40,46 +40,23 @@ _SCORED = SPLITS.index(RecordScore().split)
 
 def public_record(issue: RawIssue, split: str, title_sha256: str | None = None, body_sha256: str | None = None) -> dict:
     """The public record of an issue; pass the text digests when they are already computed."""
-    title_sha256 = title_sha256 or sha256_hex(issue.title.encode())
-    body_sha256 = body_sha256 or sha256_hex(issue.body.encode())
-    fields = issue_fields(issue)
+    labels = sorted([name for name in issue.labels if name]) if issue.labels else None
+    closed_at = issue.closed_at
     return {
         "id": f"issue-{issue.number}",
         "split": split,
-        **_public_fields(fields, issue.title, issue.body, title_sha256, body_sha256),
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "created_at": issue.created_at.text,
+        "updated_at": issue.updated_at.text,
+        "url": issue.url,
+        "state": issue.state,
+        "labels": labels or None,
+        "closed_at": closed_at.text if closed_at else None,
+        "title_sha256": title_sha256 or sha256_hex(issue.title.encode()),
+        "body_sha256": body_sha256 or sha256_hex(issue.body.encode()),
     }
-
-
-def _public_fields(fields: IssueFields, title: str, body: str, title_sha256: str, body_sha256: str) -> dict:
-    """A public record's keys after `id` and `split`, in contract order."""
-    number, _, _, state, labels, created_at, updated_at, closed_at, url = fields
-    return {
-        "number": number,
-        "title": title,
-        "body": body,
-        "created_at": created_at,
-        "updated_at": updated_at,
-        "url": url,
-        "state": state,
-        "labels": labels,
-        "closed_at": closed_at,
-        "title_sha256": title_sha256,
-        "body_sha256": body_sha256,
-    }
-
-
-IssueFields = tuple[int, str, str, str, "list[str] | None", str, str, "str | None", str]
-
-
-def issue_fields(issue: RawIssue) -> IssueFields:
-    """What a record is made of, as plain values (sent to a worker process as they are): number,
-    title, body, state, sorted non-empty labels or None, created, updated and closed texts, URL."""
-    labels = sorted([name for name in issue.labels if name]) if issue.labels else None
-    closed_at = issue.closed_at
-    return (
-        issue.number, issue.title, issue.body, issue.state, labels or None,
-        issue.created_at.text, issue.updated_at.text, closed_at.text if closed_at else None, issue.url,
-    )  # fmt: skip
 
 
 def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str]) -> dict:
@@ -92,41 +69,6 @@ def answer_record(record: dict, refs: list[int], dups: list[int], cues: list[str
         "duplicate_targets": dups,
         "scope_contradictions": cues,
     }
-
-
-class Prepared(NamedTuple):
-    """What `prepare` makes of one issue: its text digests, references, counts and spilled bytes."""
-
-    title_digest: bytes
-    body_digest: bytes
-    refs: list[int]
-    duplicate_targets: int
-    scope_contradictions: int
-    public: bytes  # the public record's fields after id and split (`item_fields`)
-    answer: bytes  # the answer's
-    matches: int  # redaction matches
-    touched: bool  # scrubbed (or already carrying the marker)
-
-
-def prepare(fields: IssueFields, rules: Sequence[Rule]) -> Prepared:
-    """Scrub, derive, digest and serialize one issue: a function of the issue and the rules alone,
-    so it may run in another process (see `freeze_pool`)."""
-    number, title, body, state, labels = fields[:5]
-    matches, touched = 0, False
-    if rules:
-        result = scrub(title, body, rules, record=f"number {number}")
-        title, body, matches, touched = result.title, result.body, result.matches, result.touched
-    title_utf8, body_utf8 = title.encode(), body.encode()
-    if not rules:  # what scrub reports without rules: the text already carries the marker
-        touched = _MARKER in title_utf8 or _MARKER in body_utf8
-    refs, dups, cues = derive_utf8(title_utf8, body_utf8)
-    title_digest, body_digest = hashlib.sha256(title_utf8).digest(), hashlib.sha256(body_utf8).digest()
-    public = _public_fields(fields, title, body, title_digest.hex(), body_digest.hex())
-    answer = {"state": state, "labels": labels or [], "references": refs, "duplicate_targets": dups, "scope_contradictions": cues}
-    return Prepared(
-        title_digest, body_digest, refs, len(dups), len(cues),
-        item_fields(public, _TEXT_KEYS), item_fields(answer), matches, touched,
-    )  # fmt: skip
 
 
 def top_ten_ids(instants_and_numbers: Iterable[tuple[int, int]]) -> list[str]:
@@ -149,8 +91,7 @@ class Tally:
     scrubbed_records: int = 0
     scrubbed_matches: int = 0
 
-    def add(self, issue: RawIssue, labels: list[str] | None, refs: list, dups: int, cues: int) -> None:
-        """Count one issue (`dups`, `cues`: how many duplicate targets and cue words it has)."""
+    def add(self, issue: RawIssue, labels: list[str] | None, refs: list, dups: list, cues: list) -> None:
         self.states[issue.state] = self.states.get(issue.state, 0) + 1
         for name in labels or ():
             self.labels[name] = self.labels.get(name, 0) + 1
@@ -159,8 +100,8 @@ class Tally:
         if self.latest_ns is None or issue.updated_at.instant_ns > self.latest_ns:
             self.latest_ns = issue.updated_at.instant_ns
         self.references += len(refs)
-        self.duplicate_targets += dups
-        self.scope_contradictions += cues
+        self.duplicate_targets += len(dups)
+        self.scope_contradictions += len(cues)
 
     def aggregates(self) -> dict:
         """State and label counts over every record; newest and most recently updated top ten
@@ -201,22 +142,32 @@ class FreezePass:
 
     def add(self, issue: RawIssue) -> None:
         """Scrub, derive, digest and spill one issue."""
-        fields = issue_fields(issue)
-        self.keep(issue, fields[4], prepare(fields, self.rules))
 
-    def keep(self, issue: RawIssue, labels: list[str] | None, prepared: Prepared) -> None:
-        """Count and spill one issue as `prepare` made it (`labels`: its sorted non-empty labels)."""
-        self.tally.scrubbed_matches += prepared.matches
-        self.tally.scrubbed_records += prepared.touched
+        if self.rules:
+            result = scrub(issue.title, issue.body, self.rules, record=f"number {issue.number}")
+            self.tally.scrubbed_matches += result.matches
+            self.tally.scrubbed_records += result.touched
+            issue = RawIssue(
+                issue.number, result.title, result.body, issue.state, issue.labels,
+                issue.created_at, issue.updated_at, issue.closed_at, issue.url,
+            )  # fmt: skip
+        title, body = issue.title.encode(), issue.body.encode()
+        if not self.rules:  # what scrub reports without rules: the text already carries the marker
+            self.tally.scrubbed_records += _MARKER in title or _MARKER in body
+        refs, dups, cues = derive_utf8(title, body)
+        title_digest, body_digest = hashlib.sha256(title).digest(), hashlib.sha256(body).digest()
         index = len(self.numbers)
         self.numbers.append(issue.number)
-        self.title_first.append(self._titles.setdefault(prepared.title_digest, index))
-        self.body_first.append(self._bodies.setdefault(prepared.body_digest, index))
-        refs = prepared.refs
+        self.title_first.append(self._titles.setdefault(title_digest, index))
+        self.body_first.append(self._bodies.setdefault(body_digest, index))
         self.refs.extend(refs)
         self.ref_ends.append(len(self.refs))
-        self.tally.add(issue, labels, refs, prepared.duplicate_targets, prepared.scope_contradictions)
-        public, answers = prepared.public, prepared.answer
+        record = public_record(issue, "", title_digest.hex(), body_digest.hex())
+        answer = answer_record(record, refs, dups, cues)
+        self.tally.add(issue, record["labels"], refs, dups, cues)
+        for document in (record, answer):
+            del document["id"], document["split"]
+        public, answers = item_fields(record, _TEXT_KEYS), item_fields(answer)
         self._pending += public
         self._pending += answers
         if len(self._pending) >= _BLOCK:
