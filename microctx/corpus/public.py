@@ -104,6 +104,40 @@ class Corpus:
 def check_corpus_record(record: object, index: int, path) -> RawIssue:
     """Validate one record of a public corpus (`records[index]`); InputError names record and
     field. The record as a raw issue (how a rebuild from the public corpus starts)."""
+    issue = _plain_record(record)
+    return issue if issue is not None else _checked_record(record, index, path)
+
+
+def _plain_record(record: object) -> RawIssue | None:
+    """The raw issue of a record whose every field is plainly well-formed, else None (then
+    `_checked_record` finds what is wrong): the same result as that check with a fraction of its
+    cost, for a large corpus is almost all well-formed records."""
+    if type(record) is not dict:
+        return None
+    try:
+        number, title, body, state, url = record["number"], record["title"], record["body"], record["state"], record["url"]
+        created, updated, closed, labels = record["created_at"], record["updated_at"], record["closed_at"], record["labels"]
+        plain = type(record["id"]) is str and type(record["title_sha256"]) is str and type(record["body_sha256"]) is str
+        plain = plain and record["split"] in SPLITS
+    except KeyError:
+        return None
+    if not (plain and type(number) is int and number > 0 and type(title) is str and type(body) is str and type(url) is str):
+        return None
+    if type(state) is not str or state not in STATES:
+        return None
+    if type(created) is not str or type(updated) is not str or not (closed is None or type(closed) is str):
+        return None
+    if not (labels is None or (type(labels) is list and all(type(x) is str for x in labels))):
+        return None
+    try:
+        stamps = parse_timestamp(created), parse_timestamp(updated), parse_timestamp(closed) if closed is not None else None
+    except ValueError:
+        return None
+    return RawIssue(number, title, body, state, list(labels or []), *stamps, url)
+
+
+def _checked_record(record: object, index: int, path) -> RawIssue:
+    """`check_corpus_record`, field by field: an InputError names the first field at fault."""
     where = f"records[{index}]"
     if not isinstance(record, dict):
         raise InputError(path, "expected an object", record=where)
