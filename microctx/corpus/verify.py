@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import BinaryIO, cast
 
 from microctx._io.jsonio import gc_paused, open_input, parse_json, read_bytes
 from microctx._io.jsonscan import IrregularJSON, read_object_streaming
-from microctx.contract.digests import file_sha256, sha256_hex
+from microctx.contract.digests import HashingReader, file_sha256, sha256_hex
 from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA, check_answers_document
 from microctx.contract.score import grade_counts
 from microctx.corpus.freeze import build, rebuild_digests
@@ -100,10 +101,12 @@ def _verify_streaming(public_path, answers_path, report_path) -> Verification | 
     files cannot be read that way: `_verify_whole` then names every problem (or the error)."""
     try:
         with open_input(public_path) as handle:
-            head, issues = stream_corpus(public_path, handle)
+            reader = HashingReader(handle)  # the public file hashed as it is read
+            head, issues = stream_corpus(public_path, cast(BinaryIO, reader))
             rebuilt = rebuild_digests(issues, head["source"], public_path)
+            public_sha = reader.hexdigest() or file_sha256(public_path)
         report_sha, report = _load(report_path)
-        public_sha, answers_sha = file_sha256(public_path), file_sha256(answers_path)
+        answers_sha = file_sha256(answers_path)
     except (IrregularJSON, InputError, OSError):
         return None
     n = rebuilt.report["records"]
