@@ -118,3 +118,40 @@ def test_a_full_disk_names_the_output_and_replaces_nothing(tmp_path, s8f_corpus)
     assert done.returncode == 2, done.stderr
     assert "cannot write" in done.stderr and str(out) in done.stderr and "Traceback" not in done.stderr
     assert [p.name for p in out.iterdir()] == ["public.json"] and (out / "public.json").read_bytes() == b"old"
+
+
+def test_a_pass_absorbed_is_the_pass_read_in_one(s8f, tmp_path):
+    """Issues read by two passes, the second absorbed by the first, keep what one pass keeps: the
+    first record of each title and body across the two (one title and one body are planted in
+    both halves), references, counts and the spilled bytes."""
+    import dataclasses
+
+    from microctx.corpus.freeze_stream import FreezePass
+    from microctx.corpus.public import corpus_to_issues
+
+    issues = corpus_to_issues(orjson.loads(Path(s8f.public).read_bytes()))
+    issues[700] = dataclasses.replace(issues[700], title=issues[100].title)
+    issues[800] = dataclasses.replace(issues[800], body=issues[200].body)
+    passes = []
+    for name, parts in (("one", [issues]), ("two", [issues[:500], issues[500:]])):
+        spills = [open(tmp_path / f"{name}-{i}", "w+b", buffering=0) for i in range(len(parts))]  # noqa: SIM115
+        fps = [FreezePass(spill) for spill in spills]
+        for fp, part in zip(fps, parts):
+            for issue in part:
+                fp.add(issue)
+            fp.flush_spill()
+        for fp, spill in zip(fps[1:], spills[1:]):
+            fps[0].absorb(fp, spill)
+        fps[0].flush_spill()
+        passes.append((fps[0], (tmp_path / f"{name}-0").read_bytes()))
+        for spill in spills:
+            spill.close()
+    (one, one_spill), (two, two_spill) = passes
+    assert two.title_first[700] == 100 and two.body_first[800] == 200
+    for name in ("numbers", "title_first", "body_first", "refs", "ref_ends", "spill_at", "public_len", "answer_len"):
+        assert getattr(two, name) == getattr(one, name), name
+    assert two_spill == one_spill
+    for tally in (one.tally, two.tally):  # heaps of the ten latest: the same items, kept in any order
+        tally.newest.sort()
+        tally.updated.sort()
+    assert two.tally == one.tally

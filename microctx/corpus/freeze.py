@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,13 +197,14 @@ def build(issues: Iterable[RawIssue], source: str, rules: Sequence[Rule] = (), i
         )
 
 
-def rebuild_digests(issues: Iterable[RawIssue], source: str, public_file: str | os.PathLike) -> FreezeResult:
-    """What `build` reports of `issues` (digests, report, leak checks) without keeping or
-    writing the documents: each is hashed as it is made. `public_file` stands for the public
-    document where a leak check reads it back (verify: the file whose content is rebuilt)."""
+def rebuild_digests(fill: Callable[[FreezePass], None], source: str, public_file: str | os.PathLike) -> FreezeResult:
+    """What `build` reports of the issues `fill` reads into a freeze pass (digests, report, leak
+    checks) without keeping or writing the documents: each is hashed as it is made.
+    `public_file` stands for the public document where a leak check reads it back (verify: the
+    file whose content is rebuilt)."""
     with open(os.devnull, "wb") as public, open(os.devnull, "wb") as answers:
         outputs = Outputs((public, answers), (os.devnull, os.devnull), public_file)
-        return _freeze_into(issues, source, (), False, outputs, tempfile.gettempdir())
+        return _freeze_into((), source, (), False, outputs, tempfile.gettempdir(), fill)
 
 
 def _read_document(path: Path) -> dict:
@@ -240,13 +241,16 @@ def _freeze_into(
     isolate_hubs: bool,
     outputs: Outputs,
     spill_folder: str | None = None,
+    fill: Callable[[FreezePass], None] | None = None,
 ) -> FreezeResult:
     """Freeze `issues` into the two open outputs; the report, with the leak checks recorded but
     not enforced. The spill file is an unnamed file in `spill_folder` (default: beside the public
-    output)."""
+    output). `fill`, when given, reads the issues into the pass instead of `issues`."""
     folder = spill_folder or os.path.dirname(os.path.abspath(outputs.names[0]))
     with gc_paused(), tempfile.TemporaryFile(dir=folder, buffering=0) as spill:  # FreezePass writes in blocks
         fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
+        if fill is not None:
+            fill(fp)
         for issue in issues:
             fp.add(issue)
         fp.end_reading()

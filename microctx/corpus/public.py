@@ -191,11 +191,11 @@ def check_corpus_document(document: object, path, check_records: bool = True) ->
 _RECORDS = re.compile(rb'"records"[ \t\r\n]*:[ \t\r\n]*\[')
 
 
-def stream_corpus(path: str | os.PathLike, handle: BinaryIO) -> tuple[dict, Iterator[RawIssue]]:
+def corpus_head(path: str | os.PathLike, handle: BinaryIO) -> tuple[dict, int]:
     """The keys before `records` of a public corpus file open as `handle` (checked as
-    `check_corpus_document` checks them), and its records, checked and turned into raw issues as
-    they are read, one block of the file in memory at a time. IrregularJSON when the file is not
-    laid out as freeze writes it (`records` last) or is not JSON: parse it whole then."""
+    `check_corpus_document` checks them), and the offset of the `[` that opens its records,
+    where `handle` is left. IrregularJSON when the file is not laid out as freeze writes it
+    (`records` last) or is not JSON: parse it whole then."""
     start = handle.read(1 << 20)
     match = _RECORDS.search(start)
     if match is None:
@@ -208,8 +208,15 @@ def stream_corpus(path: str | os.PathLike, handle: BinaryIO) -> tuple[dict, Iter
         raise IrregularJSON
     check_corpus_document({**head, "records": [_PLACEHOLDER]}, path, check_records=False)
     handle.seek(match.end() - 1)
-    records = scan_array(handle, 1 << 24, trailer=ord("}"))
-    return head, (check_corpus_record(record, index, path) for index, record in enumerate(records))
+    return head, match.end() - 1
+
+
+def corpus_records(path: str | os.PathLike, handle: BinaryIO, trailer: int | None = ord("}")) -> Iterator[RawIssue]:
+    """The records of the array `handle` is at, checked and turned into raw issues as they are
+    read, one block of the file in memory at a time (`trailer`: the byte that must follow the
+    array, then the end of the file; IrregularJSON otherwise)."""
+    records = scan_array(handle, 1 << 24, trailer=trailer)
+    return (check_corpus_record(record, index, path) for index, record in enumerate(records))
 
 
 _PLACEHOLDER = object()  # a record, for checking a document's keys without its records

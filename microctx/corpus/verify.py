@@ -20,7 +20,8 @@ from microctx.contract.digests import HashingReader, file_sha256, sha256_hex
 from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA, check_answers_document
 from microctx.contract.score import grade_counts
 from microctx.corpus.freeze import build, rebuild_digests
-from microctx.corpus.public import check_corpus_document, corpus_to_issues, stream_corpus
+from microctx.corpus.halves import public_filler
+from microctx.corpus.public import check_corpus_document, corpus_head, corpus_to_issues
 from microctx.corpus.redact import MARKER
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, table_html, verdict_html
 from microctx.errors import InputError
@@ -101,10 +102,10 @@ def _verify_streaming(public_path, answers_path, report_path) -> Verification | 
     files cannot be read that way: `_verify_whole` then names every problem (or the error)."""
     try:
         with open_input(public_path) as handle:
-            reader = HashingReader(handle)  # the public file hashed as it is read
-            head, issues = stream_corpus(public_path, cast(BinaryIO, reader))
-            rebuilt = rebuild_digests(issues, head["source"], public_path)
-            public_sha = reader.hexdigest() or file_sha256(public_path)
+            reader = cast(BinaryIO, HashingReader(handle))  # the public file hashed as it is read
+            head, list_start = corpus_head(public_path, reader)
+            rebuilt = rebuild_digests(public_filler(public_path, reader, list_start), head["source"], public_path)
+            public_sha = cast(HashingReader, reader).hexdigest() or file_sha256(public_path)
         report_sha, report = _load(report_path)
         answers_sha = file_sha256(answers_path)
     except (IrregularJSON, InputError, OSError):
