@@ -155,3 +155,55 @@ def test_a_pass_absorbed_is_the_pass_read_in_one(s8f, tmp_path):
         tally.newest.sort()
         tally.updated.sort()
     assert two.tally == one.tally
+
+
+@pytest.fixture()
+def two_halves(monkeypatch):
+    """Exports read in two halves, the second in a forked process, whatever their size; the
+    numbers of records the first pass absorbed are listed."""
+    from microctx.corpus import halves
+    from microctx.corpus.freeze_stream import FreezePass
+
+    absorbed: list[int] = []
+    absorb = FreezePass.absorb
+    monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+    monkeypatch.setattr(halves, "_cores", lambda: 2)
+    monkeypatch.setattr(
+        FreezePass, "absorb", lambda fp, other, spill: absorbed.append(len(other.numbers)) or absorb(fp, other, spill)
+    )
+    return absorbed
+
+
+@pytest.mark.parametrize("indent", [orjson.OPT_INDENT_2, 0])
+def test_two_halves_freeze_to_the_published_bytes(tmp_path, s8f_corpus, two_halves, indent):
+    rows = corpus_to_export(s8f_corpus)
+    random.Random(7).shuffle(rows)
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(rows, option=indent))
+    assert main(_freeze_argv(raw, tmp_path, s8f_corpus.source)) == 0
+    assert 300 < two_halves[0] < 700  # the second half was read by the other process
+    assert hashlib.sha256((tmp_path / "public.json").read_bytes()).hexdigest() == PUBLIC_SHA
+    assert hashlib.sha256((tmp_path / "answers.json").read_bytes()).hexdigest() == ANSWERS_SHA
+
+
+@pytest.mark.parametrize("fault", ["bad date in the second half", "a number in both halves", "bad date in the first half"])
+def test_two_halves_name_a_fault_as_one_process_does(tmp_path, s8f_corpus, capsys, monkeypatch, fault):
+    from microctx.corpus import halves
+
+    rows = corpus_to_export(s8f_corpus)
+    if fault == "bad date in the second half":
+        rows[-1] = dict(rows[-1], createdAt="yesterday")
+    elif fault == "a number in both halves":
+        rows[-1] = dict(rows[-1], number=rows[0]["number"])
+    else:
+        rows[1] = dict(rows[1], updatedAt="2024-13-01T00:00:00Z")
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(rows))
+    assert main(_freeze_argv(raw, tmp_path, "s")) == 2
+    one_process = capsys.readouterr().err
+    monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+    monkeypatch.setattr(halves, "_cores", lambda: 2)
+    assert halves.export_filler(raw, ()) is not None
+    assert main(_freeze_argv(raw, tmp_path, "s")) == 2
+    assert capsys.readouterr().err == one_process
+    assert not list(tmp_path.glob("*.json"))[1:]  # the export alone: nothing was written

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, cast
 
 from microctx._io.jsonscan import IrregularJSON
+from microctx._io.jsonscan import _scan_array as scan_array  # the array reader of iter_json_array
+from microctx.corpus.export import RawIssue, iter_export
 from microctx.corpus.freeze_stream import FreezePass
 from microctx.corpus.public import corpus_records
+from microctx.corpus.redact import Rule
 
 TWO_HALVES_FROM = 64 << 20  # bytes: smaller public files are read in one process (tests lower it)
 _GAP = b"\n    },\n    {\n"
@@ -59,19 +63,35 @@ def _cut(path: str | os.PathLike, middle: int) -> int | None:
 
 
 def _two_halves(fp: FreezePass, path: str | os.PathLike, reader: BinaryIO, list_start: int, cut: int) -> None:
+    def first() -> Iterator[RawIssue]:
+        yield from corpus_records(path, cast(BinaryIO, _Window(reader, cut + _FIRST_END - list_start, after=b"]")), None)
+        while reader.read(1 << 24):  # the rest of the file, for the reader's digest
+            pass
+
+    def second() -> Iterator[RawIssue]:
+        with open(path, "rb") as handle:
+            handle.seek(cut + _SECOND_START)
+            yield from corpus_records(path, cast(BinaryIO, _Window(handle, None, before=b"[")))
+
+    in_two(fp, first, second, ())
+
+
+def in_two(
+    fp: FreezePass, first: Callable[[], Iterable[RawIssue]], second: Callable[[], Iterable[RawIssue]], rules: Sequence[Rule]
+) -> None:
+    """Read the issues of `first()` into `fp` while a forked process reads those of `second()`
+    into a pass of its own (with `rules`), then absorb that pass. IrregularJSON when the forked
+    process fails; an error reading `first()` is raised as it is (the forked process is ended)."""
     with tempfile.TemporaryFile(buffering=0) as spill:
         receive, send = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the forked process; its work is checked by the parent's result)
             os.close(receive)
-            _second_half(path, cut + _SECOND_START, spill, send)
+            _second_half(second, rules, spill, send)
         os.close(send)
         try:
-            first = cast(BinaryIO, _Window(reader, cut + _FIRST_END - list_start, after=b"]"))
-            for issue in corpus_records(path, first, trailer=None):
+            for issue in first():
                 fp.add(issue)
-            while reader.read(1 << 24):  # the rest of the file, for the reader's digest
-                pass
             with os.fdopen(receive, "rb") as pipe:
                 payload = pipe.read()
         except BaseException:
@@ -84,23 +104,68 @@ def _two_halves(fp: FreezePass, path: str | os.PathLike, reader: BinaryIO, list_
         fp.absorb(pickle.loads(payload), spill)
 
 
-def _second_half(path: str | os.PathLike, start: int, spill: BinaryIO, send: int) -> None:
-    """In the forked process: read the records from `start` into a pass spilling to `spill`, send
+def _second_half(second: Callable[[], Iterable[RawIssue]], rules: Sequence[Rule], spill: BinaryIO, send: int) -> None:
+    """In the forked process: read the issues of `second()` into a pass spilling to `spill`, send
     the pass through `send`, and exit (status 1 on any failure)."""
     code = 1
     try:
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            other = FreezePass(spill, (), where="the second half's spill file")
-            for issue in corpus_records(path, cast(BinaryIO, _Window(handle, None, before=b"["))):
-                other.add(issue)
-            other.flush_spill()
-            other.spill = None  # type: ignore[assignment]  # a file does not cross processes
-            with os.fdopen(send, "wb") as pipe:
-                pipe.write(pickle.dumps(other, protocol=pickle.HIGHEST_PROTOCOL))
+        other = FreezePass(spill, rules, where="the second half's spill file")
+        for issue in second():
+            other.add(issue)
+        other.flush_spill()
+        other.spill = None  # type: ignore[assignment]  # a file does not cross processes
+        with os.fdopen(send, "wb") as pipe:
+            pipe.write(pickle.dumps(other, protocol=pickle.HIGHEST_PROTOCOL))
         code = 0
     finally:
         os._exit(code)
+
+
+class HalvesFailed(Exception):
+    """Reading an export in two halves failed: read it in one process, which names any error."""
+
+
+_FIRST_KEY = re.compile(rb'[ \t\r\n]*\[[ \t\r\n]*\{[ \t\r\n]*("(?:[^"\\]|\\.)*")[ \t\r\n]*:')
+
+
+def export_filler(path: str | os.PathLike, rules: Sequence[Rule]) -> Callable[[FreezePass], None] | None:
+    """What fills a freeze pass with the issues of the raw export at `path` in two halves, or None
+    when it is small, standard input, or there is one core. The halves are cut before an item
+    that starts with the first item's first key (`}` `,` `{"key":` lies inside no string; one
+    inside a nested list leaves halves that do not parse). The fill raises HalvesFailed on any
+    error, and on a number found in both halves: reading in one process names it."""
+    if os.fspath(path) == "-" or _cores() < 2 or not os.path.isfile(path) or os.stat(path).st_size < TWO_HALVES_FROM:
+        return None
+    middle = os.stat(path).st_size // 2
+    with open(path, "rb") as handle:
+        key = _FIRST_KEY.match(handle.read(1 << 20))
+        handle.seek(middle)
+        block = handle.read(1 << 24)
+    gap = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{[ \t\r\n]*" + re.escape(key.group(1)) + rb"[ \t\r\n]*:") if key else None
+    found = gap.search(block) if gap else None
+    if found is None:
+        return None
+    first_end = middle + found.start() + 1  # after the `}` of the first half's last item
+    second_start = middle + found.start() + found.group().index(b",") + 1
+
+    def first() -> Iterator[RawIssue]:
+        with open(path, "rb") as handle:
+            yield from iter_export(scan_array(cast(BinaryIO, _Window(handle, first_end, after=b"]")), 1 << 24), path)
+
+    def second() -> Iterator[RawIssue]:
+        with open(path, "rb") as handle:
+            handle.seek(second_start)
+            yield from iter_export(scan_array(cast(BinaryIO, _Window(handle, None, before=b"[")), 1 << 24), path)
+
+    def fill(fp: FreezePass) -> None:
+        try:
+            in_two(fp, first, second, rules)
+        except Exception as exc:
+            raise HalvesFailed from exc
+        if len(set(fp.numbers)) != len(fp.numbers):
+            raise HalvesFailed
+
+    return fill
 
 
 class _Window:
