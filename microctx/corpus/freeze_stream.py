@@ -11,6 +11,7 @@ issue-number order from the spill, hashed as they are written. The bytes are tho
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import os
@@ -211,12 +212,7 @@ class FreezePass:
         self.public_len.extend(other.public_len)
         self.answer_len.extend(other.answer_len)
         self.tally.merge(other.tally)
-        at, fd = 0, other_spill.fileno()
-        while block := os.pread(fd, _BLOCK, at):
-            self._pending += block
-            at += len(block)
-            self._write_pending()
-        self._offset += at
+        self._offset += _append_file(other_spill, self.spill, self.where)
 
     def references_of(self, index: int) -> array:
         return self.refs[self.ref_ends[index - 1] if index else 0 : self.ref_ends[index]]
@@ -242,6 +238,27 @@ class FreezePass:
         finally:
             data.release()
         self._pending = bytearray()
+
+
+def _append_file(source: BinaryIO, target: BinaryIO, where: str | os.PathLike) -> int:
+    """Append all of `source` to `target` (an unbuffered file, at its end), in the kernel where it
+    can; the bytes appended."""
+    size = os.fstat(source.fileno()).st_size
+    done = 0
+    try:
+        while done < size:
+            try:
+                copied = os.copy_file_range(source.fileno(), target.fileno(), size - done, done)
+            except OSError as exc:  # not across these file systems: through this process
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                copied = os.write(target.fileno(), os.pread(source.fileno(), min(_BLOCK, size - done), done))
+            if copied == 0:
+                break
+            done += copied
+    except OSError as exc:
+        raise write_failure(where, exc) from None
+    return done
 
 
 _MARKER = MARKER.encode()
