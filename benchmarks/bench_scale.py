@@ -9,7 +9,9 @@ Below 1,000,000 records the time ratio is a linear projection to 1,000,000 recor
 ratio is the peak measured at the size run (a streaming freeze does not grow with the texts, so a
 linear projection of memory would overstate it). The digests of the documents are printed, so two
 runs (or two branches) can be compared byte for byte. At 1,000,000 records the floor parses the
-3.7 GB public corpus whole (about 10 GB of memory).
+3.7 GB public corpus whole (about 10 GB of memory). Freeze and verify read a large input in two
+halves, two processes: the peak printed is the larger process's (as /usr/bin/time gives it); the
+second adds about two thirds of it (docs/benchmarks.md).
 """
 
 from __future__ import annotations
