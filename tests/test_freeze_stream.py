@@ -207,3 +207,24 @@ def test_two_halves_name_a_fault_as_one_process_does(tmp_path, s8f_corpus, capsy
     assert main(_freeze_argv(raw, tmp_path, "s")) == 2
     assert capsys.readouterr().err == one_process
     assert not list(tmp_path.glob("*.json"))[1:]  # the export alone: nothing was written
+
+
+def test_two_halves_scrub_as_one_process_does(tmp_path, s8f_corpus, two_halves):
+    """Redaction rules reach the forked process: the documents and the report's scrub counts are
+    those of one process."""
+    rules = tmp_path / "redactions.toml"
+    rules.write_text('[[rule]]\npattern = "issue|the"\nreplacement = "[redacted:public-corpus]"\n')
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(corpus_to_export(s8f_corpus)))
+    from microctx.corpus import halves
+
+    outputs = {}
+    for name, cut in (("one", 1 << 60), ("two", 0)):
+        halves.TWO_HALVES_FROM = cut  # restored by the two_halves fixture
+        folder = tmp_path / name
+        folder.mkdir()
+        assert main([*_freeze_argv(raw, folder, "s"), "--redactions", str(rules)]) == 0
+        outputs[name] = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert len(two_halves) == 1  # only the second run read two halves
+    assert outputs["two"] == outputs["one"]
+    assert orjson.loads(outputs["one"]["report.json"])["scrubbed_matches"] > 1000
