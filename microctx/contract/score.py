@@ -18,6 +18,7 @@ per scored fact (tp, fp, fn) and one per aggregate field or citation in error.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Protocol
@@ -185,32 +186,70 @@ def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[st
 def _score(
     answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test", rows_to: RowSink | None = None
 ) -> GradeResult:
-    digest = answers["corpus_sha256"]
-    if submission.get("corpus_sha256") != digest:
-        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
-        row = FactRow(
-            "",
-            "",
-            "corpus",
-            str(submission.get("corpus_sha256")),
-            "error",
-            f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
-        )
-        if rows_to is not None:
-            rows_to.append(row)
-        return GradeResult(grade_doc, [row])
+    return score_stream(
+        answers["corpus_sha256"],
+        answers["answers"],
+        lambda: answers["aggregates"],
+        submission,
+        with_rows=with_rows,
+        split=split,
+        rows_to=rows_to,
+    )
 
-    gold_by_id = {a["id"]: a for a in answers["answers"]}
-    submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id, unknown_is_error=split == "test")
-    records = _score_records(answers["answers"], submitted, with_rows, split, rows_to)
+
+def score_stream(
+    digest: str,
+    gold_answers: Iterable[dict[str, Any]],
+    gold_aggregates: Callable[[], dict[str, Any]],
+    submission: dict[str, Any],
+    *,
+    with_rows: bool = True,
+    split: str = "test",
+    rows_to: RowSink | None = None,
+) -> GradeResult:
+    """`grade` of gold answers given one at a time (a streamed answer bundle: `schemas.AnswerStream`),
+    the gold aggregates asked for (`gold_aggregates()`) after the last. Holds the submission and
+    each gold id's split, not the gold answers: the same document and rows as `grade`, in the same
+    order (record rows in gold order, then aggregate rows, then citation rows). The gold answers
+    are read to the end even when the corpus digests differ, so a bad record is still reported."""
+    mismatch = submission.get("corpus_sha256") != digest
+    given = [] if mismatch else submission.get("answers") or []
+    submitted = {answer["id"]: answer for answer in given}  # the last one of a repeated id counts
+    records = RecordScore(split, with_rows, sink=rows_to)
+    gold_split: dict[str, str] = {}
+    for gold in gold_answers:
+        if mismatch:
+            continue
+        gold_split[gold["id"]] = gold["split"]
+        records.add(gold, submitted.get(gold["id"]))
+    aggregates = gold_aggregates()
+    if mismatch:
+        return _mismatch(digest, submission, split, rows_to)
+    citation_rows = _citation_rows(given, gold_split, unknown_is_error=split == "test")
     # a devkit's aggregates span its own splits only: aggregates are scored on test alone
-    aggregate_rows = aggregate_error_rows(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
+    aggregate_rows = aggregate_error_rows(aggregates, submission.get("aggregates") or {}) if split == "test" else []
     grade_doc = grade_document(digest, records, 1 if aggregate_rows else 0, len(citation_rows))
     if rows_to is not None:
         for row in aggregate_rows + citation_rows:
             rows_to.append(row)
         return GradeResult(grade_doc, [])
     return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
+
+
+def _mismatch(digest: str, submission: dict[str, Any], split: str, rows_to: RowSink | None) -> GradeResult:
+    """The grade of a submission bound to another corpus: nothing scored, one `corpus` row."""
+    grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
+    row = FactRow(
+        "",
+        "",
+        "corpus",
+        str(submission.get("corpus_sha256")),
+        "error",
+        f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
+    )
+    if rows_to is not None:
+        rows_to.append(row)
+    return GradeResult(grade_doc, [row])
 
 
 def grade_document(digest: str, records: RecordScore, aggregate_errors: int, citation_errors: int) -> dict[str, Any]:
@@ -229,24 +268,23 @@ def grade_document(digest: str, records: RecordScore, aggregate_errors: int, cit
     )
 
 
-def _citations(
-    submitted_answers: list[dict[str, Any]], gold_by_id: dict[str, dict[str, Any]], *, unknown_is_error: bool = True
-) -> tuple[dict[str, dict[str, Any]], list[FactRow]]:
-    """The submitted answers by id (the last one of a repeated id counts), and a row per
-    citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
-    ids), or a repeated one."""
-    submitted: dict[str, dict[str, Any]] = {}
+def _citation_rows(
+    submitted_answers: list[dict[str, Any]], gold_split: dict[str, str], *, unknown_is_error: bool = True
+) -> list[FactRow]:
+    """A row per citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks
+    the test ids), or a repeated one (the last one counts). `gold_split`: each gold id's split."""
+    seen: set[str] = set()
     rows: list[FactRow] = []
     for answer in submitted_answers:
         rid = answer["id"]
-        if rid not in gold_by_id:
+        if rid not in gold_split:
             if unknown_is_error:
                 rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
             continue
-        if rid in submitted:
-            rows.append(FactRow(rid, gold_by_id[rid]["split"], "citation", rid, "error", "repeated id; the last one counts"))
-        submitted[rid] = answer
-    return submitted, rows
+        if rid in seen:
+            rows.append(FactRow(rid, gold_split[rid], "citation", rid, "error", "repeated id; the last one counts"))
+        seen.add(rid)
+    return rows
 
 
 @dataclass
@@ -289,21 +327,6 @@ class RecordScore:
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
             rows.append(FactRow(rid, self.split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
-
-
-def _score_records(
-    gold_answers: list[dict[str, Any]],
-    submitted: dict[str, dict[str, Any]],
-    with_rows: bool,
-    split: str = "test",
-    rows_to: RowSink | None = None,
-) -> RecordScore:
-    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per
-    fact (into `rows_to` when given)."""
-    out = RecordScore(split, with_rows, sink=rows_to)
-    for gold in gold_answers:
-        out.add(gold, submitted.get(gold["id"]))
-    return out
 
 
 def aggregate_error_rows(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:

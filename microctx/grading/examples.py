@@ -2,13 +2,18 @@
 planted one with known faults, so every part of a report has something to show.
 
 Their looks at the test answers are marked in the held-out ledger and never counted
-(`look_mark`), which is why they live beside the ledger in grading/.
+(`look_mark`), which is why they live beside the ledger in grading/. Telling a submission from
+them (`ExampleMatch`) goes record by record beside the gold answers, without building the examples:
+a grade that streams the answer bundle never holds it whole.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+import orjson
 
 from microctx.contract.schemas import SUBMISSION_SCHEMA
 
@@ -16,7 +21,9 @@ from microctx.contract.schemas import SUBMISSION_SCHEMA
 PLANTED_DROPPED_LABEL = "enhancement"  # removed everywhere: label/enhancement recall 0 (a weak slice)
 PLANTED_REFS_EVERY = 3  # references removed from every 3rd test record that has some
 PLANTED_FALSE_LABEL = "bug"  # added to every 7th test record without it (false positives)
+PLANTED_FALSE_EVERY = 7
 PLANTED_UNKNOWN_ID = "issue-999999"  # a citation of an id not in the corpus
+EXAMPLE_KEYS = ["schema", "corpus_sha256", "answers", "aggregates"]  # an example submission's keys, in order
 
 
 def oracle_submission(answers: dict[str, Any]) -> dict[str, Any]:
@@ -29,38 +36,62 @@ def oracle_submission(answers: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class Planter:
+    """The planted faults, one gold answer at a time (`answer`), in the answers' order: label
+    `enhancement` dropped everywhere, references dropped on every 3rd test record that has some,
+    label `bug` added to every 7th test record lacking it."""
+
+    def __init__(self) -> None:
+        self.with_refs = self.without_bug = 0
+
+    def answer(self, gold: dict[str, Any]) -> dict[str, Any]:
+        """The planted answer of `gold` (a new dict, its keys in gold's order; unchanged lists shared)."""
+        planted = dict(gold)
+        planted["labels"] = [label for label in gold["labels"] if label != PLANTED_DROPPED_LABEL]
+        if planted["split"] != "test":
+            return planted
+        if planted["references"]:
+            self.with_refs += 1
+            if self.with_refs % PLANTED_REFS_EVERY == 0:
+                planted["references"] = []
+        if PLANTED_FALSE_LABEL not in planted["labels"]:
+            self.without_bug += 1
+            if self.without_bug % PLANTED_FALSE_EVERY == 0:
+                planted["labels"] = sorted(planted["labels"] + [PLANTED_FALSE_LABEL])
+        return planted
+
+
+def planted_aggregates(gold: dict[str, Any]) -> dict[str, Any]:
+    """The planted aggregate errors: the newest-issues list reversed, the most-recently-updated list missing."""
+    planted = dict(gold)
+    planted["newest_issue_ids"] = list(reversed(gold["newest_issue_ids"]))
+    del planted["most_recently_updated_issue_ids"]
+    return planted
+
+
+def planted_unknown() -> dict[str, Any]:
+    """The planted citation error: an answer for an id not in the corpus (after every gold answer)."""
+    return {
+        "id": PLANTED_UNKNOWN_ID,
+        "split": "test",
+        "state": "OPEN",
+        "labels": [],
+        "references": [],
+        "duplicate_targets": [],
+        "scope_contradictions": [],
+    }
+
+
 def planted_submission(answers: dict[str, Any]) -> dict[str, Any]:
-    """The answers with known faults, deterministic: label `enhancement` dropped everywhere,
-    references dropped on every 3rd test record that has some, label `bug` added to every 7th
-    test record lacking it, the newest-issues list reversed and the most-recently-updated list
-    missing (aggregate errors), and an unknown id cited (a citation error)."""
+    """The answers with known faults, deterministic (`Planter`, `planted_aggregates`,
+    `planted_unknown`): label `enhancement` dropped everywhere, references dropped on every 3rd
+    test record that has some, label `bug` added to every 7th test record lacking it, the
+    newest-issues list reversed and the most-recently-updated list missing (aggregate errors),
+    and an unknown id cited (a citation error)."""
     sub = oracle_submission(answers)
-    with_refs = without_bug = 0
-    for answer in sub["answers"]:
-        answer["labels"] = [label for label in answer["labels"] if label != PLANTED_DROPPED_LABEL]
-        if answer["split"] != "test":
-            continue
-        if answer["references"]:
-            with_refs += 1
-            if with_refs % PLANTED_REFS_EVERY == 0:
-                answer["references"] = []
-        if PLANTED_FALSE_LABEL not in answer["labels"]:
-            without_bug += 1
-            if without_bug % 7 == 0:
-                answer["labels"] = sorted(answer["labels"] + [PLANTED_FALSE_LABEL])
-    sub["aggregates"]["newest_issue_ids"] = list(reversed(sub["aggregates"]["newest_issue_ids"]))
-    del sub["aggregates"]["most_recently_updated_issue_ids"]
-    sub["answers"].append(
-        {
-            "id": PLANTED_UNKNOWN_ID,
-            "split": "test",
-            "state": "OPEN",
-            "labels": [],
-            "references": [],
-            "duplicate_targets": [],
-            "scope_contradictions": [],
-        }
-    )
+    planter = Planter()
+    sub["answers"] = [planter.answer(answer) for answer in sub["answers"]] + [planted_unknown()]
+    sub["aggregates"] = planted_aggregates(sub["aggregates"])
     return sub
 
 
@@ -69,32 +100,116 @@ def demo_submissions(answers: dict[str, Any]) -> dict[str, Any]:
     return {"oracle": oracle_submission(answers), "planted": planted_submission(answers)}
 
 
+def _same(given: object, expected: object) -> bool:
+    """The same JSON bytes (key order and types included: true is not 1); `==` first, as a quick
+    refusal (equal bytes imply equal values for parsed JSON, which holds no NaN)."""
+    return given == expected and orjson.dumps(given) == orjson.dumps(expected)
+
+
+class ExampleMatch:
+    """Whether a submission is the oracle or the planted example of an answer bundle, decided
+    as the gold answers come (`gold`, in order; then `finish` with the gold aggregates): the same
+    decision as comparing the canonical bytes of the submission and of each example, without
+    building either. Gives up at the first difference from both."""
+
+    def __init__(self, submission: dict[str, Any], corpus_sha256: object) -> None:
+        self.given = submission.get("answers")
+        self.kinds = {"oracle", "planted"}
+        if (
+            list(submission) != EXAMPLE_KEYS
+            or not _same(submission["schema"], SUBMISSION_SCHEMA)
+            or not _same(submission["corpus_sha256"], corpus_sha256)
+            or not isinstance(self.given, list)
+        ):
+            self.kinds.clear()
+        self.submission, self.count, self.planter = submission, 0, Planter()
+
+    def gold(self, answer: dict[str, Any]) -> None:
+        """The next gold answer."""
+        index, self.count = self.count, self.count + 1
+        if not self.kinds:
+            return
+        assert isinstance(self.given, list)
+        if index >= len(self.given):
+            self.kinds.clear()
+            return
+        given = self.given[index]
+        if "oracle" in self.kinds and not _same(given, answer):
+            self.kinds.discard("oracle")
+        if "planted" in self.kinds and not self._planted_matches(given, answer):
+            self.kinds.discard("planted")
+
+    def _planted_matches(self, given: object, gold: dict[str, Any]) -> bool:
+        if not isinstance(gold.get("labels"), list):  # a gold answer with null labels has no planted example
+            return False
+        return _same(given, self.planter.answer(gold))
+
+    def finish(self, aggregates: dict[str, Any]) -> str | None:
+        """The kind ("oracle" or "planted") once every gold answer was given, else None."""
+        given, extra = self.given, self.count
+        if "oracle" in self.kinds:
+            assert isinstance(given, list)
+            if len(given) == extra and _same(self.submission["aggregates"], aggregates):
+                return "oracle"
+        if "planted" in self.kinds:
+            assert isinstance(given, list)
+            if (
+                len(given) == extra + 1
+                and _same(given[extra], planted_unknown())
+                and _same(self.submission["aggregates"], planted_aggregates(aggregates))
+            ):
+                return "planted"
+        return None
+
+
 def example_kind(answers: dict[str, Any], submission: dict[str, Any]) -> str | None:
     """ "oracle" or "planted" when `submission` is that example submission of `answers` (same
     canonical bytes), else None: the held-out ledger keeps such looks marked and never counts them."""
-    from microctx.contract.canonical import dumps
+    return match_examples(submission, answers["corpus_sha256"], answers["answers"], answers["aggregates"])
 
-    if submission.get("corpus_sha256") != answers.get("corpus_sha256") or len(submission.get("answers", ())) not in (
-        len(answers["answers"]),
-        len(answers["answers"]) + 1,
-    ):
-        return None
-    given = dumps(submission)
-    for name, example in demo_submissions(answers).items():
-        if dumps(example) == given:
-            return str(name)
-    return None
+
+def match_examples(
+    submission: dict[str, Any], corpus_sha256: object, gold: Iterable[dict[str, Any]], aggregates: dict[str, Any]
+) -> str | None:
+    """`example_kind` of gold answers given one by one (`ExampleMatch`)."""
+    match = ExampleMatch(submission, corpus_sha256)
+    for answer in gold:
+        if not match.kinds:
+            return None
+        match.gold(answer)
+    return match.finish(aggregates)
 
 
 DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks are marked "demo"
+
+
+class LookMark:
+    """`look_mark` decided as the gold answers stream by (`feed`, then `finish` with the gold
+    aggregates), for a grade that never holds the answer bundle."""
+
+    def __init__(self, submission: dict[str, Any], corpus_sha256: object, run_manifest: object = None) -> None:
+        import os
+
+        self.demo = bool(os.environ.get(DEMO_ENV))
+        self.match = None if self.demo or run_manifest else ExampleMatch(submission, corpus_sha256)
+
+    def feed(self, gold: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """The gold answers, passed on unchanged, each shown to the example match on the way."""
+        match = self.match
+        for answer in gold:
+            if match is not None and match.kinds:
+                match.gold(answer)
+            yield answer
+
+    def finish(self, aggregates: dict[str, Any]) -> str | None:
+        return "demo" if self.demo else self.match.finish(aggregates) if self.match is not None else None
 
 
 def look_mark(answers: dict[str, Any], submission: dict[str, Any], run_manifest: object = None) -> str | None:
     """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
     example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
     happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
-    import os
-
-    if os.environ.get(DEMO_ENV):
-        return "demo"
-    return None if run_manifest else example_kind(answers, submission)
+    mark = LookMark(submission, answers["corpus_sha256"], run_manifest)
+    if mark.match is None:
+        return mark.finish(answers["aggregates"])
+    return match_examples(submission, answers["corpus_sha256"], answers["answers"], answers["aggregates"])
