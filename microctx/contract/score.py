@@ -26,7 +26,6 @@ from typing import Any, Protocol
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_KINDS, FactRow
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
-from microctx.display import MAX_ROWS, Markup, card_html, fields_html, short_digest, table_html, verdict_html
 
 
 @dataclass
@@ -93,9 +92,13 @@ class GradeResult:
         return {kind: table[kind] for kind in FACT_KINDS if kind in table}
 
     def __repr__(self) -> str:
+        from microctx.display import short_digest  # the views load with a notebook, not with `microctx grade`
+
         return f"GradeResult({self.summary()}; {len(self.facts):,} fact rows, corpus {short_digest(self.grade['corpus_sha256'])})"
 
     def _repr_html_(self) -> str:
+        from microctx.display import MAX_ROWS, Markup, card_html, fields_html, table_html, verdict_html
+
         g = self.grade
         fields = fields_html(
             [
