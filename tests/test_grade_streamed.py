@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import tracemalloc
 from pathlib import Path
 
 import orjson
@@ -16,7 +17,7 @@ from microctx._io.jsonscan import IrregularJSON, ObjectStream
 from microctx.cli import main
 from microctx.contract.canonical import dumps
 from microctx.contract.facts import facts_csv
-from microctx.contract.schemas import AnswerStream, load_answers
+from microctx.contract.schemas import AnswerStream, CompactSubmission, load_answers, read_submission_compact
 from microctx.contract.score import grade
 from microctx.errors import InputError
 from microctx.grading import ledger
@@ -191,3 +192,34 @@ def test_object_stream_reads_head_items_and_tail(tmp_path):
     ):
         with pytest.raises(IrregularJSON):
             _stream(tmp_path, bad)
+
+
+def test_the_compact_submission_is_the_parsed_one(tmp_path, s8f_answers):
+    planted = demo_submissions(s8f_answers)["planted"]
+    path = tmp_path / "planted.json"
+    path.write_bytes(dumps(planted))
+    streamed, whole = read_submission_compact(path), CompactSubmission.of(planted)
+    assert (streamed.top, streamed.encoded, streamed.ids) == (whole.top, whole.encoded, whole.ids)
+    assert list(streamed.top) == list(planted) and streamed.encoded is not None
+    assert [orjson.loads(e) for e in streamed.encoded] == planted["answers"]
+    assert streamed.answer(planted["answers"][3]["id"]) == planted["answers"][3] and streamed.answer("nope") is None
+    tracemalloc.start()  # each answer holds its bytes, not the buffer orjson wrote them into (~4 kB each)
+    try:
+        held = read_submission_compact(path)
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held.encoded is not None and size < 3 * sum(map(len, held.encoded)), size
+
+
+def test_a_bad_submission_record_after_many_good_ones_is_named(tmp_path, s8f, s8f_answers):
+    oracle = demo_submissions(s8f_answers)["oracle"]
+    index = len(oracle["answers"]) - 2
+    oracle["answers"][index]["labels"] = ["ok", 7]
+    path = tmp_path / "sub.json"
+    path.write_bytes(dumps(oracle))
+    rid = oracle["answers"][index]["id"]
+    out = tmp_path / "out" / "g.json"
+    code, _, err = _cli("grade", "--answers", s8f.answers, "--submission", path, "--output", out)
+    assert code == 2 and str(path) in err and f"answers[{index}] ({rid})" in err and "labels" in err
+    assert not out.parent.exists() and ledger.entries() == []

@@ -93,18 +93,19 @@ def cmd_grade(args) -> int:
 
 def _grade_streamed(args) -> int:
     """The test grade with the answer bundle read record by record (`schemas.AnswerStream`): memory
-    holds the submission and each gold id's split, not the bundle (issue 24). Raises IrregularJSON
+    holds each gold id's split and the submission's answers as JSON bytes (`CompactSubmission`), not
+    the bundle nor parsed answers (issue 24). Raises IrregularJSON
     (before anything is written or looked at) when the bundle's layout needs a whole parse."""
     from microctx._io.jsonio import gc_paused
     from microctx.contract.facts import StreamedFacts
     from microctx.contract.records import read_manifest
-    from microctx.contract.schemas import AnswerStream, load_submission
+    from microctx.contract.schemas import AnswerStream, read_submission_compact
     from microctx.contract.score import score_stream
     from microctx.grading.examples import LookMark
 
     with AnswerStream(args.answers) as stream:  # its schema and digest are checked before the submission
-        submission = load_submission(args.submission)
-        mark = LookMark(submission, stream.corpus_sha256, read_manifest(args.submission))
+        submission = read_submission_compact(args.submission)  # each answer held as its JSON bytes
+        mark = LookMark(submission.top, submission.encoded, stream.corpus_sha256, read_manifest(args.submission))
         with StreamedFacts(args.output) as table, gc_paused():  # the fact rows are written as they are made
             gold = mark.feed(stream.answers())
             result = score_stream(stream.corpus_sha256, gold, stream.aggregates, submission, rows_to=table)

@@ -193,18 +193,48 @@ def _score(
         answers["corpus_sha256"],
         answers["answers"],
         lambda: answers["aggregates"],
-        submission,
+        _Whole(submission),
         with_rows=with_rows,
         split=split,
         rows_to=rows_to,
     )
 
 
+class Submitted(Protocol):
+    """What the scorer reads of a submission: a parsed document (`_Whole`) or one held compactly
+    (`schemas.CompactSubmission`)."""
+
+    @property
+    def corpus_sha256(self) -> object: ...
+
+    @property
+    def aggregates(self) -> dict[str, Any] | None: ...
+
+    @property
+    def ids(self) -> list[str]: ...
+
+    def answer(self, rid: str) -> dict[str, Any] | None: ...
+
+
+class _Whole:
+    """A parsed submission as `Submitted`."""
+
+    def __init__(self, submission: dict[str, Any]) -> None:
+        self.corpus_sha256 = submission.get("corpus_sha256")
+        self.aggregates = submission.get("aggregates")
+        given = submission.get("answers") or []
+        self.ids = [answer["id"] for answer in given]
+        self._by_id = {answer["id"]: answer for answer in given}  # the last one of a repeated id counts
+
+    def answer(self, rid: str) -> dict[str, Any] | None:
+        return self._by_id.get(rid)
+
+
 def score_stream(
     digest: str,
     gold_answers: Iterable[dict[str, Any]],
     gold_aggregates: Callable[[], dict[str, Any]],
-    submission: dict[str, Any],
+    submission: Submitted,
     *,
     with_rows: bool = True,
     split: str = "test",
@@ -215,22 +245,20 @@ def score_stream(
     each gold id's split, not the gold answers: the same document and rows as `grade`, in the same
     order (record rows in gold order, then aggregate rows, then citation rows). The gold answers
     are read to the end even when the corpus digests differ, so a bad record is still reported."""
-    mismatch = submission.get("corpus_sha256") != digest
-    given = [] if mismatch else submission.get("answers") or []
-    submitted = {answer["id"]: answer for answer in given}  # the last one of a repeated id counts
+    mismatch = submission.corpus_sha256 != digest
     records = RecordScore(split, with_rows, sink=rows_to)
     gold_split: dict[str, str] = {}
     for gold in gold_answers:
         if mismatch:
             continue
         gold_split[gold["id"]] = gold["split"]
-        records.add(gold, submitted.get(gold["id"]))
+        records.add(gold, submission.answer(gold["id"]) if gold["split"] == split else None)
     aggregates = gold_aggregates()
     if mismatch:
-        return _mismatch(digest, submission, split, rows_to)
-    citation_rows = _citation_rows(given, gold_split, unknown_is_error=split == "test")
+        return _mismatch(digest, submission.corpus_sha256, split, rows_to)
+    citation_rows = _citation_rows(submission.ids, gold_split, unknown_is_error=split == "test")
     # a devkit's aggregates span its own splits only: aggregates are scored on test alone
-    aggregate_rows = aggregate_error_rows(aggregates, submission.get("aggregates") or {}) if split == "test" else []
+    aggregate_rows = aggregate_error_rows(aggregates, submission.aggregates or {}) if split == "test" else []
     grade_doc = grade_document(digest, records, 1 if aggregate_rows else 0, len(citation_rows))
     if rows_to is not None:
         for row in aggregate_rows + citation_rows:
@@ -239,16 +267,16 @@ def score_stream(
     return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
 
 
-def _mismatch(digest: str, submission: dict[str, Any], split: str, rows_to: RowSink | None) -> GradeResult:
-    """The grade of a submission bound to another corpus: nothing scored, one `corpus` row."""
+def _mismatch(digest: str, given: object, split: str, rows_to: RowSink | None) -> GradeResult:
+    """The grade of a submission bound to another corpus (`given`): nothing scored, one `corpus` row."""
     grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
     row = FactRow(
         "",
         "",
         "corpus",
-        str(submission.get("corpus_sha256")),
+        str(given),
         "error",
-        f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
+        f"submission is bound to corpus {given}, the answers to {digest}; nothing was scored",
     )
     if rows_to is not None:
         rows_to.append(row)
@@ -271,15 +299,12 @@ def grade_document(digest: str, records: RecordScore, aggregate_errors: int, cit
     )
 
 
-def _citation_rows(
-    submitted_answers: list[dict[str, Any]], gold_split: dict[str, str], *, unknown_is_error: bool = True
-) -> list[FactRow]:
+def _citation_rows(submitted_ids: list[str], gold_split: dict[str, str], *, unknown_is_error: bool = True) -> list[FactRow]:
     """A row per citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks
     the test ids), or a repeated one (the last one counts). `gold_split`: each gold id's split."""
     seen: set[str] = set()
     rows: list[FactRow] = []
-    for answer in submitted_answers:
-        rid = answer["id"]
+    for rid in submitted_ids:
         if rid not in gold_split:
             if unknown_is_error:
                 rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))

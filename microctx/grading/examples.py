@@ -10,8 +10,8 @@ a grade that streams the answer bundle never holds it whole.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 import orjson
 
@@ -106,57 +106,88 @@ def _same(given: object, expected: object) -> bool:
     return given == expected and orjson.dumps(given) == orjson.dumps(expected)
 
 
+class _Encoded(Sequence[bytes]):
+    """A parsed answer list seen as each answer's compact JSON bytes (encoded when asked for)."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(index, slice):
+            return [orjson.dumps(a) for a in self.answers[index]]
+        return orjson.dumps(self.answers[index])
+
+
 class ExampleMatch:
     """Whether a submission is the oracle or the planted example of an answer bundle, decided
     as the gold answers come (`gold`, in order; then `finish` with the gold aggregates): the same
     decision as comparing the canonical bytes of the submission and of each example, without
-    building either. Gives up at the first difference from both."""
+    building either. Gives up at the first difference from both.
 
-    def __init__(self, submission: dict[str, Any], corpus_sha256: object) -> None:
-        self.given = submission.get("answers")
+    The submission is `top`, its document with any value in place of its answers (the keys in
+    order), and `encoded`, its answers as compact JSON bytes (`orjson.dumps`; None when it has no
+    answer list): a `schemas.CompactSubmission`'s, or `of(document)`."""
+
+    def __init__(self, top: dict[str, Any], encoded: Sequence[bytes] | None, corpus_sha256: object) -> None:
+        self.top, self.given = top, encoded
         self.kinds = {"oracle", "planted"}
         if (
-            list(submission) != EXAMPLE_KEYS
-            or not _same(submission["schema"], SUBMISSION_SCHEMA)
-            or not _same(submission["corpus_sha256"], corpus_sha256)
-            or not isinstance(self.given, list)
+            list(top) != EXAMPLE_KEYS
+            or not _same(top["schema"], SUBMISSION_SCHEMA)
+            or not _same(top["corpus_sha256"], corpus_sha256)
+            or encoded is None
         ):
             self.kinds.clear()
-        self.submission, self.count, self.planter = submission, 0, Planter()
+        self.count, self.planter = 0, Planter()
+
+    @classmethod
+    def of(cls, submission: dict[str, Any], corpus_sha256: object) -> ExampleMatch:
+        """The match of a parsed submission."""
+        answers = submission.get("answers")
+        return cls(submission, _Encoded(answers) if isinstance(answers, list) else None, corpus_sha256)
 
     def gold(self, answer: dict[str, Any]) -> None:
         """The next gold answer."""
         index, self.count = self.count, self.count + 1
         if not self.kinds:
             return
-        assert isinstance(self.given, list)
+        assert self.given is not None
         if index >= len(self.given):
             self.kinds.clear()
             return
         given = self.given[index]
-        if "oracle" in self.kinds and not _same(given, answer):
+        if "oracle" in self.kinds and given != orjson.dumps(answer):
             self.kinds.discard("oracle")
         if "planted" in self.kinds and not self._planted_matches(given, answer):
             self.kinds.discard("planted")
 
-    def _planted_matches(self, given: object, gold: dict[str, Any]) -> bool:
+    def _planted_matches(self, given: bytes, gold: dict[str, Any]) -> bool:
         if not isinstance(gold.get("labels"), list):  # a gold answer with null labels has no planted example
             return False
-        return _same(given, self.planter.answer(gold))
+        return given == orjson.dumps(self.planter.answer(gold))
 
     def finish(self, aggregates: dict[str, Any]) -> str | None:
         """The kind ("oracle" or "planted") once every gold answer was given, else None."""
-        given, extra = self.given, self.count
+        given, count = self.given, self.count
         if "oracle" in self.kinds:
-            assert isinstance(given, list)
-            if len(given) == extra and _same(self.submission["aggregates"], aggregates):
+            assert given is not None
+            if len(given) == count and _same(self.top["aggregates"], aggregates):
                 return "oracle"
         if "planted" in self.kinds:
-            assert isinstance(given, list)
+            assert given is not None
             if (
-                len(given) == extra + 1
-                and _same(given[extra], planted_unknown())
-                and _same(self.submission["aggregates"], planted_aggregates(aggregates))
+                len(given) == count + 1
+                and given[count] == orjson.dumps(planted_unknown())
+                and _same(self.top["aggregates"], planted_aggregates(aggregates))
             ):
                 return "planted"
         return None
@@ -172,7 +203,7 @@ def match_examples(
     submission: dict[str, Any], corpus_sha256: object, gold: Iterable[dict[str, Any]], aggregates: dict[str, Any]
 ) -> str | None:
     """`example_kind` of gold answers given one by one (`ExampleMatch`)."""
-    match = ExampleMatch(submission, corpus_sha256)
+    match = ExampleMatch.of(submission, corpus_sha256)
     for answer in gold:
         if not match.kinds:
             return None
@@ -185,13 +216,14 @@ DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks 
 
 class LookMark:
     """`look_mark` decided as the gold answers stream by (`feed`, then `finish` with the gold
-    aggregates), for a grade that never holds the answer bundle."""
+    aggregates), for a grade that never holds the answer bundle; the submission as `ExampleMatch`
+    takes it (`top`, `encoded`)."""
 
-    def __init__(self, submission: dict[str, Any], corpus_sha256: object, run_manifest: object = None) -> None:
-        import os
-
-        self.demo = bool(os.environ.get(DEMO_ENV))
-        self.match = None if self.demo or run_manifest else ExampleMatch(submission, corpus_sha256)
+    def __init__(
+        self, top: dict[str, Any], encoded: Sequence[bytes] | None, corpus_sha256: object, run_manifest: object = None
+    ) -> None:
+        self.demo = _in_demo()
+        self.match = None if self.demo or run_manifest else ExampleMatch(top, encoded, corpus_sha256)
 
     def feed(self, gold: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """The gold answers, passed on unchanged, each shown to the example match on the way."""
@@ -205,11 +237,16 @@ class LookMark:
         return "demo" if self.demo else self.match.finish(aggregates) if self.match is not None else None
 
 
+def _in_demo() -> bool:
+    import os
+
+    return bool(os.environ.get(DEMO_ENV))
+
+
 def look_mark(answers: dict[str, Any], submission: dict[str, Any], run_manifest: object = None) -> str | None:
     """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
     example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
     happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
-    mark = LookMark(submission, answers["corpus_sha256"], run_manifest)
-    if mark.match is None:
-        return mark.finish(answers["aggregates"])
-    return match_examples(submission, answers["corpus_sha256"], answers["answers"], answers["aggregates"])
+    if _in_demo():
+        return "demo"
+    return None if run_manifest else example_kind(answers, submission)
