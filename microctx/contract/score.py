@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from sys import intern
 from typing import Any, Protocol
 
 from microctx._io.jsonio import gc_paused
@@ -251,7 +252,7 @@ def score_stream(
     for gold in gold_answers:
         if mismatch:
             continue
-        gold_split[gold["id"]] = gold["split"]
+        gold_split[gold["id"]] = intern(gold["split"])  # one string per split name, not one per record
         records.add(gold, submission.answer(gold["id"]) if gold["split"] == split else None)
     aggregates = gold_aggregates()
     if mismatch:
