@@ -150,16 +150,20 @@ def same_json(a: object, b: object) -> bool:
     return a == b
 
 
+_KIND_ORDER = {kind: index for index, kind in enumerate(FACT_KINDS)}
+
+
 def _fact_sort_key(fact: tuple[str, str]) -> tuple[int, int, str]:
     kind, value = fact
-    return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
+    return (_KIND_ORDER[kind], int(value) if kind in ("ref", "dup") else 0, value)
 
 
 SCORED_SPLITS = ("test", "tune")
 
 
 class RowSink(Protocol):
-    """Where fact rows go: a list, or a writer of the fact table (`facts.StreamedFacts`)."""
+    """Where fact rows go: a list, or a writer of the fact table (`facts.StreamedFacts`, whose
+    `append_cells` the record rows go to as plain cells when it has one)."""
 
     def append(self, row: FactRow, /) -> None: ...
 
@@ -351,11 +355,16 @@ class RecordScore:
         self.fp += len(fp)
         self.fn += len(fn)
         self.exact += not fp and not fn
-        rid = gold["id"]
+        rid, split = gold["id"], self.split
         rows = self.rows if self.sink is None else self.sink
+        cells = getattr(rows, "append_cells", None)  # a fact table writer takes the cells alone
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            rows.append(FactRow(rid, self.split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
+            detail = missing if outcome == "fn" else ""
+            if cells is not None:
+                cells((rid, split, fact[0], fact[1], outcome, detail))
+            else:
+                rows.append(FactRow(rid, split, fact[0], fact[1], outcome, detail))
 
 
 def aggregate_error_rows(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
