@@ -6,13 +6,14 @@
 size (a 3.4 GB export, generated once into --work and reused; about 8 GB of disk with the outputs).
 Below 1,000,000 records the time ratio is a linear projection to 1,000,000 records; the memory
 ratio is the peak measured at the size run (a streaming freeze does not grow with the texts, so a
-linear projection of memory would overstate it). The digests of the documents are printed, so two
-runs (or two branches) can be compared byte for byte.
+linear projection of memory would overstate it). The digests of the documents, the grade and its
+fact table are printed, so two runs (or two branches) can be compared byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import tempfile
@@ -70,6 +71,8 @@ def at_scale(work: Path, records: int, timed: Callable, say: Callable) -> None:
         "1M: < 60 s, < 2 GiB",
     )
     say("  grade as ratios to the 1M goals", ratios(records, seconds, peak), "both <= 1")
+    digests = [hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16] for p in (folder / "grade.json", folder / "grade.facts.csv")]
+    say("  grade / fact table sha256", " / ".join(digests), "-")
 
 
 def main() -> int:
