@@ -17,11 +17,13 @@ setup-test: $(VENV)/.installed-test data-setting
 # --no-deps: the lock only, nothing resolved beside it (tests/test_environment.py checks that each
 # lock is closed: resolving it in a fresh environment gives exactly its pins).
 # requirements-eee.lock: the Every Eval Ever validator, installed as its file explains.
-$(VENV)/.installed: requirements.lock pyproject.toml
+# requirements-build.lock: pip and the build backend; the editable install is built with them
+# (--no-build-isolation), so setup fetches nothing outside a lock.
+$(VENV)/.installed: requirements-build.lock requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --no-deps -r requirements-build.lock
 	$(BIN)/pip install --quiet --no-deps -r requirements.lock
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.installed-test: requirements-test.lock requirements-eee.lock $(VENV)/.installed
@@ -32,6 +34,7 @@ $(VENV)/.installed-test: requirements-test.lock requirements-eee.lock $(VENV)/.i
 lock:
 	uv pip compile pyproject.toml --extra test --python-version 3.11 -q -o requirements-test.lock
 	uv pip compile pyproject.toml --python-version 3.11 -q -c requirements-test.lock -o requirements.lock
+	printf 'pip\nsetuptools>=77\nsetuptools-scm>=8\n' | uv pip compile - --python-version 3.11 -q -c requirements.lock -o requirements-build.lock
 
 data-setting:
 	@if [ ! -f microctx.toml ] && ls $(SHARED_S8F)/*.json >/dev/null 2>&1; then \

@@ -7,16 +7,17 @@ ratio to its parse-and-hash floor (goal: 2.1x, the Go tool's by the issue's figu
 size (a 3.4 GB export, generated once into --work and reused; about 8 GB of disk with the outputs).
 Below 1,000,000 records the time ratio is a linear projection to 1,000,000 records; the memory
 ratio is the peak measured at the size run (a streaming freeze does not grow with the texts, so a
-linear projection of memory would overstate it). The digests of the documents are printed, so two
-runs (or two branches) can be compared byte for byte. At 1,000,000 records the floor parses the
-3.7 GB public corpus whole (about 10 GB of memory). Freeze and verify read a large input in two
-halves, two processes: the peak printed is the larger process's (as /usr/bin/time gives it); the
-second adds about two thirds of it (docs/benchmarks.md).
+linear projection of memory would overstate it). The digests of the documents, the grade and its
+fact table are printed, so two runs (or two branches) can be compared byte for byte. At 1,000,000
+records the floor parses the 3.7 GB public corpus whole (about 10 GB of memory). Freeze and verify
+read a large input in two halves, two processes: the peak printed is the larger process's (as
+/usr/bin/time gives it); the second adds about two thirds of it (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import tempfile
@@ -78,6 +79,8 @@ def at_scale(work: Path, records: int, timed: Callable, say: Callable) -> None:
         "1M: < 60 s, < 2 GiB",
     )
     say("  grade as ratios to the 1M goals", ratios(records, seconds, peak), "both <= 1")
+    digests = [hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16] for p in (folder / "grade.json", folder / "grade.facts.csv")]
+    say("  grade / fact table sha256", " / ".join(digests), "-")
 
 
 def _cpu(timed: Callable) -> float:
@@ -85,14 +88,12 @@ def _cpu(timed: Callable) -> float:
     return sys.modules[timed.__module__].CPU["last"]
 
 
-FLOOR = "import hashlib, sys, orjson\nfor path in sys.argv[1:]:\n    data = open(path, 'rb').read()\n    hashlib.sha256(data).digest(), orjson.loads(data)"
-
-
 def verify_against_floor(python: list[str], trio: list[str], records: int, timed: Callable, say: Callable) -> None:
     """`verify` of the three files against its floor, timed just before it: both documents read,
     parsed (orjson) and hashed (SHA-256) in one process. There is no Go tool here: the issue's
     figures (2.6x the Go tool, 5.4x this floor) put the Go tool's verify near 2.1x the floor."""
-    floor, floor_peak = timed([sys.executable, "-c", FLOOR, trio[0], trio[1]])
+    floor_code = sys.modules[timed.__module__].PARSE_AND_HASH  # bench_all's, the grade's floor too
+    floor, floor_peak = timed([sys.executable, "-c", floor_code, trio[0], trio[1]])
     floor_cpu = _cpu(timed)
     say(f"parse-and-hash floor {records:,} records", f"{floor:.1f} s (CPU {floor_cpu:.1f} s), {floor_peak:.0f} MiB", "-")
     seconds, peak = timed([*python, "verify", "--public", trio[0], "--answers", trio[1], "--report", trio[2]])

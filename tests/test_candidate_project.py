@@ -203,3 +203,63 @@ def test_answers_past_the_guards_walk_bounds_refuse_the_project(s8f, tmp_path, m
     with pytest.raises(InputError) as caught:
         make_project([], [str(data)], base=tmp_path)
     assert str(caught.value).startswith(f"{data}: ") and "the answer guard cannot read" in str(caught.value)
+
+
+def _answer_lines(s8f) -> list[bytes]:
+    import orjson
+
+    return [orjson.dumps(record) for record in orjson.loads(s8f.answers.read_bytes())["answers"]]
+
+
+@pytest.mark.parametrize("shape", ["json-lines", "pretty", "padded", "weights", "train-lines"])
+def test_a_file_over_the_guards_read_limit_is_read_in_pieces_or_refused(s8f, tmp_path, monkeypatch, shape):
+    """A file over FILE_LIMIT used to pass unread: answers padded past 256 MiB went unseen. Now JSON
+    Lines are read line by line, other JSON over the limit is refused naming the file, and a file
+    that opens no JSON value (model weights) still passes."""
+    import orjson
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    lines = _answer_lines(s8f)
+    test_lines = [line for line in lines if orjson.loads(line)["split"] == "test"]
+    train_lines = [line for line in lines if orjson.loads(line)["split"] != "test"]
+    data = tmp_path / "data"
+    data.mkdir()
+    body = {
+        "json-lines": b"\n".join(train_lines + test_lines[:1]) + b"\n",
+        "pretty": orjson.dumps({"records": [orjson.loads(line) for line in test_lines]}, option=orjson.OPT_INDENT_2),
+        "padded": b" " * 3000 + b"[" + test_lines[0] + b"]",
+        "weights": b"GGUF" + bytes(range(256)) * 40,
+        "train-lines": b"\n".join(train_lines) + b"\n",
+    }[shape]
+    (data / "blob").write_bytes(body)
+    monkeypatch.setattr(answer_guard, "FILE_LIMIT", 2048)  # every blob is over it, as a 300 MiB file is
+    assert len(body) > answer_guard.FILE_LIMIT
+    if shape in ("weights", "train-lines"):
+        make_project([], [str(data)], base=tmp_path)  # passes: nothing held out in it
+        return
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(data / "blob") in str(caught.value)
+
+
+def test_a_sparse_300_mib_file_opening_with_an_answer_is_not_passed(s8f, tmp_path):
+    """At the real limit: a 300 MiB file (sparse, so cheap) whose first line is a test answer."""
+    import orjson
+
+    from microctx.candidates.answer_guard import find_answers
+    from microctx.errors import InputError
+
+    first = next(line for line in _answer_lines(s8f) if orjson.loads(line)["split"] == "test")
+    blob = tmp_path / "blob.json"
+    with open(blob, "wb") as handle:
+        handle.write(first + b"\n")
+        handle.truncate(300 << 20)
+    assert find_answers([blob]) == [blob]  # found on its first line, before the padding is read
+    blob.write_bytes(b"[\n" + first + b"\n")
+    with open(blob, "r+b") as handle:
+        handle.truncate(300 << 20)
+    with pytest.raises(InputError, match="cannot read it whole"):
+        find_answers([blob])

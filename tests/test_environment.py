@@ -47,13 +47,17 @@ def test_make_setup_installs_from_the_lock_without_resolving():
     makefile = (ROOT / "Makefile").read_text()
     installs = re.findall(r"^\t\$\(BIN\)/pip install (.*)$", makefile, re.M)
     assert installs == [
-        "--quiet --upgrade pip",
+        "--quiet --no-deps -r requirements-build.lock",
         "--quiet --no-deps -r requirements.lock",
-        "--quiet --no-deps -e .",
+        "--quiet --no-deps --no-build-isolation -e .",
         "--quiet --no-deps -r requirements-test.lock",
         "--quiet --no-deps --ignore-requires-python -r requirements-eee.lock",
     ], installs  # the lock files only: nothing resolved, nothing unpinned
     assert "'.[test]'" not in makefile  # the demo's setup never installs the test extra
+    build = pins("requirements-build.lock")  # pip and the build backend: nothing fetched outside a lock
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert declared(requires) | {"pip"} <= set(build), sorted(declared(requires) | {"pip"} - set(build))
+    assert all(pins("requirements.lock")[k] == v for k, v in build.items() if k in pins("requirements.lock"))
     eee = pins("requirements-eee.lock")
     assert list(eee) == ["every-eval-ever"] and not set(eee) & set(pins("requirements-test.lock"))
     assert {"pydantic", "rich", "jsonschema"} <= set(pins("requirements-test.lock"))  # what its validator imports
@@ -75,7 +79,7 @@ def test_two_fresh_environments_resolve_each_lock_to_exactly_its_pins(tmp_path):
     """Each lock resolved from nothing (PyPI), in its own new virtual environment: pip adds no
     package, drops none and moves no version, so `make setup`'s --no-deps install from it is
     complete, and two environments made from the locks agree on every shared package."""
-    locks = ("requirements.lock", "requirements-test.lock")
+    locks = ("requirements.lock", "requirements-test.lock", "requirements-build.lock")
     with ThreadPoolExecutor(2) as pool:
         got = dict(zip(locks, pool.map(lambda lock: resolved(lock, tmp_path / lock.removesuffix(".lock")), locks)))
     for lock in locks:

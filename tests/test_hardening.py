@@ -618,7 +618,7 @@ def test_a_bug_is_one_line_and_its_traceback_on_request(work, monkeypatch):
     def planted(*_args, **_kw):
         raise TypeError("planted bug")
 
-    monkeypatch.setattr(score, "grade", planted)
+    monkeypatch.setattr(score, "score_stream", planted)  # the streamed grade and grade() alike
     argv = ["grade", "--answers", work / "answers.json", "--submission", work / "submission.json", "--output", work / "g.json"]
     code, _, err = run_cli(*argv)
     assert code == 70 and "internal error (TypeError: planted bug)" in one_line(err)

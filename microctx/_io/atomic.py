@@ -11,7 +11,6 @@ in one step (renameat2 RENAME_EXCHANGE).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Iterable, Iterator
@@ -27,7 +26,7 @@ from microctx.errors import InputError
 
 
 def _side_name(folder: Path, suffix: str) -> Path:
-    return folder / f"{sets.PREFIX}{secrets.token_hex(6)}{suffix}"
+    return folder / f"{sets.PREFIX}{os.urandom(6).hex()}{suffix}"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
@@ -48,19 +49,32 @@ def csv_bytes(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
 
 def csv_chunks(header: Sequence[str], rows: Iterable[Sequence[Any]], rows_per_chunk: int = 10_000) -> Iterator[bytes]:
     """The bytes of `csv_bytes(header, rows)` in chunks of `rows_per_chunk` rows (a large table is
-    never held whole, as text or as bytes)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([escape_cell(h) for h in header])
+    never held whole, as text or as bytes). A chunk is written as it is first; only when some cell
+    of it may start with a formula character (`_MAYBE_FORMULA`, a superset) is it written again
+    with every cell through `escape_cell`, which leaves every other cell as csv writes it (None
+    as "")."""
+    head = _csv_text([[escape_cell(h) for h in header]])
     iterator = iter(rows)
     while True:
-        batch = [[escape_cell(v) for v in row] for row in islice(iterator, rows_per_chunk)]
-        writer.writerows(batch)
-        yield buffer.getvalue().encode()
+        batch = list(islice(iterator, rows_per_chunk))
+        text = _csv_text(batch)
+        if _MAYBE_FORMULA.search(text):
+            text = _csv_text([[escape_cell(v) for v in row] for row in batch])
+        yield (head + text).encode()
         if len(batch) < rows_per_chunk:
             return
-        buffer.seek(0)
-        buffer.truncate()
+        head = ""
+
+
+# where a cell's text may start with a formula character or `'`: at a line's start or after a
+# comma, after the opening quote of a quoted cell (a cell starting with `\r` is quoted)
+_MAYBE_FORMULA = re.compile("(?:^|,)\"?[=+\\-@\t\r']", re.M)
+
+
+def _csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
 
 
 def frame_csv_bytes(frame: Any) -> bytes:

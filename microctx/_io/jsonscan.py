@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 import orjson
@@ -42,21 +42,73 @@ def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: in
     items in batches (see `iter_json_array`). Anything else (another layout, keys after the
     array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
     """
-    handle = open_input(path)
-    with handle:
-        start = handle.read(1 << 20)
-        match = re.compile(rb'"' + re.escape(list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
+    with ObjectStream(path, list_key, block_size, tail_keys=False) as stream:
+        document = dict(stream.head)
+        document[list_key] = list(stream.items())
+    return document
+
+
+class ObjectStream:
+    """A JSON object holding one large array, read as its `head` (the keys before `"list_key": [`),
+    the array's items one at a time (`items()`, see `iter_json_array`), and then its `tail` (the
+    keys after the array, a small object such as an answer bundle's `aggregates`; `tail_keys`
+    false: none allowed). Only one block of the file is held at a time.
+
+    Anything else (another layout, a key repeated, bad JSON) raises IrregularJSON, from the
+    constructor or while the items are read: the caller then parses the file whole (`read_json`),
+    whose errors name the problem. Use as a context manager (the file is closed on exit).
+    """
+
+    def __init__(self, path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, tail_keys: bool = True) -> None:
+        self.list_key, self.block_size, self.tail_keys = list_key, block_size, tail_keys
+        self.tail: dict | None = None  # set once every item was read
+        self._handle = open_input(path)
+        try:
+            self.head = self._read_head()
+        except BaseException:
+            self._handle.close()
+            raise
+
+    def _read_head(self) -> dict:
+        start = self._handle.read(1 << 20)
+        match = re.compile(rb'"' + re.escape(self.list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
         if match is None:
             raise IrregularJSON
         try:
             head = orjson.loads(start[: match.end()] + b"]}")
         except orjson.JSONDecodeError:
             raise IrregularJSON from None
-        if not isinstance(head, dict) or list(head)[-1:] != [list_key]:
+        if not isinstance(head, dict) or list(head)[-1:] != [self.list_key]:
             raise IrregularJSON
-        handle.seek(match.end() - 1)
-        head[list_key] = list(_scan_array(handle, block_size, trailer=ord("}")))
-    return head
+        del head[self.list_key]
+        self._handle.seek(match.end() - 1)
+        return head
+
+    def items(self) -> Iterator[object]:
+        """The array's items, in order; `tail` is set after the last."""
+        yield from _scan_array(self._handle, self.block_size, trailer=ord("}"), rest=self._read_tail if self.tail_keys else None)
+
+    def _read_tail(self, blocks: _Blocks) -> None:
+        """After the array's `]`: the rest of the object, `}` alone or `, "key": value, ... }`."""
+        text = (bytes(blocks.buf[blocks.pos :]) + blocks.handle.read()).lstrip(_WS)
+        if text[:1] == b"}" and not text[1:].strip(_WS):
+            self.tail = {}
+            return
+        if text[:1] != b",":
+            raise IrregularJSON
+        try:
+            tail = orjson.loads(b"{" + text[1:])
+        except orjson.JSONDecodeError:
+            raise IrregularJSON from None
+        if not isinstance(tail, dict) or not tail or tail.keys() & self.head.keys() or self.list_key in tail:
+            raise IrregularJSON  # a key repeated: a whole parse keeps the last, which this could not
+        self.tail = tail
+
+    def __enter__(self) -> ObjectStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
 
 
 class _Blocks:
@@ -102,13 +154,20 @@ class _Blocks:
         return self.skip_ws() is None
 
 
-def _scan_array(handle: BinaryIO, block_size: int, batch_size: int = 1 << 20, trailer: int | None = None) -> Iterator[object]:
+def _scan_array(
+    handle: BinaryIO,
+    block_size: int,
+    batch_size: int = 1 << 20,
+    trailer: int | None = None,
+    rest: Callable[[_Blocks], None] | None = None,
+) -> Iterator[object]:
     """Objects of a top-level array, parsed about `batch_size` bytes at a time.
 
     A batch is the text from the current object to a candidate end (`}` then `,` or `]`),
     wrapped in brackets and parsed as an array. A candidate inside a string or a nested object
     makes the batch invalid, and the next candidate is tried; batching spreads those retries
-    over many objects.
+    over many objects. `rest`: what reads the file after the closing bracket (it raises
+    IrregularJSON when that is not what it expects), instead of the trailer and white space.
     """
     blocks = _Blocks(handle, block_size)
     if blocks.skip_ws() != ord("["):
@@ -116,8 +175,7 @@ def _scan_array(handle: BinaryIO, block_size: int, batch_size: int = 1 << 20, tr
     blocks.pos += 1
     if blocks.skip_ws() == ord("]"):
         blocks.pos += 1
-        if not blocks.at_end(trailer):
-            raise IrregularJSON
+        _after_array(blocks, trailer, rest)
         return
     item_end = _ITEM_END
     while True:
@@ -135,8 +193,16 @@ def _scan_array(handle: BinaryIO, block_size: int, batch_size: int = 1 << 20, tr
         blocks.pos += 1
         if sep == ord(","):
             continue
-        if sep == ord("]") and blocks.at_end(trailer):
+        if sep == ord("]"):
+            _after_array(blocks, trailer, rest)
             return
+        raise IrregularJSON
+
+
+def _after_array(blocks: _Blocks, trailer: int | None, rest: Callable[[_Blocks], None] | None) -> None:
+    if rest is not None:
+        rest(blocks)
+    elif not blocks.at_end(trailer):
         raise IrregularJSON
 
 
@@ -147,6 +213,10 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
     while len(buf) - blocks.pos < batch_size and blocks.more():
         pass
     candidates = []
+    if blocks.eof and item_end is not _ITEM_END and len(buf) - blocks.pos <= batch_size:
+        # the rest of the file is in the buffer: the last end of an object of this array (a key
+        # or bracket follows it, see `_scan_array`) makes one batch of every remaining object
+        candidates.extend([m.start() + 1 for m in item_end.finditer(buf, blocks.pos)][-1:])
     if blocks.eof:
         tail = buf.rfind(b"]")
         last = buf.rfind(b"}", blocks.pos, tail) if tail > blocks.pos else -1

@@ -9,7 +9,6 @@ first folder swap (a report's, the demo's). Unset, it costs one dictionary look-
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import signal
@@ -43,6 +42,8 @@ def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     name holds either its old or its new content, never neither. False when the kernel or the file
     system cannot (the caller falls back to two renames); other failures are OSErrors."""
     global _renameat2
+    import ctypes  # here, not at import: only a folder swap needs it (start-up of every command, issue 24)
+
     if _renameat2 is None:
         try:
             _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2

@@ -6,10 +6,12 @@ the answer fields (`state`, `labels`, `references`, `duplicate_targets`, `scope_
 The schema string, the file name and the serialisation do not matter: an `answers.json.bak`, a
 re-serialised or re-indented copy, a bare list of records, one record per line are all found;
 a helper file that merely mentions the schema's name is not. A devkit (train and tune answers
-only) passes. `find_answers(paths)` walks folders without following links, reads only regular
-files up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A folder the walk cannot finish
-(more than `MAX_FILES` files, or folders deeper than `_MAX_DEPTH` levels) is an InputError, not a
-pass: answers past the bound would go unseen.
+only) passes. `find_answers(paths)` walks folders without following links, reads regular files
+whole up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A larger file is read in pieces: one
+whose first non-blank byte opens no JSON value passes (as it would below the limit: model weights,
+archives), JSON Lines are read line by line, and any other JSON over the limit is an InputError
+naming the file, not a pass. Likewise a folder the walk cannot finish (more than `MAX_FILES`
+files, or folders deeper than `_MAX_DEPTH` levels): answers past a bound would go unseen.
 """
 
 from __future__ import annotations
@@ -84,6 +86,47 @@ def read_bounded(path: Path) -> bytes | None:
         os.close(fd)
 
 
+_CHUNK = 1 << 20
+
+
+def _large_file_holds(path: Path) -> bool:
+    """`holds_answers` for a regular file over FILE_LIMIT, in bounded memory: False when its first
+    non-blank byte opens no JSON value; JSON Lines checked line by line (each line at most
+    FILE_LIMIT bytes); InputError for anything else, which cannot be read whole."""
+    import orjson
+
+    too_big = f"over {FILE_LIMIT >> 20} MiB and not JSON Lines; the answer guard cannot read it whole"
+    with open(path, "rb") as handle:
+        first = b""
+        while not first:
+            chunk = handle.read(_CHUNK)
+            if not chunk:
+                return False
+            first = chunk.lstrip()[:1]
+        if first not in (b"{", b"["):
+            return False
+        handle.seek(0)
+        while line := handle.readline(FILE_LIMIT + 1):
+            if len(line) > FILE_LIMIT:
+                raise InputError(path, too_big)
+            if not line.strip():
+                continue
+            try:
+                if _holds(orjson.loads(line)):
+                    return True
+            except orjson.JSONDecodeError:
+                raise InputError(path, too_big) from None
+    return False
+
+
+def _is_large_file(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size > FILE_LIMIT
+
+
 def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
     """Regular-file candidates under `paths`: links not followed. InputError (naming the folder
     given) past MAX_FILES files or _MAX_DEPTH levels of folders: the walk would miss the rest."""
@@ -117,6 +160,10 @@ def find_answers(paths: Iterable[Path]) -> list[Path]:
     found = []
     for path in walk_files(paths):
         data = read_bounded(path)
-        if data is not None and holds_answers(data):
+        if data is not None:
+            holds = holds_answers(data)
+        else:
+            holds = _is_large_file(path) and _large_file_holds(path)
+        if holds:
             found.append(path)
     return found

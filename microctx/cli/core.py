@@ -63,8 +63,6 @@ def cmd_verify(args) -> int:
 
 def cmd_grade(args) -> int:
     from microctx.contract.facts import facts_path, write_grade
-    from microctx.contract.schemas import load_answers, load_submission
-    from microctx.contract.score import grade
 
     gold = args.devkit if args.split == "tune" else args.answers
     _check_paths(
@@ -74,14 +72,58 @@ def cmd_grade(args) -> int:
     if args.split == "tune":  # tuning: against a devkit's tune answers, not a look at the held-out test
         if not args.devkit or args.answers:
             raise InputError("--devkit", "--split tune grades against a devkit: give --devkit (not --answers)")
+        from microctx.contract.schemas import load_answers, load_submission
+        from microctx.contract.score import grade
+
         result = grade(load_answers(args.devkit), load_submission(args.submission), split="tune")
         write_grade(result, args.output)
         print(result.summary())
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
+    if not args.semantic and args.answers != "-":
+        from microctx._io.jsonscan import IrregularJSON
+
+        try:
+            return _grade_streamed(args)
+        except IrregularJSON:
+            pass  # a layout the streaming reader cannot take (nothing was written): the bundle is read whole
+    return _grade_whole(args)
+
+
+def _grade_streamed(args) -> int:
+    """The test grade with the answer bundle read record by record (`schemas.AnswerStream`): memory
+    holds each gold id's split and the submission's answers as JSON bytes (`CompactSubmission`), not
+    the bundle nor parsed answers (issue 24). Raises IrregularJSON
+    (before anything is written or looked at) when the bundle's layout needs a whole parse."""
+    from microctx._io.jsonio import gc_paused
     from microctx.contract.facts import StreamedFacts
     from microctx.contract.records import read_manifest
+    from microctx.contract.schemas import AnswerStream, read_submission_compact
+    from microctx.contract.score import score_stream
+    from microctx.grading.examples import LookMark
+
+    with AnswerStream(args.answers) as stream:  # its schema and digest are checked before the submission
+        submission = read_submission_compact(args.submission)  # each answer held as its JSON bytes
+        mark = LookMark(submission.top, submission.encoded, stream.corpus_sha256, read_manifest(args.submission))
+        with StreamedFacts(args.output) as table, gc_paused():  # the fact rows are written as they are made
+            gold = mark.feed(stream.answers())
+            result = score_stream(stream.corpus_sha256, gold, stream.aggregates, submission, rows_to=table)
+            marked = mark.finish(stream.aggregates())
+            look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
+            table.grade = result.grade
+    print(result.summary())
+    print(look)
+    return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def _grade_whole(args) -> int:
+    """The test grade with both documents parsed whole (`--semantic` needs them; or a bundle the
+    streaming reader cannot take)."""
+    from microctx.contract.facts import StreamedFacts
+    from microctx.contract.records import read_manifest
+    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.score import grade
     from microctx.grading.examples import look_mark
 
     answers, submission = load_answers(args.answers), load_submission(args.submission)

@@ -7,6 +7,7 @@ came from (for messages) and return it, or raise an InputError naming file, reco
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 # microctx.errors is imported by the validators, not here: a sandboxed candidate that needs only a
@@ -93,34 +94,68 @@ def check_answer_list(answers: object, path: object, *, gold: bool) -> list[dict
     if not isinstance(answers, list):
         raise InputError(path, f"expected an array, got {json_type_name(answers)}", field="answers")
     for index, answer in enumerate(answers):
-        if not isinstance(answer, dict):
-            raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
-        if not _is(answer.get("id"), str):
-            raise InputError(
-                path, f"expected a string id, got {json_type_name(answer.get('id'))}", record=f"answers[{index}]", field="id"
-            )
-        where = f"answers[{index}] ({answer['id']})"
-        required = ("split",) + tuple(ANSWER_FIELDS) if gold else ()
-        for key in required:
-            if key not in answer:
-                raise InputError(path, "missing", record=where, field=key)
-        if gold and not _is(answer["split"], str):
-            raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
-        if gold and answer["state"] not in STATES:
-            raise InputError(path, f"expected {' or '.join(STATES)}, got {answer['state']!r}", record=where, field="state")
-        for key, (_, element, is_list) in ANSWER_FIELDS.items():
-            value = answer.get(key)
-            if value is None and not (gold and key == "state"):
-                continue
-            if not is_list:
-                if not _is(value, element):
-                    raise InputError(
-                        path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key
-                    )
-                continue
-            if not isinstance(value, list) or not all(_is(v, element) for v in value):
-                raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
+        check_answer(answer, index, path, gold=gold)
     return answers
+
+
+def check_answer(answer: object, index: int, path: object, *, gold: bool) -> dict[str, Any]:
+    """Validate `answers[index]` of an answer bundle (gold) or a submission; the answer."""
+    if type(answer) is dict and _plainly_valid(answer, gold):
+        return answer
+    from microctx.errors import InputError, json_type_name
+
+    if not isinstance(answer, dict):
+        raise InputError(path, f"expected an object, got {json_type_name(answer)}", record=f"answers[{index}]")
+    if not _is(answer.get("id"), str):
+        raise InputError(
+            path, f"expected a string id, got {json_type_name(answer.get('id'))}", record=f"answers[{index}]", field="id"
+        )
+    where = f"answers[{index}] ({answer['id']})"
+    required = ("split",) + tuple(ANSWER_FIELDS) if gold else ()
+    for key in required:
+        if key not in answer:
+            raise InputError(path, "missing", record=where, field=key)
+    if gold and not _is(answer["split"], str):
+        raise InputError(path, f"expected a string, got {json_type_name(answer['split'])}", record=where, field="split")
+    if gold and answer["state"] not in STATES:
+        raise InputError(path, f"expected {' or '.join(STATES)}, got {answer['state']!r}", record=where, field="state")
+    for key, (_, element, is_list) in ANSWER_FIELDS.items():
+        value = answer.get(key)
+        if value is None and not (gold and key == "state"):
+            continue
+        if not is_list:
+            if not _is(value, element):
+                raise InputError(
+                    path, f"expected a {json_type_name(element())}, got {json_type_name(value)}", record=where, field=key
+                )
+            continue
+        if not isinstance(value, list) or not all(_is(v, element) for v in value):
+            raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
+    return answer
+
+
+_GOLD_KEYS = frozenset(("id", "split", *ANSWER_FIELDS))
+_FIELD_TYPES = tuple((key, element, is_list, {element}) for key, (_, element, is_list) in ANSWER_FIELDS.items())
+
+
+def _plainly_valid(answer: dict[str, Any], gold: bool) -> bool:
+    """A quick yes for the usual answer, every value of exactly its type (a million answers are
+    checked); False leaves the decision, and the error, to the full check of `check_answer`."""
+    if type(answer.get("id")) is not str:
+        return False
+    if gold and (not _GOLD_KEYS <= answer.keys() or type(answer["split"]) is not str or answer["state"] not in STATES):
+        return False
+    for key, element, is_list, types in _FIELD_TYPES:
+        value = answer.get(key)
+        if value is None:
+            if gold and key == "state":
+                return False
+        elif is_list:
+            if type(value) is not list or not types.issuperset(map(type, value)):
+                return False
+        elif type(value) is not element:
+            return False
+    return True
 
 
 def check_aggregates(aggregates: object, path: object, *, gold: bool) -> dict[str, Any] | None:
@@ -150,6 +185,15 @@ def check_aggregates(aggregates: object, path: object, *, gold: bool) -> dict[st
 
 def check_answers_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed answer bundle (schema fak-microcontext-answers/1)."""
+    _check_answers_head(document, path)
+    assert isinstance(document, dict)
+    check_answer_list(document.get("answers"), path, gold=True)
+    check_aggregates(document.get("aggregates"), path, gold=True)
+    return document
+
+
+def _check_answers_head(document: object, path: object) -> None:
+    """An answer bundle's object, schema id and corpus digest (checked before its answers)."""
     from microctx.errors import InputError, json_type_name
 
     if not isinstance(document, dict):
@@ -158,23 +202,143 @@ def check_answers_document(document: object, path: object) -> dict[str, Any]:
         raise InputError(path, f"expected schema {ANSWERS_SCHEMA!r}, got {document.get('schema')!r}", field="schema")
     if not _is(document.get("corpus_sha256"), str):
         raise InputError(path, "expected a string", field="corpus_sha256")
-    check_answer_list(document.get("answers"), path, gold=True)
-    check_aggregates(document.get("aggregates"), path, gold=True)
-    return document
+
+
+class AnswerStream:
+    """An answer bundle read record by record, checked as `check_answers_document` checks it (the
+    same errors, in the same order): the head on opening (`corpus_sha256`), each answer as it is
+    read (`answers()`), then `aggregates()`. Memory holds one block of the file, not the bundle.
+
+    A layout the streaming reader cannot take (keys in another order, bad JSON) raises
+    `microctx._io.jsonscan.IrregularJSON`, on opening or while the answers are read: the caller
+    then reads the bundle whole (`load_answers`), whose errors name the problem."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from microctx._io.jsonscan import IrregularJSON, ObjectStream
+
+        self.path = path
+        self._stream = ObjectStream(path, "answers")
+        head = self._stream.head
+        if "schema" not in head or "corpus_sha256" not in head:
+            self._stream.__exit__()
+            raise IrregularJSON
+        try:
+            _check_answers_head(head, path)
+        except BaseException:
+            self._stream.__exit__()
+            raise
+        self.corpus_sha256: str = head["corpus_sha256"]
+
+    def answers(self) -> Iterator[dict[str, Any]]:
+        """The gold answers, in order, each validated (`check_answer`) before it is given."""
+        for index, answer in enumerate(self._stream.items()):
+            yield check_answer(answer, index, self.path, gold=True)
+
+    def aggregates(self) -> dict[str, Any]:
+        """The validated aggregates, once every answer was read."""
+        if self._stream.tail is None:
+            raise ValueError("AnswerStream.aggregates: read every answer first")
+        document = {**self._stream.head, **self._stream.tail}
+        checked = check_aggregates(document.get("aggregates"), self.path, gold=True)
+        assert checked is not None
+        return checked
+
+    def __enter__(self) -> AnswerStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.__exit__()
 
 
 def check_submission_document(document: object, path: object) -> dict[str, Any]:
     """Validate a parsed submission. Its `schema` is not checked (the blind oracle submits answers)."""
+    _check_submission_head(document, path)
+    assert isinstance(document, dict)
+    if document.get("answers") is not None:
+        check_answer_list(document["answers"], path, gold=False)
+    check_aggregates(document.get("aggregates"), path, gold=False)
+    return document
+
+
+def _check_submission_head(document: object, path: object) -> None:
     from microctx.errors import InputError, json_type_name
 
     if not isinstance(document, dict):
         raise InputError(path, f"expected a JSON object, got {json_type_name(document)}")
     if not _is(document.get("corpus_sha256"), str):
         raise InputError(path, f"expected a string, got {json_type_name(document.get('corpus_sha256'))}", field="corpus_sha256")
-    if document.get("answers") is not None:
-        check_answer_list(document["answers"], path, gold=False)
-    check_aggregates(document.get("aggregates"), path, gold=False)
-    return document
+
+
+class CompactSubmission:
+    """A validated submission whose answers are held as their compact JSON bytes, in order (a
+    fraction of the parsed objects' memory), each parsed again when it is graded (`answer`).
+
+    `top`: the document without its answers (its keys in the file's order, `answers` None);
+    `encoded`: each answer's `orjson.dumps` bytes, None when the document has no answer list;
+    `ids`: each answer's id, in order."""
+
+    def __init__(self, top: dict[str, Any], encoded: list[bytes] | None, ids: list[str]) -> None:
+        self.top, self.encoded, self.ids = top, encoded, ids
+        self._last = {rid: index for index, rid in enumerate(ids)}  # the last answer of an id counts
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> CompactSubmission:
+        """The compact form of a parsed (validated) submission."""
+        import orjson
+
+        answers = document.get("answers")
+        top = {key: None if key == "answers" else value for key, value in document.items()}
+        if not isinstance(answers, list):
+            return cls(top, None, [])
+        return cls(top, [_compact(orjson.dumps(a)) for a in answers], [a["id"] for a in answers])
+
+    @property
+    def corpus_sha256(self) -> object:
+        return self.top.get("corpus_sha256")
+
+    @property
+    def aggregates(self) -> dict[str, Any] | None:
+        return self.top.get("aggregates")
+
+    def answer(self, rid: str) -> dict[str, Any] | None:
+        """The (last) answer for `rid`, parsed; None when there is none."""
+        import orjson
+
+        index = self._last.get(rid)
+        return None if index is None or self.encoded is None else orjson.loads(self.encoded[index])
+
+
+def _compact(encoded: bytes) -> bytes:
+    """A copy of `orjson.dumps` bytes that holds only its length: orjson's own bytes object keeps
+    the buffer it was written into (measured: about 4 kB for a 180-byte answer)."""
+    return bytes(memoryview(encoded))
+
+
+def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
+    """Read and validate a submission record by record into its compact form, with the errors of
+    `load_submission` in the same order; a layout the streaming reader cannot take (the answers
+    before the corpus digest, bad JSON) is read whole with `load_submission`."""
+    import orjson
+
+    from microctx._io.jsonscan import IrregularJSON, ObjectStream
+
+    if os.fspath(path) == "-":  # standard input cannot be read a second time: parsed whole
+        return CompactSubmission.of(load_submission(path))
+    try:
+        with ObjectStream(path, "answers") as stream:
+            if "corpus_sha256" not in stream.head:
+                raise IrregularJSON
+            _check_submission_head(stream.head, path)
+            ids, encoded = [], []
+            for index, answer in enumerate(stream.items()):
+                ids.append(check_answer(answer, index, path, gold=False)["id"])
+                encoded.append(_compact(orjson.dumps(answer)))
+            assert stream.tail is not None
+            top = {**stream.head, "answers": None, **stream.tail}
+    except IrregularJSON:
+        return CompactSubmission.of(load_submission(path))
+    check_aggregates(top.get("aggregates"), path, gold=False)
+    return CompactSubmission(top, encoded, ids)
 
 
 def load_answers(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -18,14 +18,15 @@ per scored fact (tp, fp, fn) and one per aggregate field or citation in error.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from sys import intern
 from typing import Any, Protocol
 
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_KINDS, FactRow
 from microctx.contract.schemas import AGGREGATE_FIELDS, ANSWER_FIELDS, GRADE_SCHEMA
-from microctx.display import MAX_ROWS, Markup, card_html, fields_html, short_digest, table_html, verdict_html
 
 
 @dataclass
@@ -92,9 +93,13 @@ class GradeResult:
         return {kind: table[kind] for kind in FACT_KINDS if kind in table}
 
     def __repr__(self) -> str:
+        from microctx.display import short_digest  # the views load with a notebook, not with `microctx grade`
+
         return f"GradeResult({self.summary()}; {len(self.facts):,} fact rows, corpus {short_digest(self.grade['corpus_sha256'])})"
 
     def _repr_html_(self) -> str:
+        from microctx.display import MAX_ROWS, Markup, card_html, fields_html, table_html, verdict_html
+
         g = self.grade
         fields = fields_html(
             [
@@ -145,16 +150,20 @@ def same_json(a: object, b: object) -> bool:
     return a == b
 
 
+_KIND_ORDER = {kind: index for index, kind in enumerate(FACT_KINDS)}
+
+
 def _fact_sort_key(fact: tuple[str, str]) -> tuple[int, int, str]:
     kind, value = fact
-    return (FACT_KINDS.index(kind), int(value) if kind in ("ref", "dup") else 0, value)
+    return (_KIND_ORDER[kind], int(value) if kind in ("ref", "dup") else 0, value)
 
 
 SCORED_SPLITS = ("test", "tune")
 
 
 class RowSink(Protocol):
-    """Where fact rows go: a list, or a writer of the fact table (`facts.StreamedFacts`)."""
+    """Where fact rows go: a list, or a writer of the fact table (`facts.StreamedFacts`, whose
+    `append_cells` the record rows go to as plain cells when it has one)."""
 
     def append(self, row: FactRow, /) -> None: ...
 
@@ -185,32 +194,98 @@ def grade_counts(answers: dict[str, Any], submission: dict[str, Any]) -> dict[st
 def _score(
     answers: dict[str, Any], submission: dict[str, Any], *, with_rows: bool, split: str = "test", rows_to: RowSink | None = None
 ) -> GradeResult:
-    digest = answers["corpus_sha256"]
-    if submission.get("corpus_sha256") != digest:
-        grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
-        row = FactRow(
-            "",
-            "",
-            "corpus",
-            str(submission.get("corpus_sha256")),
-            "error",
-            f"submission is bound to corpus {submission.get('corpus_sha256')}, the answers to {digest}; nothing was scored",
-        )
-        if rows_to is not None:
-            rows_to.append(row)
-        return GradeResult(grade_doc, [row])
+    return score_stream(
+        answers["corpus_sha256"],
+        answers["answers"],
+        lambda: answers["aggregates"],
+        _Whole(submission),
+        with_rows=with_rows,
+        split=split,
+        rows_to=rows_to,
+    )
 
-    gold_by_id = {a["id"]: a for a in answers["answers"]}
-    submitted, citation_rows = _citations(submission.get("answers") or [], gold_by_id, unknown_is_error=split == "test")
-    records = _score_records(answers["answers"], submitted, with_rows, split, rows_to)
+
+class Submitted(Protocol):
+    """What the scorer reads of a submission: a parsed document (`_Whole`) or one held compactly
+    (`schemas.CompactSubmission`)."""
+
+    @property
+    def corpus_sha256(self) -> object: ...
+
+    @property
+    def aggregates(self) -> dict[str, Any] | None: ...
+
+    @property
+    def ids(self) -> list[str]: ...
+
+    def answer(self, rid: str) -> dict[str, Any] | None: ...
+
+
+class _Whole:
+    """A parsed submission as `Submitted`."""
+
+    def __init__(self, submission: dict[str, Any]) -> None:
+        self.corpus_sha256 = submission.get("corpus_sha256")
+        self.aggregates = submission.get("aggregates")
+        given = submission.get("answers") or []
+        self.ids = [answer["id"] for answer in given]
+        self._by_id = {answer["id"]: answer for answer in given}  # the last one of a repeated id counts
+
+    def answer(self, rid: str) -> dict[str, Any] | None:
+        return self._by_id.get(rid)
+
+
+def score_stream(
+    digest: str,
+    gold_answers: Iterable[dict[str, Any]],
+    gold_aggregates: Callable[[], dict[str, Any]],
+    submission: Submitted,
+    *,
+    with_rows: bool = True,
+    split: str = "test",
+    rows_to: RowSink | None = None,
+) -> GradeResult:
+    """`grade` of gold answers given one at a time (a streamed answer bundle: `schemas.AnswerStream`),
+    the gold aggregates asked for (`gold_aggregates()`) after the last. Holds the submission and
+    each gold id's split, not the gold answers: the same document and rows as `grade`, in the same
+    order (record rows in gold order, then aggregate rows, then citation rows). The gold answers
+    are read to the end even when the corpus digests differ, so a bad record is still reported."""
+    mismatch = submission.corpus_sha256 != digest
+    records = RecordScore(split, with_rows, sink=rows_to)
+    gold_split: dict[str, str] = {}
+    for gold in gold_answers:
+        if mismatch:
+            continue
+        gold_split[gold["id"]] = intern(gold["split"])  # one string per split name, not one per record
+        records.add(gold, submission.answer(gold["id"]) if gold["split"] == split else None)
+    aggregates = gold_aggregates()
+    if mismatch:
+        return _mismatch(digest, submission.corpus_sha256, split, rows_to)
+    citation_rows = _citation_rows(submission.ids, gold_split, unknown_is_error=split == "test")
     # a devkit's aggregates span its own splits only: aggregates are scored on test alone
-    aggregate_rows = aggregate_error_rows(answers["aggregates"], submission.get("aggregates") or {}) if split == "test" else []
+    aggregate_rows = aggregate_error_rows(aggregates, submission.aggregates or {}) if split == "test" else []
     grade_doc = grade_document(digest, records, 1 if aggregate_rows else 0, len(citation_rows))
     if rows_to is not None:
         for row in aggregate_rows + citation_rows:
             rows_to.append(row)
         return GradeResult(grade_doc, [])
     return GradeResult(grade_doc, records.rows + aggregate_rows + citation_rows if with_rows else [])
+
+
+def _mismatch(digest: str, given: object, split: str, rows_to: RowSink | None) -> GradeResult:
+    """The grade of a submission bound to another corpus (`given`): nothing scored, one `corpus` row."""
+    grade_doc = _grade_doc(digest, 0, 0, 0, 0, 0, 0, False, split)
+    row = FactRow(
+        "",
+        "",
+        "corpus",
+        str(given),
+        "error",
+        f"submission is bound to corpus {given}, the answers to {digest}; nothing was scored",
+    )
+    if rows_to is not None:
+        rows_to.append(row)
+    return GradeResult(grade_doc, [row])
 
 
 def grade_document(digest: str, records: RecordScore, aggregate_errors: int, citation_errors: int) -> dict[str, Any]:
@@ -229,24 +304,20 @@ def grade_document(digest: str, records: RecordScore, aggregate_errors: int, cit
     )
 
 
-def _citations(
-    submitted_answers: list[dict[str, Any]], gold_by_id: dict[str, dict[str, Any]], *, unknown_is_error: bool = True
-) -> tuple[dict[str, dict[str, Any]], list[FactRow]]:
-    """The submitted answers by id (the last one of a repeated id counts), and a row per
-    citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks the test
-    ids), or a repeated one."""
-    submitted: dict[str, dict[str, Any]] = {}
+def _citation_rows(submitted_ids: list[str], gold_split: dict[str, str], *, unknown_is_error: bool = True) -> list[FactRow]:
+    """A row per citation error: an unknown id (unless `unknown_is_error` is false: a devkit lacks
+    the test ids), or a repeated one (the last one counts). `gold_split`: each gold id's split."""
+    seen: set[str] = set()
     rows: list[FactRow] = []
-    for answer in submitted_answers:
-        rid = answer["id"]
-        if rid not in gold_by_id:
+    for rid in submitted_ids:
+        if rid not in gold_split:
             if unknown_is_error:
                 rows.append(FactRow(rid, "", "citation", rid, "error", "unknown id"))
             continue
-        if rid in submitted:
-            rows.append(FactRow(rid, gold_by_id[rid]["split"], "citation", rid, "error", "repeated id; the last one counts"))
-        submitted[rid] = answer
-    return submitted, rows
+        if rid in seen:
+            rows.append(FactRow(rid, gold_split[rid], "citation", rid, "error", "repeated id; the last one counts"))
+        seen.add(rid)
+    return rows
 
 
 @dataclass
@@ -284,26 +355,16 @@ class RecordScore:
         self.fp += len(fp)
         self.fn += len(fn)
         self.exact += not fp and not fn
-        rid = gold["id"]
+        rid, split = gold["id"], self.split
         rows = self.rows if self.sink is None else self.sink
+        cells = getattr(rows, "append_cells", None)  # a fact table writer takes the cells alone
         for fact in sorted(gold_facts | sub_facts, key=_fact_sort_key):
             outcome = "fp" if fact in fp else "fn" if fact in fn else "tp"
-            rows.append(FactRow(rid, self.split, fact[0], fact[1], outcome, missing if outcome == "fn" else ""))
-
-
-def _score_records(
-    gold_answers: list[dict[str, Any]],
-    submitted: dict[str, dict[str, Any]],
-    with_rows: bool,
-    split: str = "test",
-    rows_to: RowSink | None = None,
-) -> RecordScore:
-    """Compare the fact sets of every record of `split`; with `with_rows`, one fact-table row per
-    fact (into `rows_to` when given)."""
-    out = RecordScore(split, with_rows, sink=rows_to)
-    for gold in gold_answers:
-        out.add(gold, submitted.get(gold["id"]))
-    return out
+            detail = missing if outcome == "fn" else ""
+            if cells is not None:
+                cells((rid, split, fact[0], fact[1], outcome, detail))
+            else:
+                rows.append(FactRow(rid, split, fact[0], fact[1], outcome, detail))
 
 
 def aggregate_error_rows(gold: dict[str, Any], submitted: dict[str, Any]) -> list[FactRow]:
