@@ -269,7 +269,7 @@ def _freeze_into(
     output). `fill`, when given, reads the issues into the pass instead of `issues`."""
     folder = spill_folder or os.path.dirname(os.path.abspath(outputs.names[0]))
     with gc_paused(), tempfile.TemporaryFile(dir=folder, buffering=0) as spill:  # FreezePass writes in blocks
-        fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
+        fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)", folder=folder)
         if fill is not None:
             fill(fp)
         for issue in issues:

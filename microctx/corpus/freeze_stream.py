@@ -142,8 +142,11 @@ def _keep_ten(heap: list[tuple[int, int]], item: tuple[int, int]) -> None:
 class FreezePass:
     """What a freeze keeps of its issues while it reads them (see the module docstring)."""
 
-    def __init__(self, spill: BinaryIO, rules: Iterable[Rule] = (), where: str | os.PathLike = "<spill>") -> None:
+    def __init__(
+        self, spill: BinaryIO, rules: Iterable[Rule] = (), where: str | os.PathLike = "<spill>", folder: str | None = None
+    ) -> None:
         self.spill, self.rules, self.where = spill, list(rules), where  # where: named by a write error
+        self.folder = folder  # where the spill is (another pass's spill goes there too), if known
         self.numbers = array("Q")
         self.title_first = array("q")  # index of the first record with the same title
         self.body_first = array("q")

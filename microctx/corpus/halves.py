@@ -82,7 +82,7 @@ def in_two(
     """Read the issues of `first()` into `fp` while a forked process reads those of `second()`
     into a pass of its own (with `rules`), then absorb that pass. IrregularJSON when the forked
     process fails; an error reading `first()` is raised as it is (the forked process is ended)."""
-    with tempfile.TemporaryFile(buffering=0) as spill:
+    with tempfile.TemporaryFile(dir=fp.folder, buffering=0) as spill:  # beside the first pass's spill
         receive, send = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the forked process; its work is checked by the parent's result)
@@ -109,7 +109,7 @@ def _second_half(second: Callable[[], Iterable[RawIssue]], rules: Sequence[Rule]
     the pass through `send`, and exit (status 1 on any failure)."""
     code = 1
     try:
-        other = FreezePass(spill, rules, where="the second half's spill file")
+        other = FreezePass(spill, rules, where="the second half's spill file")  # its folder: the parent's
         for issue in second():
             other.add(issue)
         other.flush_spill()
