@@ -118,3 +118,113 @@ def test_a_full_disk_names_the_output_and_replaces_nothing(tmp_path, s8f_corpus)
     assert done.returncode == 2, done.stderr
     assert "cannot write" in done.stderr and str(out) in done.stderr and "Traceback" not in done.stderr
     assert [p.name for p in out.iterdir()] == ["public.json"] and (out / "public.json").read_bytes() == b"old"
+
+
+def test_a_pass_absorbed_is_the_pass_read_in_one(s8f, tmp_path):
+    """Issues read by two passes, the second absorbed by the first, keep what one pass keeps: the
+    first record of each title and body across the two (one title and one body are planted in
+    both halves), references, counts and the spilled bytes."""
+    import dataclasses
+
+    from microctx.corpus.freeze_stream import FreezePass
+    from microctx.corpus.public import corpus_to_issues
+
+    issues = corpus_to_issues(orjson.loads(Path(s8f.public).read_bytes()))
+    issues[700] = dataclasses.replace(issues[700], title=issues[100].title)
+    issues[800] = dataclasses.replace(issues[800], body=issues[200].body)
+    passes = []
+    for name, parts in (("one", [issues]), ("two", [issues[:500], issues[500:]])):
+        spills = [open(tmp_path / f"{name}-{i}", "w+b", buffering=0) for i in range(len(parts))]  # noqa: SIM115
+        fps = [FreezePass(spill) for spill in spills]
+        for fp, part in zip(fps, parts):
+            for issue in part:
+                fp.add(issue)
+            fp.flush_spill()
+        for fp, spill in zip(fps[1:], spills[1:]):
+            fps[0].absorb(fp, spill)
+        fps[0].flush_spill()
+        passes.append((fps[0], (tmp_path / f"{name}-0").read_bytes()))
+        for spill in spills:
+            spill.close()
+    (one, one_spill), (two, two_spill) = passes
+    assert two.title_first[700] == 100 and two.body_first[800] == 200
+    for name in ("numbers", "title_first", "body_first", "refs", "ref_ends", "spill_at", "public_len", "answer_len"):
+        assert getattr(two, name) == getattr(one, name), name
+    assert two_spill == one_spill
+    for tally in (one.tally, two.tally):  # heaps of the ten latest: the same items, kept in any order
+        tally.newest.sort()
+        tally.updated.sort()
+    assert two.tally == one.tally
+
+
+@pytest.fixture()
+def two_halves(monkeypatch):
+    """Exports read in two halves, the second in a forked process, whatever their size; the
+    numbers of records the first pass absorbed are listed."""
+    from microctx.corpus import halves
+    from microctx.corpus.freeze_stream import FreezePass
+
+    absorbed: list[int] = []
+    absorb = FreezePass.absorb
+    monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+    monkeypatch.setattr(halves, "_cores", lambda: 2)
+    monkeypatch.setattr(
+        FreezePass, "absorb", lambda fp, other, spill: absorbed.append(len(other.numbers)) or absorb(fp, other, spill)
+    )
+    return absorbed
+
+
+@pytest.mark.parametrize("indent", [orjson.OPT_INDENT_2, 0])
+def test_two_halves_freeze_to_the_published_bytes(tmp_path, s8f_corpus, two_halves, indent):
+    rows = corpus_to_export(s8f_corpus)
+    random.Random(7).shuffle(rows)
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(rows, option=indent))
+    assert main(_freeze_argv(raw, tmp_path, s8f_corpus.source)) == 0
+    assert 300 < two_halves[0] < 700  # the second half was read by the other process
+    assert hashlib.sha256((tmp_path / "public.json").read_bytes()).hexdigest() == PUBLIC_SHA
+    assert hashlib.sha256((tmp_path / "answers.json").read_bytes()).hexdigest() == ANSWERS_SHA
+
+
+@pytest.mark.parametrize("fault", ["bad date in the second half", "a number in both halves", "bad date in the first half"])
+def test_two_halves_name_a_fault_as_one_process_does(tmp_path, s8f_corpus, capsys, monkeypatch, fault):
+    from microctx.corpus import halves
+
+    rows = corpus_to_export(s8f_corpus)
+    if fault == "bad date in the second half":
+        rows[-1] = dict(rows[-1], createdAt="yesterday")
+    elif fault == "a number in both halves":
+        rows[-1] = dict(rows[-1], number=rows[0]["number"])
+    else:
+        rows[1] = dict(rows[1], updatedAt="2024-13-01T00:00:00Z")
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(rows))
+    assert main(_freeze_argv(raw, tmp_path, "s")) == 2
+    one_process = capsys.readouterr().err
+    monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+    monkeypatch.setattr(halves, "_cores", lambda: 2)
+    assert halves.export_filler(raw, ()) is not None
+    assert main(_freeze_argv(raw, tmp_path, "s")) == 2
+    assert capsys.readouterr().err == one_process
+    assert not list(tmp_path.glob("*.json"))[1:]  # the export alone: nothing was written
+
+
+def test_two_halves_scrub_as_one_process_does(tmp_path, s8f_corpus, two_halves):
+    """Redaction rules reach the forked process: the documents and the report's scrub counts are
+    those of one process."""
+    rules = tmp_path / "redactions.toml"
+    rules.write_text('[[rule]]\npattern = "issue|the"\nreplacement = "[redacted:public-corpus]"\n')
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(corpus_to_export(s8f_corpus)))
+    from microctx.corpus import halves
+
+    outputs = {}
+    for name, cut in (("one", 1 << 60), ("two", 0)):
+        halves.TWO_HALVES_FROM = cut  # restored by the two_halves fixture
+        folder = tmp_path / name
+        folder.mkdir()
+        assert main([*_freeze_argv(raw, folder, "s"), "--redactions", str(rules)]) == 0
+        outputs[name] = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert len(two_halves) == 1  # only the second run read two halves
+    assert outputs["two"] == outputs["one"]
+    assert orjson.loads(outputs["one"]["report.json"])["scrubbed_matches"] > 1000

@@ -9,14 +9,21 @@ import pytest
 
 from microctx.cli import main
 from microctx.contract.canonical import dumps
+from microctx.corpus import halves
 from microctx.corpus import verify as verifying
+from microctx.corpus.freeze_stream import FreezePass
+from microctx.errors import InputError
 
 
-@pytest.fixture(params=["parsed whole", "parsed in batches"], autouse=True)
+@pytest.fixture(params=["parsed whole", "parsed in batches", "read in two halves"], autouse=True)
 def public_parsing(request, monkeypatch):
-    """Every case runs twice: large public files are parsed record by record."""
+    """Every case runs three times: large public files are parsed record by record, and the
+    streaming rebuild reads a large one in two halves, the second in a forked process."""
     if request.param == "parsed in batches":
         monkeypatch.setattr(verifying, "STREAM_PUBLIC_FROM_BYTES", 0)
+    if request.param == "read in two halves":
+        monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+        monkeypatch.setattr(halves, "_cores", lambda: 2)
 
 
 @pytest.fixture()
@@ -133,3 +140,56 @@ def test_answers_out_of_order(copies, capsys):
 
     code, text = edit_and_verify(copies, capsys, "answers", change)
     assert code == 1 and "answers: answers are not in corpus order" in text
+
+
+def test_exact_files_verify_in_one_streaming_rebuild(copies, capsys, monkeypatch):
+    """Files that are what a freeze of the public records makes verify without either document
+    parsed whole (the whole-document comparison is not run)."""
+
+    def parsed_whole(*_args):
+        raise AssertionError("the documents were parsed whole")
+
+    monkeypatch.setattr(verifying, "_verify_whole", parsed_whole)
+    monkeypatch.setattr(verifying, "build", parsed_whole)
+    code, text = run_verify(copies, capsys)
+    assert code == 0, text
+    assert text.startswith("ok: 1000 records")
+
+
+@pytest.mark.parametrize(
+    ("key", "change"),
+    [
+        ("report", lambda doc: doc.update(scrubbed_matches=-1)),  # the files' digests still agree
+        ("report", lambda doc: doc["blind_oracle_grade"].update(exact_records=1)),
+        ("report", lambda doc: doc["question_slices"].append(1)),
+        ("answers", lambda doc: doc["answers"][0].update(references=[4968, 4969])),
+        ("public", lambda doc: doc["records"][0].update(state="open")),  # rebuilt as it is, refused whole
+    ],
+)
+def test_streaming_rebuild_passes_nothing_else(copies, key, change):
+    """Any difference sends verify to the whole-document comparison, which names it."""
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]).ok
+    doc = orjson.loads(copies[key].read_bytes())
+    change(doc)
+    copies[key].write_bytes(dumps(doc))
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]) is None
+
+
+def test_two_halves_make_the_rebuild_of_one(copies, monkeypatch):
+    """The second half's pass, absorbed, gives the same digests and report as one pass; a record
+    that fails its check in the second half fails the read, and verify names it as before."""
+    absorbed = []
+    absorb = FreezePass.absorb
+    monkeypatch.setattr(
+        FreezePass, "absorb", lambda fp, other, spill: absorbed.append(len(other.numbers)) or absorb(fp, other, spill)
+    )
+    monkeypatch.setattr(halves, "TWO_HALVES_FROM", 0)
+    monkeypatch.setattr(halves, "_cores", lambda: 2)
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]).ok
+    assert 400 < absorbed[0] < 600  # the second half of 1,000 records
+    doc = orjson.loads(copies["public"].read_bytes())
+    doc["records"][-1]["state"] = "open"
+    copies["public"].write_bytes(dumps(doc))
+    assert verifying._verify_streaming(copies["public"], copies["answers"], copies["report"]) is None
+    with pytest.raises(InputError, match=r"records\[999\].*expected OPEN or CLOSED"):
+        verifying.verify_files(copies["public"], copies["answers"], copies["report"])

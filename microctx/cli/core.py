@@ -18,8 +18,7 @@ from microctx.errors import InputError
 
 
 def cmd_freeze(args) -> int:
-    from microctx.corpus.export import with_export
-    from microctx.corpus.freeze import freeze_files
+    from microctx.corpus.freeze import freeze_export
     from microctx.corpus.redact import load_rules
 
     _check_paths(
@@ -28,8 +27,9 @@ def cmd_freeze(args) -> int:
     )
     rules = load_rules(args.redactions) if args.redactions else []
     paths = (args.public, args.answers, args.report)
-    # the export is read record by record and the documents written as they are made (freeze_files)
-    frozen = with_export(args.raw, lambda issues: freeze_files(issues, args.source, paths, rules, args.isolate_hubs))
+    # the export is read record by record (a large one in two halves, on two cores) and the
+    # documents written as they are made (freeze_export)
+    frozen = freeze_export(args.raw, args.source, paths, rules, args.isolate_hubs)
     for line in frozen.hub_warnings():
         _say(line)
     r = frozen.report

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,11 +25,12 @@ from microctx._version import __version__
 from microctx.contract.canonical import dumps, iter_dumps
 from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA
 from microctx.contract.split import SPLITS
-from microctx.corpus.export import RawIssue
+from microctx.corpus.export import RawIssue, with_export
 from microctx.corpus.freeze_stream import FreezePass, Outputs, Tally, Written, file_contains, split_codes, write_documents
 from microctx.corpus.freeze_stream import answer_record as answer_record  # the record shapes, still importable from here
 from microctx.corpus.freeze_stream import public_record as public_record
 from microctx.corpus.freeze_stream import top_ten_ids as top_ten_ids
+from microctx.corpus.halves import HalvesFailed, export_filler
 from microctx.corpus.redact import Rule
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, short_digest, table_html, verdict_html
 from microctx.errors import ContractError
@@ -197,6 +198,16 @@ def build(issues: Iterable[RawIssue], source: str, rules: Sequence[Rule] = (), i
         )
 
 
+def rebuild_digests(fill: Callable[[FreezePass], None], source: str, public_file: str | os.PathLike) -> FreezeResult:
+    """What `build` reports of the issues `fill` reads into a freeze pass (digests, report, leak
+    checks) without keeping or writing the documents: each is hashed as it is made.
+    `public_file` stands for the public document where a leak check reads it back (verify: the
+    file whose content is rebuilt)."""
+    with open(os.devnull, "wb") as public, open(os.devnull, "wb") as answers:
+        outputs = Outputs((public, answers), (os.devnull, os.devnull), public_file)
+        return _freeze_into((), source, (), False, outputs, tempfile.gettempdir(), fill)
+
+
 def _read_document(path: Path) -> dict:
     try:
         return read_object_streaming(path, "records")
@@ -210,18 +221,38 @@ def freeze_files(
     paths: tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike],
     rules: Sequence[Rule] = (),
     isolate_hubs: bool = False,
+    fill: Callable[[FreezePass], None] | None = None,
 ) -> FreezeResult:
     """`freeze`, writing the public corpus, answer bundle and report to `paths` as it goes: all
     three published together, atomically, and only when every check passed (ContractError
-    otherwise, nothing written). Memory holds what the split needs, not the documents."""
+    otherwise, nothing written). Memory holds what the split needs, not the documents. `fill`,
+    when given, reads the issues into the freeze's pass instead of `issues`."""
     public_path, answers_path, report_path = paths
     with AtomicOutputs() as out:
         handles = (out.stage(public_path), out.stage(answers_path))
         outputs = Outputs(handles, (public_path, answers_path), out.staged_path(public_path))
-        result = _freeze_into(issues, source, rules, isolate_hubs, outputs)
+        result = _freeze_into(issues, source, rules, isolate_hubs, outputs, fill=fill)
         _enforce(result)
         out.write(report_path, dumps(result.report))
     return result
+
+
+def freeze_export(
+    raw: str | os.PathLike,
+    source: str,
+    paths: tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike],
+    rules: Sequence[Rule] = (),
+    isolate_hubs: bool = False,
+) -> FreezeResult:
+    """`freeze_files` of the raw export file `raw`: a large one read in two halves on two cores
+    (see `halves`), any other (or when that fails) record by record in one process."""
+    fill = export_filler(raw, rules)
+    if fill is not None:
+        try:
+            return freeze_files((), source, paths, rules, isolate_hubs, fill=fill)
+        except HalvesFailed:
+            pass
+    return with_export(raw, lambda issues: freeze_files(issues, source, paths, rules, isolate_hubs))
 
 
 def _freeze_into(
@@ -230,12 +261,17 @@ def _freeze_into(
     rules: Sequence[Rule],
     isolate_hubs: bool,
     outputs: Outputs,
+    spill_folder: str | None = None,
+    fill: Callable[[FreezePass], None] | None = None,
 ) -> FreezeResult:
     """Freeze `issues` into the two open outputs; the report, with the leak checks recorded but
-    not enforced. The spill file is an unnamed file beside the public output."""
-    folder = os.path.dirname(os.path.abspath(outputs.names[0]))
+    not enforced. The spill file is an unnamed file in `spill_folder` (default: beside the public
+    output). `fill`, when given, reads the issues into the pass instead of `issues`."""
+    folder = spill_folder or os.path.dirname(os.path.abspath(outputs.names[0]))
     with gc_paused(), tempfile.TemporaryFile(dir=folder, buffering=0) as spill:  # FreezePass writes in blocks
-        fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)")
+        fp = FreezePass(spill, rules, where=f"{folder}/ (the freeze's spill file)", folder=folder)
+        if fill is not None:
+            fill(fp)
         for issue in issues:
             fp.add(issue)
         fp.end_reading()

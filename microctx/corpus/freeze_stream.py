@@ -11,6 +11,7 @@ issue-number order from the spill, hashed as they are written. The bytes are tho
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import os
@@ -103,6 +104,23 @@ class Tally:
         self.duplicate_targets += len(dups)
         self.scope_contradictions += len(cues)
 
+    def merge(self, other: Tally) -> None:
+        """Count `other`'s issues too, as if this tally had read them."""
+        for mine, theirs in ((self.states, other.states), (self.labels, other.labels)):
+            for name, count in theirs.items():
+                mine[name] = mine.get(name, 0) + count
+        for item in other.newest:
+            _keep_ten(self.newest, item)
+        for item in other.updated:
+            _keep_ten(self.updated, item)
+        if other.latest_ns is not None and (self.latest_ns is None or other.latest_ns > self.latest_ns):
+            self.latest_ns = other.latest_ns
+        self.references += other.references
+        self.duplicate_targets += other.duplicate_targets
+        self.scope_contradictions += other.scope_contradictions
+        self.scrubbed_records += other.scrubbed_records
+        self.scrubbed_matches += other.scrubbed_matches
+
     def aggregates(self) -> dict:
         """State and label counts over every record; newest and most recently updated top ten
         (by instant, latest first; ties by the higher issue number)."""
@@ -124,8 +142,11 @@ def _keep_ten(heap: list[tuple[int, int]], item: tuple[int, int]) -> None:
 class FreezePass:
     """What a freeze keeps of its issues while it reads them (see the module docstring)."""
 
-    def __init__(self, spill: BinaryIO, rules: Iterable[Rule] = (), where: str | os.PathLike = "<spill>") -> None:
+    def __init__(
+        self, spill: BinaryIO, rules: Iterable[Rule] = (), where: str | os.PathLike = "<spill>", folder: str | None = None
+    ) -> None:
         self.spill, self.rules, self.where = spill, list(rules), where  # where: named by a write error
+        self.folder = folder  # where the spill is (another pass's spill goes there too), if known
         self.numbers = array("Q")
         self.title_first = array("q")  # index of the first record with the same title
         self.body_first = array("q")
@@ -177,8 +198,31 @@ class FreezePass:
         self.answer_len.append(len(answers))
         self._offset += len(public) + len(answers)
 
+    def absorb(self, other: FreezePass, other_spill: BinaryIO) -> None:
+        """Take the issues `other` read (into `other_spill`, before its `end_reading`) as if this
+        pass had read them after its own: records, references, first records of each title and
+        body, counts, and the spilled bytes, copied to the end of this spill."""
+        self._write_pending()
+        base, refs_before, offset = len(self.numbers), len(self.refs), self._offset
+        titles = (self.title_first, other.title_first, self._titles, other._titles)
+        for firsts, their_firsts, mine, theirs in (titles, (self.body_first, other.body_first, self._bodies, other._bodies)):
+            first_of = {local: mine.setdefault(digest, base + local) for digest, local in theirs.items()}
+            firsts.extend(first_of[local] for local in their_firsts)
+        self.numbers.extend(other.numbers)
+        self.refs.extend(other.refs)
+        self.ref_ends.extend(end + refs_before for end in other.ref_ends)
+        self.spill_at.extend(at + offset for at in other.spill_at)
+        self.public_len.extend(other.public_len)
+        self.answer_len.extend(other.answer_len)
+        self.tally.merge(other.tally)
+        self._offset += _append_file(other_spill, self.spill, self.where)
+
     def references_of(self, index: int) -> array:
         return self.refs[self.ref_ends[index - 1] if index else 0 : self.ref_ends[index]]
+
+    def flush_spill(self) -> None:
+        """Write what is still pending to the spill (it then holds every record read so far)."""
+        self._write_pending()
 
     def end_reading(self) -> None:
         """Drop what only the reading needed (the digests of titles and bodies)."""
@@ -197,6 +241,27 @@ class FreezePass:
         finally:
             data.release()
         self._pending = bytearray()
+
+
+def _append_file(source: BinaryIO, target: BinaryIO, where: str | os.PathLike) -> int:
+    """Append all of `source` to `target` (an unbuffered file, at its end), in the kernel where it
+    can; the bytes appended."""
+    size = os.fstat(source.fileno()).st_size
+    done = 0
+    try:
+        while done < size:
+            try:
+                copied = os.copy_file_range(source.fileno(), target.fileno(), size - done, done)
+            except OSError as exc:  # not across these file systems: through this process
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                copied = os.write(target.fileno(), os.pread(source.fileno(), min(_BLOCK, size - done), done))
+            if copied == 0:
+                break
+            done += copied
+    except OSError as exc:
+        raise write_failure(where, exc) from None
+    return done
 
 
 _MARKER = MARKER.encode()

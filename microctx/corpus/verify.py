@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import BinaryIO, cast
 
-from microctx._io.jsonio import gc_paused, parse_json, read_bytes
+from microctx._io.jsonio import gc_paused, open_input, parse_json, read_bytes
 from microctx._io.jsonscan import IrregularJSON, read_object_streaming
-from microctx.contract.digests import file_sha256, sha256_hex
+from microctx.contract.digests import HashingReader, file_sha256, sha256_hex
 from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA, check_answers_document
 from microctx.contract.score import grade_counts
-from microctx.corpus.freeze import build
-from microctx.corpus.public import check_corpus_document, corpus_to_issues
+from microctx.corpus.freeze import build, rebuild_digests
+from microctx.corpus.halves import public_filler
+from microctx.corpus.public import check_corpus_document, corpus_head, corpus_to_issues
 from microctx.corpus.redact import MARKER
 from microctx.display import MAX_ROWS, Markup, Summary, card_html, fields_html, short, table_html, verdict_html
 from microctx.errors import InputError
@@ -85,6 +87,50 @@ def verify_files(public_path: str | os.PathLike, answers_path: str | os.PathLike
 
 
 def _verify_files(public_path, answers_path, report_path) -> Verification:
+    if "-" not in (os.fspath(public_path), os.fspath(answers_path), os.fspath(report_path)):
+        streamed = _verify_streaming(public_path, answers_path, report_path)
+        if streamed is not None:
+            return streamed
+    return _verify_whole(public_path, answers_path, report_path)
+
+
+def _verify_streaming(public_path, answers_path, report_path) -> Verification | None:
+    """The verification of three files that are exactly what a freeze of the public records
+    makes: one streaming rebuild from the public file, whose documents are hashed as they are
+    made and compared with the files' digests (equal digests: equal bytes, so every record,
+    answer and aggregate agrees), then the report's checks. None when anything differs or the
+    files cannot be read that way: `_verify_whole` then names every problem (or the error)."""
+    try:
+        with open_input(public_path) as handle:
+            reader = cast(BinaryIO, HashingReader(handle))  # the public file hashed as it is read
+            head, list_start = corpus_head(public_path, reader)
+            rebuilt = rebuild_digests(public_filler(public_path, reader, list_start), head["source"], public_path)
+            public_sha = cast(HashingReader, reader).hexdigest() or file_sha256(public_path)
+        report_sha, report = _load(report_path)
+        answers_sha = file_sha256(answers_path)
+    except (IrregularJSON, InputError, OSError):
+        return None
+    n = rebuilt.report["records"]
+    if not n or (public_sha, answers_sha) != (rebuilt.public_sha256, rebuilt.answers_sha256):
+        return None
+    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
+        return None
+    problems: list[str] = []
+    _contract_checks(report, public_sha, answers_sha, n, n, problems)
+    _compare_report(report, rebuilt.report, rebuilt.report["scrubbed_records"], problems)
+    if report.get("blind_oracle_grade") != rebuilt.report["blind_oracle_grade"]:
+        problems.append("report: blind_oracle_grade differs")  # listed in full by _verify_whole
+    return None if problems else Verification(summary=_summary(n, public_sha, answers_sha, report_sha))
+
+
+def _summary(n: int, public_sha: str, answers_sha: str, report_sha: str) -> str:
+    return (
+        f"{n} records; public {public_sha}; answers {answers_sha}; report {report_sha}; every digest, split and answer recomputed"
+    )
+
+
+def _verify_whole(public_path, answers_path, report_path) -> Verification:
+    """Both documents parsed whole and compared with a rebuild record by record, field by field."""
     public_sha, public = _load_public(public_path)
     answers_sha, answers = _load(answers_path)
     report_sha, report = _load(report_path)
@@ -96,15 +142,35 @@ def _verify_files(public_path, answers_path, report_path) -> Verification:
         raise InputError(report_path, f"expected schema {REPORT_SCHEMA!r}, got {report.get('schema')!r}", field="schema")
     out = Verification()
     problems = out.problems
-
-    # The contract's checks.
     if answers["corpus_sha256"] != public_sha:
         problems.append(f"answers: corpus_sha256 {answers['corpus_sha256']} is not the public file's digest {public_sha}")
+    n_public, n_answers = len(public["records"]), len(answers["answers"])
+    _contract_checks(report, public_sha, answers_sha, n_public, n_answers, problems)
+
+    # Deeper: recompute everything from the public text.
+    rebuilt = build(corpus_to_issues(public), public["source"])
+    _compare_public(public, rebuilt.public, problems)
+    if rebuilt.public_sha256 != public_sha and not any(p.startswith("public: record") for p in problems):
+        problems.append(f"public: file is not the canonical encoding of its content (rebuilt digest {rebuilt.public_sha256})")
+    _compare_answers(answers, rebuilt.answers, problems)
+    marked = sum(MARKER in r["title"] or MARKER in r["body"] for r in public["records"])
+    _compare_report(report, rebuilt.report, marked, problems)
+    own_oracle = grade_counts(answers, answers)
+    oracle = report.get("blind_oracle_grade")
+    if isinstance(oracle, dict) and oracle != own_oracle:
+        problems.append(
+            f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})"
+        )
+    out.summary = _summary(n_public, public_sha, answers_sha, report_sha)
+    return out
+
+
+def _contract_checks(report: dict, public_sha: str, answers_sha: str, n_public: int, n_answers: int, problems: list[str]) -> None:
+    """The published tool's checks of the report: digests, record counts, leak checks, oracle."""
     if report.get("corpus_sha256") != public_sha:
         problems.append(f"report: corpus_sha256 {report.get('corpus_sha256')} is not the public file's digest {public_sha}")
     if report.get("answers_sha256") != answers_sha:
         problems.append(f"report: answers_sha256 {report.get('answers_sha256')} is not the answers file's digest {answers_sha}")
-    n_public, n_answers = len(public["records"]), len(answers["answers"])
     if not (n_public == n_answers == report.get("records")):
         problems.append(f"record counts disagree: public {n_public}, answers {n_answers}, report {report.get('records')}")
     checks = report.get("leak_checks")
@@ -117,25 +183,6 @@ def _verify_files(public_path, answers_path, report_path) -> Verification:
     oracle = report.get("blind_oracle_grade")
     if not isinstance(oracle, dict) or oracle.get("quality_pass") is not True:
         problems.append("report: blind_oracle_grade did not pass")
-
-    # Deeper: recompute everything from the public text.
-    rebuilt = build(corpus_to_issues(public), public["source"])
-    _compare_public(public, rebuilt.public, problems)
-    if rebuilt.public_sha256 != public_sha and not any(p.startswith("public: record") for p in problems):
-        problems.append(f"public: file is not the canonical encoding of its content (rebuilt digest {rebuilt.public_sha256})")
-    _compare_answers(answers, rebuilt.answers, problems)
-    _compare_report(report, rebuilt.report, public, problems)
-    own_oracle = grade_counts(answers, answers)
-    if isinstance(oracle, dict) and oracle != own_oracle:
-        problems.append(
-            f"report: blind_oracle_grade differs from the grade of the answers file graded as a submission ({own_oracle})"
-        )
-
-    out.summary = (
-        f"{n_public} records; public {public_sha}; answers {answers_sha}; "
-        f"report {report_sha}; every digest, split and answer recomputed"
-    )
-    return out
 
 
 def _field_problems(label: str, mine: dict, theirs: dict, keys, problems: list[str], counter: dict) -> None:
@@ -222,11 +269,11 @@ def _compare_answers(file_doc: dict, rebuilt: dict, problems: list[str]) -> None
             )
 
 
-def _compare_report(report: dict, rebuilt: dict, public: dict, problems: list[str]) -> None:
+def _compare_report(report: dict, rebuilt: dict, marked: int, problems: list[str]) -> None:
+    """The report's counts against the rebuild's; `marked`: public records carrying MARKER."""
     for key in REPORT_COUNTS:
         if report.get(key) != rebuilt[key]:
             problems.append(f"report: {key} is {_show(report.get(key))}, recomputed {rebuilt[key]}")
-    marked = sum(MARKER in r["title"] or MARKER in r["body"] for r in public["records"])
     scrubbed = report.get("scrubbed_records")
     if not isinstance(scrubbed, int) or scrubbed < marked:
         problems.append(f"report: scrubbed_records is {_show(scrubbed)}, but {marked} public records carry {MARKER}")
