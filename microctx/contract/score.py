@@ -341,7 +341,8 @@ class RecordScore:
             return
         self.test += 1
         gold_facts = record_facts(gold)
-        sub_facts = record_facts(got) if got is not None else set()
+        # the blind oracle grades the bundle as its own submission: the same object, the same facts
+        sub_facts = gold_facts if got is gold else record_facts(got) if got is not None else set()
         if not self.with_rows:
             if sub_facts == gold_facts:
                 self.exact += 1
