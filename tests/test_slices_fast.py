@@ -1,8 +1,10 @@
 """`microctx slices` without pandas (issue 24): the record table as numpy columns, the facts straight
 from the grade, slices.csv written from the columns. Its bytes are those of the DataFrame path
-(`slice_table` + `write_slices_csv`), and both are the bytes microctx wrote before the fast path
-existed (the digests below were made by the DataFrame-only code, without the fast path, carrying
-issue 19's statistics: Fisher's slice-vs-rest test and the rests-on rule)."""
+(`slice_table` + `write_slices_csv`). The digests below were made by the DataFrame path
+(`slice_table` + `frame_csv_bytes`) when the cluster bootstrap's draws became index draws where
+they are cheaper (`stats.component_draws`, issue 24: the same distribution, another random
+stream, so Monte-Carlo digits moved; the judged and weak slices stayed those of issue 19's
+statistics, Fisher's slice-vs-rest test and the rests-on rule)."""
 
 from __future__ import annotations
 
@@ -27,15 +29,15 @@ from microctx.grading.records import RecordColumns, record_columns
 from microctx.grading.table import slice_columns
 
 # slices.csv of `microctx slices` on s8f with the planted demo submission, default options
-S8F_PLANTED = "0704c62fa4df16c27c40dd86032347a9ea3028f06d55e01fcb8d5124cdc7c728"
+S8F_PLANTED = "9b4a38259b8b870dd3504c041724b3416bcdb384b0389b4407cf5b58565c291c"
 # every record its own component (so slices are judged and some are weak), n_boot=2000, seed=5
 INDEPENDENT = {
-    "oracle": "8ba667c910d198306a8f74d7c33a961723ef2e30b11d55405aebfcd14475be64",
-    "no_enhancement": "5d91786119c59367383b1c6834bb253e56acdd71b22c67137b26e62d8714ba00",
-    "no_references": "bd7e2e8b6675653cc64ab145bb8834467b698dc9b5ea994c534e3b1031c54b42",
-    "false_positives": "d88d0f7bd511b52db74c71c35801851d32eb6ab8465eac9c96ffa6c848203d71",
-    "dropped_record": "0d8c679da62af6e45676cc4ce7248b19139bf0c76f50058581f57410a6a583b5",
-    "all_faults": "b2edbf1689a9cc36241549e82170b6f1bbbeb3e6407958c87060a2c635c01ae5",
+    "oracle": "08d8801f35b9029e74dca99cac1dca0fc6fad784665cc12fe66dea74e34bc0ab",
+    "no_enhancement": "82e7a682e563590c5b2863960cd16d0a39bbb375e2d59bf92a41c3fe6096d28c",
+    "no_references": "eb3a93e48046e642c9a4c63e2f2d715a458a03059d229a1802fd806d6ea6725f",
+    "false_positives": "790c4f91065341db7ee0200e78c6eb177b587acc15235d33515d8dc3c1425db8",
+    "dropped_record": "304e3763e719b7dc96848e36585675b95363b66655c1f9b53845656cdfd76a8b",
+    "all_faults": "a0ec6107c5fe0dc97bfe378a84fd6c515fbb20f11fc643ad2a1423528be77619",
 }
 
 
@@ -53,7 +55,7 @@ def records(s8f_corpus):
     return record_columns(s8f_corpus)
 
 
-def test_the_command_writes_the_bytes_it_wrote_before(s8f, s8f_answers, s8f_corpus, tmp_path, monkeypatch):
+def test_the_command_writes_the_dataframe_paths_bytes(s8f, s8f_answers, s8f_corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
     submission = tmp_path / "planted.json"
     submission.write_bytes(dumps(planted_submission(s8f_answers)))
@@ -65,7 +67,7 @@ def test_the_command_writes_the_bytes_it_wrote_before(s8f, s8f_answers, s8f_corp
 
 
 @pytest.mark.parametrize("name", sorted(INDEPENDENT))
-def test_columns_and_dataframe_give_the_old_bytes_where_slices_are_judged(name, s8f_answers, s8f_corpus, records):
+def test_columns_and_dataframe_give_the_pinned_bytes_where_slices_are_judged(name, s8f_answers, s8f_corpus, records):
     one_each = {name: records[name] for name in records.columns}
     one_each["component"], one_each["component_size"] = records["number"], np.ones(len(records), dtype=np.int64)
     independent = RecordColumns(one_each)
@@ -75,7 +77,7 @@ def test_columns_and_dataframe_give_the_old_bytes_where_slices_are_judged(name, 
     assert _sha(fast) == INDEPENDENT[name]
     frame = slices.slice_table(slices.facts_frame(rows), s8f_corpus, records=independent.frame(), n_boot=2000, seed=5)
     assert frame_csv_bytes(frame) == fast
-    if name == "no_enhancement":  # the weak test ran: the old code's judged and weak slices
+    if name == "no_enhancement":  # the weak test ran: the judged and weak slices of the multinomial draws
         assert int((~np.isnan(columns["p_value"])).sum()) == 38 and int(columns["weak"].sum()) == 2
 
 
@@ -85,6 +87,25 @@ def test_record_columns_are_the_record_table(s8f_corpus, s8f_answers):
     table = slices.record_table(s8f_corpus, s8f_answers)
     pd.testing.assert_frame_equal(record_columns(s8f_corpus, s8f_answers).frame(), table, check_exact=True)
     assert list(table.columns)[-1] == "gold_facts" and table["component_size"].sum() > len(table)
+
+
+def test_answers_bound_to_the_corpus_give_the_fields_the_text_gives(s8f_corpus, s8f_answers):
+    """`microctx slices` reads references, duplicate targets and cue words from the answer bundle
+    bound to the corpus instead of deriving them again: the same table as the derivation. A
+    bundle bound to another corpus is not read (its planted reference is not in the table)."""
+    import copy
+
+    import pandas as pd
+
+    derived = record_columns(s8f_corpus)
+    read = record_columns(s8f_corpus, s8f_answers, gold_facts=False)
+    pd.testing.assert_frame_equal(read.frame(), derived.frame(), check_exact=True)
+    planted = copy.deepcopy(s8f_answers)
+    planted["answers"][0]["references"] = [99999]
+    row = list(derived["id"]).index(planted["answers"][0]["id"])
+    assert list(record_columns(s8f_corpus, planted)["references"][row]) == [99999]  # read, not derived
+    elsewhere = dict(planted, corpus_sha256="0" * 64)
+    assert list(record_columns(s8f_corpus, elsewhere)["references"][row]) == list(derived["references"][row])
 
 
 def test_formula_text_in_a_slice_name_is_written_as_text_by_both_paths(s8f_answers, s8f_corpus, records):

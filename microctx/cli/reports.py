@@ -69,7 +69,7 @@ def cmd_slices(args) -> int:
     corpus = load_corpus(args.public)
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
-    records = record_columns(corpus)
+    records = record_columns(corpus, answers, gold_facts=False)  # the derived fields read from bound answers
     table = slice_columns(prepare_rows(result.facts, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
