@@ -32,12 +32,12 @@ from microctx.grading.table import slice_columns
 S8F_PLANTED = "9b4a38259b8b870dd3504c041724b3416bcdb384b0389b4407cf5b58565c291c"
 # every record its own component (so slices are judged and some are weak), n_boot=2000, seed=5
 INDEPENDENT = {
-    "oracle": "08d8801f35b9029e74dca99cac1dca0fc6fad784665cc12fe66dea74e34bc0ab",
-    "no_enhancement": "82e7a682e563590c5b2863960cd16d0a39bbb375e2d59bf92a41c3fe6096d28c",
-    "no_references": "eb3a93e48046e642c9a4c63e2f2d715a458a03059d229a1802fd806d6ea6725f",
-    "false_positives": "790c4f91065341db7ee0200e78c6eb177b587acc15235d33515d8dc3c1425db8",
-    "dropped_record": "304e3763e719b7dc96848e36585675b95363b66655c1f9b53845656cdfd76a8b",
-    "all_faults": "a0ec6107c5fe0dc97bfe378a84fd6c515fbb20f11fc643ad2a1423528be77619",
+    "oracle": "7b9fad811f6b175a5d94aa11ef703e442b81b7f596617de6b9c79b7d61c5d6a6",
+    "no_enhancement": "df989494dcefe361c28161852e2fa656f95335b8a8b7cfe7f55bfef9c110e787",
+    "no_references": "c4a156c7812f9fdfed9365563afcb235952b8be4b0ee6e28eb9d99ab8e2e5951",
+    "false_positives": "f8178d8ef0a9a479576df7f44b74cb74084fe6b6d8f37700f75647fda704d99d",
+    "dropped_record": "2b0e584bc57c6ee0ce2dc839305e8aa2a7ff8cf341d7e45d0cd56b827c19ecaa",
+    "all_faults": "c54e3cdf23a232ea807087014f5ea77abbac215fda204a0ac41ae9e87d0f7fc4",
 }
 
 

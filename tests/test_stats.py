@@ -111,6 +111,23 @@ def test_merging_identical_components_is_exact_in_distribution():
         assert np.allclose(sample.var(axis=0), expected_var, rtol=0.05)
 
 
+def test_component_draws_are_the_multinomial_whichever_way_each_category_is_drawn():
+    """Categories of few components are drawn as uniform indices, larger ones by numpy's
+    multinomial, the split between them a binomial (`stats.component_draws`): together the
+    multinomial over all categories (means G p, covariances G (diag(p) - p p^T)), including the
+    negative covariance between a small and a large category that the split carries."""
+    multiplicity = np.array([1, 1, 2, 3, 5, 7, 13, 16, 40])
+    assert multiplicity.min() < stats.INDEX_DRAWS_BELOW <= 16  # both ways are taken
+    draws = np.vstack(list(stats.component_draws(multiplicity, 200_000, seed=3)))
+    g = multiplicity.sum()
+    p = multiplicity / g
+    assert draws.shape == (200_000, len(multiplicity)) and (draws.sum(axis=1) == g).all()
+    assert np.allclose(draws.mean(axis=0), g * p, atol=0.03)
+    expected = g * (np.diag(p) - np.outer(p, p))
+    assert np.allclose(np.cov(draws.T), expected, rtol=0.03, atol=0.03)
+    assert np.cov(draws[:, 0], draws[:, 8])[0, 1] == pytest.approx(expected[0, 8], abs=0.02)
+
+
 def test_bootstrap_is_a_pure_function_of_data_and_seed():
     rows = _clustered_counts(np.random.default_rng(4))
     again = rows[np.random.default_rng(9).permutation(len(rows))]  # same components, another order

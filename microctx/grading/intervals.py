@@ -1,6 +1,6 @@
 """A slice table's beyond-these-records intervals and whether each slice may have one.
 
-- `intervals(totals, by, reps, chosen) -> Metrics`: per metric (`estimate.METRICS`) the points, the
+- `intervals(totals, n_eff, reps, chosen) -> Metrics`: per metric (`estimate.METRICS`) the points, the
   Korn-Graubard intervals of the `chosen` slices, Kish's n_eff, and the replicates in which
   precision and recall are undefined.
 - `estimates(specs, counts, metrics, roots, rules) -> Estimates`: estimability of each slice's F1
@@ -55,12 +55,18 @@ class Estimates:
     n_eff: np.ndarray
 
 
-def intervals(totals: np.ndarray, by: np.ndarray, reps: Replicates, chosen: np.ndarray) -> Metrics:
-    """Points, intervals and n_eff per metric of `totals` (n, 5), with per-component counts `by`
-    and the bootstrap `reps`. The intervals are Korn-Graubard's (`estimate.korn_graubard`), F1's
-    through q = tp / (tp + fp + fn), for the `chosen` slices (held by `reps`; NaN for the others)."""
+def metric_n_eff(by: np.ndarray) -> dict[str, np.ndarray]:
+    """Kish's n_eff of each metric's units (`estimate.metric_weights`) per slice, from (n, 5, G)
+    per-component counts `by`."""
+    return {name: stats.kish_n_eff(w, axis=1) for name, w in estimate.metric_weights(by).items()}
+
+
+def intervals(totals: np.ndarray, n_eff: dict[str, np.ndarray], reps: Replicates, chosen: np.ndarray) -> Metrics:
+    """Points and intervals per metric of `totals` (n, 5), with Kish's `n_eff` per metric
+    (`metric_n_eff`) and the bootstrap `reps`. The intervals are Korn-Graubard's
+    (`estimate.korn_graubard`), F1's through q = tp / (tp + fp + fn), for the `chosen` slices
+    (held by `reps`; NaN for the others)."""
     points = estimate.metric_points(totals)
-    n_eff = {name: stats.kish_n_eff(w, axis=1) for name, w in estimate.metric_weights(by).items()}
     out = {name: (np.full(len(totals), np.nan), np.full(len(totals), np.nan)) for name in estimate.METRICS}
     chosen = np.asarray(chosen, dtype=np.int64)
     if len(chosen):
@@ -117,7 +123,7 @@ def overall_metrics(
     counts = counting.Counts(layout, [], [])
     one = np.zeros(1, dtype=np.int64)
     reps = bootstrap(layout, Request(n=1, held=one, parts=np.zeros(0, dtype=np.int64)), n_boot, seed)
-    metrics = intervals(counts.totals, counts.by_component, reps, one)
+    metrics = intervals(counts.totals, metric_n_eff(counts.by_component), reps, one)
     est = estimates([counting.Spec("overall", "all")], counts, metrics, np.arange(layout.shape[0]),
                     Rules(min_components, min_n_eff))  # fmt: skip
     drawn = reps.of(one)[:, 0]

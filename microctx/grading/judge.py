@@ -69,9 +69,15 @@ class Verdict:
 
 
 def families(
-    specs: Sequence[counting.Spec], counts: counting.Counts, parts_index: np.ndarray, rules: Rules, test: Test
+    specs: Sequence[counting.Spec],
+    counts: counting.Counts,
+    parts_index: np.ndarray,
+    n_eff: np.ndarray,
+    rules: Rules,
+    test: Test,
 ) -> Families:
-    """What the weak test needs from the totals alone (see `Families`)."""
+    """What the weak test needs from the totals alone (see `Families`); `n_eff`: Kish's n_eff of
+    each slice's F1 (`intervals.metric_n_eff`)."""
     n = len(specs)
     totals, weights = counts.totals, counts.facts_per_component
     family = counting.family_of(specs)
@@ -83,7 +89,6 @@ def families(
     too_small = support < test.min_support
     record_level = (parts_index[:, 0] >= 0) & (family >= 0)
     n_comp = (weights[:n] > 0).sum(axis=1)
-    n_eff = stats.kish_n_eff(estimate.metric_weights(counts.by_component[:n])["f1"], axis=1)
     # the slices whose intervals estimability reads (enough components and effective components)
     interval = (n_comp >= rules.min_components) & (n_eff >= rules.min_n_eff)
     # a superset of the record-level slices the weak test judges: their parts are resampled

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive
 from microctx.contract.score import record_facts
@@ -47,7 +48,7 @@ BODY_LENGTH_BUCKETS = (
 )
 WITH_REFERENCES, WITHOUT_REFERENCES = "with references", "without references"
 # an answer's fields that the freeze derives from the public text (`patterns.derive`'s three lists)
-DERIVED_FIELDS = ("references", "duplicate_targets", "scope_contradictions")
+REFS, DUPS, CUES = "references", "duplicate_targets", "scope_contradictions"
 
 
 def load_facts(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -165,6 +166,11 @@ def record_columns(corpus: Corpus, answers: dict[str, Any] | None = None, *, gol
     (unless `gold_facts=False`), and when the bundle is bound to this corpus (`derived_facts`) the
     derived fields are read from it instead of derived again.
     """
+    with gc_paused():  # many small objects, no cycles: no collection over the loaded corpus
+        return _record_columns(corpus, answers, gold_facts)
+
+
+def _record_columns(corpus: Corpus, answers: dict[str, Any] | None, gold_facts: bool) -> RecordColumns:
     records = corpus.records
     derived = derived_facts(corpus, answers)  # references, duplicate targets, cue words: once
     refs = [d[0] for d in derived]
@@ -215,12 +221,9 @@ def derived_facts(corpus: Corpus, answers: dict[str, Any] | None = None) -> list
         return [derive(r["title"], r["body"]) for r in records]
     held = {a["id"]: a for a in answers["answers"]}
     out: list[tuple[list[int], list[int], list[str]]] = []
-    for r in records:
+    for r in records:  # the bundle's lists were checked by its schema (`schemas.load_answers`)
         a = held.get(r["id"])
-        if a is not None and all(isinstance(a.get(k), list) for k in DERIVED_FIELDS):
-            out.append((a["references"], a["duplicate_targets"], a["scope_contradictions"]))
-        else:
-            out.append(derive(r["title"], r["body"]))
+        out.append(derive(r["title"], r["body"]) if a is None else (a[REFS], a[DUPS], a[CUES]))
     return out
 
 

@@ -11,8 +11,9 @@ What each function assumes (the plain-words version is docs/statistics.md):
   before drawing, which is exact: drawing G components uniformly with replacement and counting
   how often each *kind* of component came up is a multinomial draw over the kinds with
   probabilities multiplicity / G. Exact in distribution, and far faster on large corpora. The
-  counts come from G uniform index draws per replicate or from numpy's multinomial, whichever
-  is cheaper for G and the number of kinds (`component_draws`): the same distribution.
+  counts of the kinds with few components come from uniform index draws, those of the others
+  from numpy's multinomial, each the cheaper way for its kinds (`component_draws`): the same
+  distribution.
 - `percentile_interval`: the percentile interval of the replicates in which the statistic is
   defined; the number of replicates where it is not (no fact of the slice drawn) is returned,
   never dropped silently.
@@ -53,9 +54,9 @@ DEFAULT_MIN_N_EFF = 10.0
 ADJUSTMENT = "holm"
 EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
-# index draws (one integer per component drawn) while G is at most this many times the number of
-# distinct components K, else numpy's multinomial over the K (its binomials cost about 4-9 index draws)
-INDEX_DRAWS_PER_CATEGORY = 4
+# categories of fewer components than this are drawn as one integer per component drawn, the others
+# by numpy's multinomial (one of its binomials costs about as much as 10-15 index draws)
+INDEX_DRAWS_BELOW = 16
 INDEX_BLOCK_DRAWS = 2**21  # integers per block of index draws
 
 
@@ -235,37 +236,40 @@ def component_draws(multiplicity: np.ndarray, n_boot: int, seed: int) -> Iterato
 
     Each replicate draws G = multiplicity.sum() components uniformly with replacement; a row says
     how many of the draws fell in each category (a multinomial draw with probabilities
-    multiplicity / G). Two exact ways make the same distribution, and the cheaper is taken:
-    - index draws (G at most `INDEX_DRAWS_PER_CATEGORY` times the number of categories K): G
-      uniform integers in [0, G) per replicate, component i of category k being one of that
-      category's multiplicity[k] consecutive indices, counted per category (about 10-25 ns per
-      component drawn);
-    - numpy's multinomial over the categories otherwise (K conditional binomials per replicate,
-      about 95 ns each: cheaper when many components share a category, as on large corpora).
-    One generator seeded with `seed` makes every block, and the choice and the block size follow
-    from G and K, so the draws depend on the seed, n_boot and the data alone.
+    multiplicity / G). It is made in two exact parts, each the cheaper way for its categories:
+    - how many of the G draws fall among the categories of fewer than `INDEX_DRAWS_BELOW`
+      components (S of the G components): Binomial(G, S / G);
+    - those draws as uniform integers in [0, S), component i of category k being one of that
+      category's multiplicity[k] consecutive indices (about 10-25 ns per component drawn);
+    - the others by numpy's multinomial over the larger categories (K conditional binomials,
+      about 95 ns per category, whatever its size).
+    Given the split, the two parts are independent multinomials over their categories, so the
+    counts are the multinomial over all. One generator seeded with `seed` makes every block, and
+    the split and the block size follow from the multiplicities, so the draws depend on the seed,
+    n_boot and the data alone.
     """
     rng = np.random.default_rng(seed)
     multiplicity = np.asarray(multiplicity, dtype=np.int64)
     total, k = int(multiplicity.sum()), len(multiplicity)
-    if total == 0:
-        for start in range(0, n_boot, BLOCK):
-            yield np.zeros((min(BLOCK, n_boot - start), k), dtype=np.int64)
-        return
-    if total > INDEX_DRAWS_PER_CATEGORY * k:
-        probabilities = multiplicity / total
-        for start in range(0, n_boot, BLOCK):
-            yield rng.multinomial(total, probabilities, size=min(BLOCK, n_boot - start))
-        return
-    category = np.repeat(np.arange(k, dtype=np.intp), multiplicity)
-    dtype = np.uint16 if total <= 2**16 else np.uint32
-    block = max(1, min(BLOCK, INDEX_BLOCK_DRAWS // total))  # a block of draws stays small in memory
-    offsets = (np.arange(block, dtype=np.intp) * k)[:, None]
+    small = np.flatnonzero(multiplicity < INDEX_DRAWS_BELOW)
+    large = np.flatnonzero(multiplicity >= INDEX_DRAWS_BELOW)
+    s = int(multiplicity[small].sum())
+    category = np.repeat(np.arange(len(small), dtype=np.intp), multiplicity[small])
+    block = max(1, min(BLOCK, INDEX_BLOCK_DRAWS // max(s, 1)))  # a block of index draws stays small in memory
     for start in range(0, n_boot, block):
         size = min(block, n_boot - start)
-        where = category[rng.integers(0, total, size=(size, total), dtype=dtype)]
-        where += offsets[:size]
-        yield np.bincount(where.ravel(), minlength=size * k).reshape(size, k)
+        out = np.zeros((size, k), dtype=np.int64)
+        if total == 0:
+            yield out
+            continue
+        in_small = np.full(size, s, dtype=np.int64) if s in (0, total) else rng.binomial(total, s / total, size=size)
+        if s:
+            rows = np.repeat(np.arange(size, dtype=np.intp) * len(small), in_small)
+            rows += category[rng.integers(0, s, size=len(rows), dtype=np.uint16 if s <= 2**16 else np.uint32)]
+            out[:, small] = np.bincount(rows, minlength=size * len(small)).reshape(size, len(small))
+        if len(large):
+            out[:, large] = rng.multinomial(total - in_small, multiplicity[large] / (total - s))
+        yield out
 
 
 @contextlib.contextmanager

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from microctx._io.jsonio import gc_paused
 from microctx.grading import counts as counting
 from microctx.grading import replicates, stats
-from microctx.grading.intervals import Estimates, Metrics, Rules, estimates, intervals
+from microctx.grading.intervals import Estimates, Metrics, Rules, estimates, intervals, metric_n_eff
 from microctx.grading.judge import Families, Test, Verdict, families, judge
 
 QUANTITIES = counting.QUANTITIES
@@ -233,21 +234,30 @@ def slice_columns(
     table's, with their defaults (`slices.slice_table` forwards its own here); bad values are one
     InputError naming the option (`counts.check_options`)."""
     counting.check_options(n_boot, min_support, min_components, alpha, adjustment, min_n_eff)
+    with gc_paused():  # many arrays and lists, no cycles: no collection over a large record table
+        return _slice_columns(prepared, records, group_by, n_boot, seed, Rules(min_components, min_n_eff),
+                              Test(min_support, alpha, adjustment, min_gap))  # fmt: skip
+
+
+def _slice_columns(
+    prepared: counting.FactTable, records: Any, group_by: Sequence[str], n_boot: int, seed: int, rules: Rules, test: Test
+) -> dict[str, Any]:
     specs = counting.slice_specs([prepared], records, group_by)
     parts, parts_index = counting.kind_specs(specs)
     component, n_components = counting.scored_components([prepared], records)
     counts = counting.count(prepared, [*specs, *parts], component, n_components)
     n = len(specs)  # the first n columns are the slices; the rest their per-kind parts (for the weak test only)
-    rules, test = Rules(min_components, min_n_eff), Test(min_support, alpha, adjustment, min_gap)
-    fams = families(specs, counts, parts_index, rules, test)
+    n_eff = metric_n_eff(counts.by_component[:n])
+    fams = families(specs, counts, parts_index, n_eff["f1"], rules, test)
     reps = _bootstrap(counts, fams, n, n_boot, seed)
-    metrics = intervals(counts.totals[:n], counts.by_component[:n], reps, np.flatnonzero(fams.interval))
+    metrics = intervals(counts.totals[:n], n_eff, reps, np.flatnonzero(fams.interval))
     est = estimates(specs, counts, metrics, _roots(records, component, n_components), rules)
     verdict = judge(specs, counts, reps, fams, est, test)
     columns = _columns(specs, counts, metrics, est, verdict, counting.split_support(records, specs))
     columns["ci_method"] = [method_text(
-        n_boot=n_boot, seed=seed, n_components=n_components, min_components=min_components, min_support=min_support,
-        alpha=alpha, min_gap=min_gap, adjustment=adjustment, judged=int(verdict.judged.sum()), min_n_eff=min_n_eff,
+        n_boot=n_boot, seed=seed, n_components=n_components, min_components=rules.min_components,
+        min_support=test.min_support, alpha=test.alpha, min_gap=test.min_gap, adjustment=test.adjustment,
+        judged=int(verdict.judged.sum()), min_n_eff=rules.min_n_eff,
     )] * n  # fmt: skip
     order = _order(columns)
     return {name: _take(columns[name], order) for name in SLICE_COLUMNS}
