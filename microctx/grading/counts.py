@@ -161,7 +161,7 @@ def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame | RecordCol
     specs += [Spec("fact_kind", k, fact_kind=k) for k in FACT_KINDS]
     labels = sorted({v for f in prepared for v in f.value[f.kind == "label"]})
     specs += [Spec("label", v, fact_kind="label", fact_value=v) for v in labels]
-    scored_records = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    scored_records = stats.distinct(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
     states = np.asarray(records["state"], dtype=object)
     for state in sorted(set(states[scored_records])):
         specs.append(Spec("state", state, record_mask=states == state))
@@ -251,11 +251,6 @@ def _first_of_each(values: np.ndarray) -> np.ndarray:
     return returned
 
 
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """`np.unique` of sorted values, without sorting again."""
-    return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
-
-
 def component_counts_of_rows(rows: Iterable[FactRow], component_of: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(component keys, (n_components, 5) counts) from a grade's fact rows (`GradeResult.facts`)
     and a record id -> component map (a record missing from the map is its own component).
@@ -289,8 +284,8 @@ def count(f: FactTable, specs: Sequence[Spec], component_of_record: np.ndarray, 
         keep = f.mask(spec)[order]
         o, r = outcome[keep], record[keep]
         layout[:, i] = component_counts(comp[keep], o, r, n_components)
-        records.append(_sorted_unique(r))
-        bad.append(_sorted_unique(r[o != 0]))
+        records.append(stats.distinct_sorted(r))
+        bad.append(stats.distinct_sorted(r[o != 0]))
     return Counts(layout, records, bad)
 
 
@@ -317,7 +312,7 @@ def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame | Rec
 
     Only those components are resampled; records without facts get index -1 (never used).
     """
-    used = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    used = stats.distinct(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
     return component_index(records, used)
 
 

@@ -31,6 +31,7 @@ from microctx.contract.patterns import derive
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.errors import InputError
+from microctx.grading.stats import distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -239,7 +240,7 @@ def component_index(records: pd.DataFrame | RecordColumns, used: np.ndarray) -> 
     are indexed, in the order of their roots; every other record gets -1 (never counted).
     """
     component = np.asarray(records["component"])
-    roots = np.unique(component[np.asarray(used, dtype=np.int64)])
+    roots = distinct(component[np.asarray(used, dtype=np.int64)])
     index = np.full(len(records), -1, dtype=np.int64)
     if len(roots):
         pos = np.searchsorted(roots, component)
