@@ -72,44 +72,45 @@ def columns(layout: np.ndarray, request: Request) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([slices, parts, submitted, gold], axis=1), dtype=np.int32)
 
 
-def draw_totals(per_component: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot, n_columns) cluster-bootstrap totals of integer `per_component` columns: the
-    components merged (`stats.compress`), drawn (`stats.component_draws`), summed as one matrix
-    product per block over the distinct columns (float32 while exact, below 2**24). Columns no
-    component has a count in are 0 without a product. The same integers as
-    `stats.bootstrap_totals` of these columns."""
+def draw_totals(per_component: np.ndarray, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster-bootstrap totals of the integer columns `per_component`, each distinct column once:
+    ((n_boot, n_distinct + 1) totals, the last column 0; per column the index of its distinct
+    column, -1 (that last, zero column) where no component has a count). The components are
+    merged (`stats.compress`), drawn (`stats.component_draws`) and summed as one matrix product
+    per block (float32 while exact, below 2**24): the integers `stats.bootstrap_totals` gives.
+    Slices often share a column (on s8f 232 columns with a count are 97 distinct ones)."""
     profiles, multiplicity = stats.compress(per_component)
-    out = np.zeros((n_boot, per_component.shape[1]), dtype=np.float64)
+    column = np.full(per_component.shape[1], -1, dtype=np.int64)
     live = np.flatnonzero(profiles.any(axis=0)) if profiles.shape[0] else np.array([], dtype=np.int64)
     if not len(live):
-        return out
-    # each distinct column is summed once (slices often share one: on s8f 232 columns are 97)
+        return np.zeros((n_boot, 1)), column
     distinct, inverse = np.unique(profiles[:, live].T, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    column[live] = inverse.reshape(-1)
     dtype: type[np.floating[Any]] = np.float32 if int(multiplicity.sum()) * int(distinct.max()) < 2**24 else np.float64
     weights: np.ndarray = np.ascontiguousarray(distinct.T, dtype=dtype)
+    out = np.zeros((n_boot, len(distinct) + 1), dtype=np.float64)
     start = 0
     with stats.one_blas_thread():
         for draws in stats.component_draws(multiplicity, n_boot, seed):
             counts: np.ndarray = draws.astype(dtype)
-            out[start : start + len(draws), live] = (counts @ weights)[:, inverse]
+            out[start : start + len(draws), :-1] = counts @ weights
             start += len(draws)
-    return out
+    return out, column
 
 
 def bootstrap(layout: np.ndarray, request: Request, n_boot: int, seed: int) -> Replicates:
     """The replicates of `request` from (n_components, n_columns, 5) per-component counts."""
     n, held, parts = request.n, request.held, request.parts
-    totals = draw_totals(columns(layout, request), n_boot, seed)
-    width = len(held) * N_QUANTITIES
-    part_columns = totals[:, width : width + 3 * len(parts)]
-    flags = totals[:, width + 3 * len(parts) :]
+    totals, column = draw_totals(columns(layout, request), n_boot, seed)
+    width, part_width = len(held) * N_QUANTITIES, 3 * len(parts)
+    part_columns = totals[:, column[width : width + part_width]]
+    undefined = (totals <= 0).sum(axis=0)[column[width + part_width :]]  # per flag column
     return Replicates(
         held=np.asarray(held, dtype=np.int64),
-        slices=totals[:, :width].reshape(n_boot, len(held), N_QUANTITIES),
+        slices=totals[:, column[:width]].reshape(n_boot, len(held), N_QUANTITIES),
         parts={int(p): part_columns[:, 3 * k : 3 * k + 3] for k, p in enumerate(parts)},
-        no_submitted=(flags[:, :n] <= 0).sum(axis=0),
-        no_gold=(flags[:, n:] <= 0).sum(axis=0),
+        no_submitted=undefined[:n],
+        no_gold=undefined[n:],
     )
 
 
