@@ -147,6 +147,23 @@ def test_slices_and_grade_commands_leave_out_what_they_do_not_need(s8f, s8f_answ
     assert not {"numpy", "microctx.semantic.grade", "microctx.candidates.registry"} & loaded
 
 
+def test_the_weak_test_runs_without_scipy_stats(s8f):
+    """Judging slices (here every record its own component: 38 judged) needs two tails of
+    scipy.stats (`grading.discrete`), not its 0.6 s import."""
+    code = (
+        "import numpy as np\nfrom microctx.contract.schemas import load_answers\n"
+        "from microctx.contract.score import grade\nfrom microctx.corpus.public import load_corpus\n"
+        "from microctx.grading.counts import prepare_rows\nfrom microctx.grading.examples import planted_submission\n"
+        "from microctx.grading.records import RecordColumns, record_columns\nfrom microctx.grading.table import slice_columns\n"
+        f"answers = load_answers({str(s8f.answers)!r})\nrecords = record_columns(load_corpus({str(s8f.public)!r}))\n"
+        "one = {name: records[name] for name in records.columns}\none['component'] = records['number']\n"
+        "records = RecordColumns(one)\nrows = grade(answers, planted_submission(answers)).facts\n"
+        "table = slice_columns(prepare_rows(rows, records, 'facts'), records, n_boot=300)\n"
+        "assert (~np.isnan(table['p_value'])).sum() > 10"
+    )
+    assert "scipy.stats" not in _imports_after(code)
+
+
 def test_special_gives_scipys_own_functions():
     code = (
         "import sys\nfrom microctx.grading.special import betaincinv, stdtr, stdtrit\n"
