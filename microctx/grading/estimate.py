@@ -12,7 +12,7 @@ Two questions are kept apart everywhere (docs/statistics.md):
 
 Functions (numpy, vectorised over slices):
 - `metric_points(totals)`: precision, recall, F1, exact-record rate from (..., 5) totals.
-- `metric_weights(by_component)`: per metric, the units each component contributes (the weights
+- `metric_weights(counts)`: per metric, the units each component contributes (the weights
   of its n_eff).
 - `korn_graubard(point, replicates, n_eff, level)`: the interval of a clustered proportion
   (precision, recall, exact rate, and F1 through q = tp / (tp + fp + fn)): Clopper-Pearson at
@@ -50,15 +50,11 @@ def metric_points(totals: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def metric_weights(by_component: np.ndarray) -> dict[str, np.ndarray]:
-    """Per metric, (n_slices, n_components) units of its denominator in each component."""
-    by = by_component.astype(np.int64)
-    return {
-        "precision": by[:, 0] + by[:, 1],
-        "recall": by[:, 0] + by[:, 2],
-        "f1": by[:, 0] + by[:, 1] + by[:, 2],
-        "exact_rate": by[:, 3],
-    }
+def metric_weights(counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per metric, the units of its denominator in (..., 5) counts (tp, fp, fn, records, exact):
+    per component, these are the weights of its Kish n_eff."""
+    tp, fp, fn, records = (counts[..., j] for j in range(4))
+    return {"precision": tp + fp, "recall": tp + fn, "f1": tp + fp + fn, "exact_rate": records}
 
 
 def f1_of_q(q: np.ndarray) -> np.ndarray:

@@ -55,10 +55,10 @@ class Estimates:
     n_eff: np.ndarray
 
 
-def metric_n_eff(by: np.ndarray) -> dict[str, np.ndarray]:
-    """Kish's n_eff of each metric's units (`estimate.metric_weights`) per slice, from (n, 5, G)
-    per-component counts `by`."""
-    return {name: stats.kish_n_eff(w, axis=1) for name, w in estimate.metric_weights(by).items()}
+def metric_n_eff(layout: np.ndarray) -> dict[str, np.ndarray]:
+    """Kish's n_eff of each metric's units (`estimate.metric_weights`) per slice, from
+    (n_components, n_slices, 5) per-component counts (sums of whole numbers: exact in any order)."""
+    return {name: stats.kish_n_eff(w, axis=0) for name, w in estimate.metric_weights(layout).items()}
 
 
 def intervals(totals: np.ndarray, n_eff: dict[str, np.ndarray], reps: Replicates, chosen: np.ndarray) -> Metrics:
@@ -91,7 +91,7 @@ def estimates(
     """Estimability of each slice's F1 interval, with its reason, leave-one-component-out
     sensitivity, the component (`#root`) it rests on, its components and n_eff."""
     n = len(specs)
-    by = counts.by_component[:n]
+    by = np.ascontiguousarray(counts.by_component[:n])  # one copy: every step below reads it along components
     loo = estimate.leave_one_out(counts.totals[:n], by)
     moved = np.nan_to_num(loo["shift"]) > 0
     named = np.where(moved, loo["influential"], loo["largest"])  # the largest when no component moves it
@@ -123,7 +123,7 @@ def overall_metrics(
     counts = counting.Counts(layout, [], [])
     one = np.zeros(1, dtype=np.int64)
     reps = bootstrap(layout, Request(n=1, held=one, parts=np.zeros(0, dtype=np.int64)), n_boot, seed)
-    metrics = intervals(counts.totals, metric_n_eff(counts.by_component), reps, one)
+    metrics = intervals(counts.totals, metric_n_eff(counts.layout), reps, one)
     est = estimates([counting.Spec("overall", "all")], counts, metrics, np.arange(layout.shape[0]),
                     Rules(min_components, min_n_eff))  # fmt: skip
     drawn = reps.of(one)[:, 0]

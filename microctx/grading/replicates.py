@@ -66,9 +66,8 @@ def columns(layout: np.ndarray, request: Request) -> np.ndarray:
     n, held = request.n, np.asarray(request.held, dtype=np.int64)
     slices = layout[:, held, :].reshape(layout.shape[0], len(held) * N_QUANTITIES)
     parts = layout[:, n + np.asarray(request.parts, dtype=np.int64), :3].reshape(layout.shape[0], 3 * len(request.parts))
-    first = layout[:, :n, :3].astype(np.int64)
-    submitted = (first[..., 0] + first[..., 1]) > 0
-    gold = (first[..., 0] + first[..., 2]) > 0
+    tp, fp, fn = (layout[:, :n, j] for j in range(3))
+    submitted, gold = (tp + fp) > 0, (tp + fn) > 0
     return np.ascontiguousarray(np.concatenate([slices, parts, submitted, gold], axis=1), dtype=np.int32)
 
 

@@ -247,7 +247,7 @@ def _slice_columns(
     component, n_components = counting.scored_components([prepared], records)
     counts = counting.count(prepared, [*specs, *parts], component, n_components)
     n = len(specs)  # the first n columns are the slices; the rest their per-kind parts (for the weak test only)
-    n_eff = metric_n_eff(counts.by_component[:n])
+    n_eff = metric_n_eff(counts.layout[:, :n])
     fams = families(specs, counts, parts_index, n_eff["f1"], rules, test)
     reps = _bootstrap(counts, fams, n, n_boot, seed)
     metrics = intervals(counts.totals[:n], n_eff, reps, np.flatnonzero(fams.interval))
