@@ -1,8 +1,10 @@
 """`microctx slices` without pandas (issue 24): the record table as numpy columns, the facts straight
 from the grade, slices.csv written from the columns. Its bytes are those of the DataFrame path
-(`slice_table` + `write_slices_csv`), and both are the bytes microctx wrote before the fast path
-existed (the digests below were made by the DataFrame-only code, without the fast path, carrying
-issue 19's statistics: Fisher's slice-vs-rest test and the rests-on rule)."""
+(`slice_table` + `write_slices_csv`). The digests below were made by the DataFrame path
+(`slice_table` + `frame_csv_bytes`) when the cluster bootstrap's draws became index draws where
+they are cheaper (`stats.component_draws`, issue 24: the same distribution, another random
+stream, so Monte-Carlo digits moved; the judged and weak slices stayed those of issue 19's
+statistics, Fisher's slice-vs-rest test and the rests-on rule)."""
 
 from __future__ import annotations
 
@@ -27,15 +29,15 @@ from microctx.grading.records import RecordColumns, record_columns
 from microctx.grading.table import slice_columns
 
 # slices.csv of `microctx slices` on s8f with the planted demo submission, default options
-S8F_PLANTED = "0704c62fa4df16c27c40dd86032347a9ea3028f06d55e01fcb8d5124cdc7c728"
+S8F_PLANTED = "9b4a38259b8b870dd3504c041724b3416bcdb384b0389b4407cf5b58565c291c"
 # every record its own component (so slices are judged and some are weak), n_boot=2000, seed=5
 INDEPENDENT = {
-    "oracle": "8ba667c910d198306a8f74d7c33a961723ef2e30b11d55405aebfcd14475be64",
-    "no_enhancement": "5d91786119c59367383b1c6834bb253e56acdd71b22c67137b26e62d8714ba00",
-    "no_references": "bd7e2e8b6675653cc64ab145bb8834467b698dc9b5ea994c534e3b1031c54b42",
-    "false_positives": "d88d0f7bd511b52db74c71c35801851d32eb6ab8465eac9c96ffa6c848203d71",
-    "dropped_record": "0d8c679da62af6e45676cc4ce7248b19139bf0c76f50058581f57410a6a583b5",
-    "all_faults": "b2edbf1689a9cc36241549e82170b6f1bbbeb3e6407958c87060a2c635c01ae5",
+    "oracle": "7b9fad811f6b175a5d94aa11ef703e442b81b7f596617de6b9c79b7d61c5d6a6",
+    "no_enhancement": "df989494dcefe361c28161852e2fa656f95335b8a8b7cfe7f55bfef9c110e787",
+    "no_references": "c4a156c7812f9fdfed9365563afcb235952b8be4b0ee6e28eb9d99ab8e2e5951",
+    "false_positives": "f8178d8ef0a9a479576df7f44b74cb74084fe6b6d8f37700f75647fda704d99d",
+    "dropped_record": "2b0e584bc57c6ee0ce2dc839305e8aa2a7ff8cf341d7e45d0cd56b827c19ecaa",
+    "all_faults": "c54e3cdf23a232ea807087014f5ea77abbac215fda204a0ac41ae9e87d0f7fc4",
 }
 
 
@@ -53,7 +55,7 @@ def records(s8f_corpus):
     return record_columns(s8f_corpus)
 
 
-def test_the_command_writes_the_bytes_it_wrote_before(s8f, s8f_answers, s8f_corpus, tmp_path, monkeypatch):
+def test_the_command_writes_the_dataframe_paths_bytes(s8f, s8f_answers, s8f_corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
     submission = tmp_path / "planted.json"
     submission.write_bytes(dumps(planted_submission(s8f_answers)))
@@ -65,7 +67,7 @@ def test_the_command_writes_the_bytes_it_wrote_before(s8f, s8f_answers, s8f_corp
 
 
 @pytest.mark.parametrize("name", sorted(INDEPENDENT))
-def test_columns_and_dataframe_give_the_old_bytes_where_slices_are_judged(name, s8f_answers, s8f_corpus, records):
+def test_columns_and_dataframe_give_the_pinned_bytes_where_slices_are_judged(name, s8f_answers, s8f_corpus, records):
     one_each = {name: records[name] for name in records.columns}
     one_each["component"], one_each["component_size"] = records["number"], np.ones(len(records), dtype=np.int64)
     independent = RecordColumns(one_each)
@@ -75,7 +77,7 @@ def test_columns_and_dataframe_give_the_old_bytes_where_slices_are_judged(name, 
     assert _sha(fast) == INDEPENDENT[name]
     frame = slices.slice_table(slices.facts_frame(rows), s8f_corpus, records=independent.frame(), n_boot=2000, seed=5)
     assert frame_csv_bytes(frame) == fast
-    if name == "no_enhancement":  # the weak test ran: the old code's judged and weak slices
+    if name == "no_enhancement":  # the weak test ran: the judged and weak slices of the multinomial draws
         assert int((~np.isnan(columns["p_value"])).sum()) == 38 and int(columns["weak"].sum()) == 2
 
 
@@ -85,6 +87,25 @@ def test_record_columns_are_the_record_table(s8f_corpus, s8f_answers):
     table = slices.record_table(s8f_corpus, s8f_answers)
     pd.testing.assert_frame_equal(record_columns(s8f_corpus, s8f_answers).frame(), table, check_exact=True)
     assert list(table.columns)[-1] == "gold_facts" and table["component_size"].sum() > len(table)
+
+
+def test_answers_bound_to_the_corpus_give_the_fields_the_text_gives(s8f_corpus, s8f_answers):
+    """`microctx slices` reads references, duplicate targets and cue words from the answer bundle
+    bound to the corpus instead of deriving them again: the same table as the derivation. A
+    bundle bound to another corpus is not read (its planted reference is not in the table)."""
+    import copy
+
+    import pandas as pd
+
+    derived = record_columns(s8f_corpus)
+    read = record_columns(s8f_corpus, s8f_answers, gold_facts=False)
+    pd.testing.assert_frame_equal(read.frame(), derived.frame(), check_exact=True)
+    planted = copy.deepcopy(s8f_answers)
+    planted["answers"][0]["references"] = [99999]
+    row = list(derived["id"]).index(planted["answers"][0]["id"])
+    assert list(record_columns(s8f_corpus, planted)["references"][row]) == [99999]  # read, not derived
+    elsewhere = dict(planted, corpus_sha256="0" * 64)
+    assert list(record_columns(s8f_corpus, elsewhere)["references"][row]) == list(derived["references"][row])
 
 
 def test_formula_text_in_a_slice_name_is_written_as_text_by_both_paths(s8f_answers, s8f_corpus, records):
@@ -120,9 +141,27 @@ def test_slices_and_grade_commands_leave_out_what_they_do_not_need(s8f, s8f_answ
     loaded = _imports_after(env + f"assert cli.main({argv!r}) == 0")
     assert "numpy" in loaded and "microctx.grading.table" in loaded
     assert not {"pandas", "scipy.special", "pyarrow"} & loaded  # scipy's ufuncs alone (grading.special)
+    assert "numpy.ma" not in loaded  # np.unique's masked-array check imports it (12 ms): `stats.distinct`
     grade_argv = ["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]
     loaded = _imports_after(env + f"cli.main({grade_argv!r})")
     assert not {"numpy", "microctx.semantic.grade", "microctx.candidates.registry"} & loaded
+
+
+def test_the_weak_test_runs_without_scipy_stats(s8f):
+    """Judging slices (here every record its own component: 38 judged) needs two tails of
+    scipy.stats (`grading.discrete`), not its 0.6 s import."""
+    code = (
+        "import numpy as np\nfrom microctx.contract.schemas import load_answers\n"
+        "from microctx.contract.score import grade\nfrom microctx.corpus.public import load_corpus\n"
+        "from microctx.grading.counts import prepare_rows\nfrom microctx.grading.examples import planted_submission\n"
+        "from microctx.grading.records import RecordColumns, record_columns\nfrom microctx.grading.table import slice_columns\n"
+        f"answers = load_answers({str(s8f.answers)!r})\nrecords = record_columns(load_corpus({str(s8f.public)!r}))\n"
+        "one = {name: records[name] for name in records.columns}\none['component'] = records['number']\n"
+        "records = RecordColumns(one)\nrows = grade(answers, planted_submission(answers)).facts\n"
+        "table = slice_columns(prepare_rows(rows, records, 'facts'), records, n_boot=300)\n"
+        "assert (~np.isnan(table['p_value'])).sum() > 10"
+    )
+    assert "scipy.stats" not in _imports_after(code)
 
 
 def test_special_gives_scipys_own_functions():

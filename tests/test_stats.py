@@ -111,6 +111,23 @@ def test_merging_identical_components_is_exact_in_distribution():
         assert np.allclose(sample.var(axis=0), expected_var, rtol=0.05)
 
 
+def test_component_draws_are_the_multinomial_whichever_way_each_category_is_drawn():
+    """Categories of few components are drawn as uniform indices, larger ones by numpy's
+    multinomial, the split between them a binomial (`stats.component_draws`): together the
+    multinomial over all categories (means G p, covariances G (diag(p) - p p^T)), including the
+    negative covariance between a small and a large category that the split carries."""
+    multiplicity = np.array([1, 1, 2, 3, 5, 7, 13, 16, 40])
+    assert multiplicity.min() < stats.INDEX_DRAWS_BELOW <= 16  # both ways are taken
+    draws = np.vstack(list(stats.component_draws(multiplicity, 200_000, seed=3)))
+    g = multiplicity.sum()
+    p = multiplicity / g
+    assert draws.shape == (200_000, len(multiplicity)) and (draws.sum(axis=1) == g).all()
+    assert np.allclose(draws.mean(axis=0), g * p, atol=0.03)
+    expected = g * (np.diag(p) - np.outer(p, p))
+    assert np.allclose(np.cov(draws.T), expected, rtol=0.03, atol=0.03)
+    assert np.cov(draws[:, 0], draws[:, 8])[0, 1] == pytest.approx(expected[0, 8], abs=0.02)
+
+
 def test_bootstrap_is_a_pure_function_of_data_and_seed():
     rows = _clustered_counts(np.random.default_rng(4))
     again = rows[np.random.default_rng(9).permutation(len(rows))]  # same components, another order
@@ -438,3 +455,25 @@ def test_bootstrap_noise_in_the_effective_size_never_makes_a_slice_look_worse():
         reps = q + (reps - q) / np.sqrt(2)
         p, _ = estimate.rest_test((q, q_rest), (reps, np.tile(q_rest, (3, 1))), (np.array([21.0]), np.array([3000.0])), 0.05, 1)
         assert p[0] >= at_cap[0] - 1e-12, (size, p[0], at_cap[0])
+
+
+def test_discrete_tails_are_scipy_stats_own_numbers():
+    """`discrete.hypergeom_sf` and `discrete.binom_isf` (the weak test's tails without importing
+    scipy.stats) give scipy.stats' numbers bit for bit, at the support's ends and for invalid
+    arguments too (NaN where scipy.stats gives NaN)."""
+    from microctx.grading.discrete import binom_isf, hypergeom_sf
+
+    grid = np.array(np.meshgrid([-2, -1, 0, 1, 3, 7, 12, 40, np.nan, np.inf], [0, 1, 5, 12, 40, 41.5],
+                                [0, 2, 5, 12, 50], [0, 1, 5, 12, 60]), dtype=np.float64).reshape(4, -1)  # fmt: skip
+    k, total, good, drawn = grid
+    np.testing.assert_array_equal(hypergeom_sf(k, total, good, drawn), sps.hypergeom.sf(k, total, good, drawn))
+    q, n, p = np.array(np.meshgrid([0.0, 1e-9, 0.001, 0.05, 0.5, 0.975, 1.0, 1.5, np.nan],
+                                   [0, 1, 7, 20, 400, 3.5, -1], [0.0, 0.03, 0.5, 0.9, 1.0, 1.2, np.nan])).reshape(3, -1)  # fmt: skip
+    np.testing.assert_array_equal(binom_isf(q, n, p), sps.binom.isf(q, n, p))
+    rng = np.random.default_rng(8)
+    units = rng.integers(1, 400, size=500).astype(np.float64)
+    fails, share = np.floor(units * rng.random(500)), rng.random(500)
+    assert np.array_equal(
+        hypergeom_sf(fails - 1, units * 3, fails * 2, units), sps.hypergeom.sf(fails - 1, units * 3, fails * 2, units)
+    )
+    assert np.array_equal(binom_isf(0.05 / 40, units, share), sps.binom.isf(0.05 / 40, units, share))

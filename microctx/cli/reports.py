@@ -51,6 +51,11 @@ def cmd_slices(args) -> int:
     """Grade and write slices.csv without pandas: the record table as numpy columns, the facts
     straight from the grade, the CSV from the columns (the same bytes as `slices.slice_table` and
     `write_slices_csv`; tests/test_slices_cli.py compares them)."""
+    import os
+
+    # before numpy loads OpenBLAS: its second thread costs about 45 ms of CPU at start-up and only
+    # slows the bootstrap's small products (grading.stats.one_blas_thread); a user's setting wins
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy as np
 
     from microctx._io.atomic import atomic_write
@@ -69,7 +74,7 @@ def cmd_slices(args) -> int:
     corpus = load_corpus(args.public)
     answers, submission = load_answers(args.answers), load_submission(args.submission)
     result = grade(answers, submission)
-    records = record_columns(corpus)
+    records = record_columns(corpus, answers, gold_facts=False)  # the derived fields read from bound answers
     table = slice_columns(prepare_rows(result.facts, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look

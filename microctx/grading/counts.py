@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -160,7 +161,7 @@ def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame | RecordCol
     specs += [Spec("fact_kind", k, fact_kind=k) for k in FACT_KINDS]
     labels = sorted({v for f in prepared for v in f.value[f.kind == "label"]})
     specs += [Spec("label", v, fact_kind="label", fact_value=v) for v in labels]
-    scored_records = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    scored_records = stats.distinct(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
     states = np.asarray(records["state"], dtype=object)
     for state in sorted(set(states[scored_records])):
         specs.append(Spec("state", state, record_mask=states == state))
@@ -204,12 +205,13 @@ class Counts:
         """(n_slices, 5, n_components) view of the same counts."""
         return self.layout.transpose(1, 2, 0)
 
-    @property
+    @cached_property
     def totals(self) -> np.ndarray:
+        """(n_slices, 5) totals (computed once: every step of a table reads them)."""
         returned: np.ndarray = self.layout.sum(axis=0, dtype=np.int64)
         return returned
 
-    @property
+    @cached_property
     def facts_per_component(self) -> np.ndarray:
         """(n_slices, n_components): scored facts (tp + fp + fn) of each slice in each component."""
         returned: np.ndarray = self.layout[:, :, :3].sum(axis=2, dtype=np.int64).T
@@ -230,7 +232,7 @@ def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndar
     out = np.zeros((n_components, len(QUANTITIES)), dtype=np.int64)
     out[:, :3] = np.bincount(outcome * n_components + component, minlength=3 * n_components).reshape(3, n_components).T
     if len(record):
-        first = np.unique(record, return_index=True)[1]
+        first = _first_of_each(record)
         wrong = np.zeros(int(record.max()) + 1, dtype=bool)
         wrong[record[outcome != 0]] = True
         out[:, 3] = np.bincount(component[first], minlength=n_components)
@@ -238,6 +240,15 @@ def component_counts(component: np.ndarray, outcome: np.ndarray, record: np.ndar
             np.int64
         )
     return out
+
+
+def _first_of_each(values: np.ndarray) -> np.ndarray:
+    """The position of each distinct value's first occurrence, in the values' sorted order (as
+    `np.unique(values, return_index=True)[1]`); without sorting when `values` are sorted."""
+    if len(values) and (values[1:] >= values[:-1]).all():
+        return np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    returned: np.ndarray = np.unique(values, return_index=True)[1]
+    return returned
 
 
 def component_counts_of_rows(rows: Iterable[FactRow], component_of: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -262,15 +273,19 @@ def _mixed(keys: np.ndarray) -> bool:
 
 
 def count(f: FactTable, specs: Sequence[Spec], component_of_record: np.ndarray, n_components: int) -> Counts:
-    comp = component_of_record[f.record]
+    """The per-component counts of every slice (`Counts`). The facts are taken in record order
+    once, so each slice's records come out sorted without a sort per slice."""
+    order = np.argsort(f.record, kind="stable")
+    record, outcome = f.record[order], f.outcome[order]
+    comp = component_of_record[record]
     layout = np.zeros((n_components, len(specs), len(QUANTITIES)), dtype=np.int32)
     records, bad = [], []
     for i, spec in enumerate(specs):
-        keep = f.mask(spec)
-        o, r = f.outcome[keep], f.record[keep]
+        keep = f.mask(spec)[order]
+        o, r = outcome[keep], record[keep]
         layout[:, i] = component_counts(comp[keep], o, r, n_components)
-        records.append(np.unique(r))
-        bad.append(np.unique(r[o != 0]))
+        records.append(stats.distinct_sorted(r))
+        bad.append(stats.distinct_sorted(r[o != 0]))
     return Counts(layout, records, bad)
 
 
@@ -297,7 +312,7 @@ def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame | Rec
 
     Only those components are resampled; records without facts get index -1 (never used).
     """
-    used = np.unique(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
+    used = stats.distinct(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
     return component_index(records, used)
 
 
@@ -306,7 +321,10 @@ def split_support(records: pd.DataFrame | RecordColumns, specs: Sequence[Spec]) 
     public-derived facts (`public_facts`), counted with the same slice masks as the test facts."""
     if "public_facts" not in records.columns:
         raise ValueError("records: a record_table() frame is needed (no public_facts column)")
-    rows = [(i, kind, value) for i, facts in enumerate(records["public_facts"]) for kind, value in facts]
+    splits = np.asarray(records["split"], dtype=object)
+    public_facts = np.asarray(records["public_facts"], dtype=object)
+    held = np.flatnonzero((splits == "train") | (splits == "tune"))  # the test records' facts are not counted
+    rows = [(i, kind, value) for i in held for kind, value in public_facts[i]]
     index = np.array([r[0] for r in rows], dtype=np.int64)
     gold = FactTable(
         np.array([r[1] for r in rows], dtype=object),
@@ -314,7 +332,7 @@ def split_support(records: pd.DataFrame | RecordColumns, specs: Sequence[Spec]) 
         np.zeros(len(rows), dtype=np.int64),
         index,
     )
-    split_of_fact = np.asarray(records["split"], dtype=object)[index] if len(index) else np.array([], dtype=object)
+    split_of_fact = splits[index] if len(index) else np.array([], dtype=object)
     out = {}
     for split in ("train", "tune"):
         in_split = split_of_fact == split

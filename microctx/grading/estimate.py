@@ -12,7 +12,7 @@ Two questions are kept apart everywhere (docs/statistics.md):
 
 Functions (numpy, vectorised over slices):
 - `metric_points(totals)`: precision, recall, F1, exact-record rate from (..., 5) totals.
-- `metric_weights(by_component)`: per metric, the units each component contributes (the weights
+- `metric_weights(counts)`: per metric, the units each component contributes (the weights
   of its n_eff).
 - `korn_graubard(point, replicates, n_eff, level)`: the interval of a clustered proportion
   (precision, recall, exact rate, and F1 through q = tp / (tp + fp + fn)): Clopper-Pearson at
@@ -24,7 +24,7 @@ Functions (numpy, vectorised over slices):
 - `standardised_rest(...)`: a record-level slice's rest reweighted to the slice's mix of fact kinds.
 - `rest_test(...)`: one-sided test that a slice's expected F1 is below its rest's: Fisher's exact
   test at the effective sizes (the cluster bootstrap's, capped at n_eff), and the minimum
-  detectable difference at 80% power.
+  detectable difference at 80% power (scipy.stats' tails through `discrete`, without its import).
 """
 
 from __future__ import annotations
@@ -50,15 +50,11 @@ def metric_points(totals: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def metric_weights(by_component: np.ndarray) -> dict[str, np.ndarray]:
-    """Per metric, (n_slices, n_components) units of its denominator in each component."""
-    by = by_component.astype(np.int64)
-    return {
-        "precision": by[:, 0] + by[:, 1],
-        "recall": by[:, 0] + by[:, 2],
-        "f1": by[:, 0] + by[:, 1] + by[:, 2],
-        "exact_rate": by[:, 3],
-    }
+def metric_weights(counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per metric, the units of its denominator in (..., 5) counts (tp, fp, fn, records, exact):
+    per component, these are the weights of its Kish n_eff."""
+    tp, fp, fn, records = (counts[..., j] for j in range(4))
+    return {"precision": tp + fp, "recall": tp + fn, "f1": tp + fp + fn, "exact_rate": records}
 
 
 def f1_of_q(q: np.ndarray) -> np.ndarray:
@@ -288,7 +284,7 @@ def rest_test(
     detectable difference is the F1 gap this test finds with 80% power at alpha / n_tests (Holm's
     first, strictest step; `detectable_gap`), converted from q to F1 at the pooled share q0.
     """
-    from scipy.stats import hypergeom
+    from microctx.grading.discrete import hypergeom_sf
 
     (q_s, q_r), (reps_s, reps_r), (n_s, n_r) = q, replicates, n_eff
     size_s, size_r = effective_size(q_s, reps_s, n_s), effective_size(q_r, reps_r, n_r)
@@ -297,7 +293,7 @@ def rest_test(
         gap_q = min_gap * (1 + q0) ** 2 / 2  # an F1 gap in q units (dF1/dq = 2 / (1 + q)^2)
     units_s, fail_s = effective_counts(q_s, size_s, round_up=False)
     units_r, fail_r = effective_counts(np.clip(q_r - gap_q, 0, 1), size_r, round_up=True)
-    p = hypergeom.sf(fail_s - 1, units_s + units_r, fail_s + fail_r, units_s)
+    p = hypergeom_sf(fail_s - 1, units_s + units_r, fail_s + fail_r, units_s)
     p = np.where(np.isnan(q_s) | np.isnan(q_r), 1.0, np.clip(p, 0.0, 1.0))
     mdd_q = detectable_gap(q0, units_s, units_r, alpha / max(int(n_tests), 1))
     return p, f1_of_q(q0) - f1_of_q(np.clip(q0 - mdd_q, 0, 1))
@@ -311,14 +307,13 @@ def detectable_gap(q0: np.ndarray, units_s: np.ndarray, units_r: np.ndarray, lev
       come up with 80% chance when the failure rate is betaincinv(c, n - c + 1, 0.8);
     - the continuity-corrected normal test of two proportions at q0 (slice and rest both vary).
     A slice that cannot reject even with every fact wrong gets the whole gap q0."""
-    from scipy.stats import binom
-
+    from microctx.grading.discrete import binom_isf
     from microctx.grading.special import betaincinv, ndtri
 
     q0 = np.asarray(q0, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         p0 = np.clip(1 - q0, 0.0, 1.0)
-        c = binom.isf(level, units_s, p0) + 1  # the fewest failures that reject
+        c = binom_isf(level, units_s, p0) + 1  # the fewest failures that reject
         p1 = np.where(c <= units_s, betaincinv(np.maximum(c, 1), np.maximum(units_s - c + 1, 1e-300), POWER), 1.0)
         exact = np.where(np.isnan(q0), np.nan, np.maximum(p1 - p0, 0.0))
         se0 = np.sqrt(q0 * (1 - q0) * (1 / units_s + 1 / units_r))

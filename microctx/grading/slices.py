@@ -13,8 +13,9 @@ questions, kept apart (docs/statistics.md):
 
 The pieces: `records` (the record table, the component index), `counts` (slice definitions and
 the per-component counts), `estimate` (estimability, bounds, sensitivity, tests), `stats` (the
-bootstrap), `frame` (`SliceFrame`), `paired` (two candidates); `table` composes them into
-sorted columns without pandas (what `microctx slices` writes). This module is the DataFrame API.
+bootstrap), `replicates` (the bootstrap columns a table reads), `intervals` and `judge` (a table's
+intervals and weak test), `frame` (`SliceFrame`), `paired` (two candidates); `table` composes them
+into sorted columns without pandas (what `microctx slices` writes). This module is the DataFrame API.
 
 Public API: `load_facts`, `facts_frame`, `record_table` (from `records`); `slice_table(facts,
 corpus, *, records=None, **options)` (the options and their defaults: `table.slice_columns`);
@@ -46,17 +47,16 @@ from microctx._io.atomic import atomic_write
 from microctx.grading import counts as counting
 from microctx.grading.counts import component_counts_of_rows
 from microctx.grading.frame import SliceFrame
+from microctx.grading.intervals import overall_metrics
+from microctx.grading.judge import SAME_KINDS, STANDARDISED  # noqa: F401  (re-exported)
 from microctx.grading.paired import PAIRED_COLUMNS, paired_comparison
 from microctx.grading.records import BODY_LENGTH_BUCKETS, OUTCOMES, facts_frame, load_facts, record_table
 from microctx.grading.stats import Z95, mcnemar_exact, wilson_interval
 from microctx.grading.table import (
     QUANTITIES,  # noqa: F401  (re-exported)
-    SAME_KINDS,  # noqa: F401  (re-exported)
     SLICE_COLUMNS,
     SLICE_KINDS,
-    STANDARDISED,  # noqa: F401  (re-exported)
     method_text,
-    overall_metrics,
     settings,
     slice_columns,
 )

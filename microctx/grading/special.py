@@ -22,13 +22,13 @@ import threading
 import types
 from typing import Any
 
-NAMES = ("betaincinv", "ndtri", "stdtr", "stdtrit")
+NAMES = ("betaincinv", "ndtri", "stdtr", "stdtrit", "_hypergeom_sf", "_binom_isf")  # the last two: `discrete`
 _LOCK = threading.Lock()
 
 
 def _ufuncs() -> Any:
-    """The module holding scipy's special ufuncs: scipy.special when imported, else `_ufuncs` alone."""
-    for name in ("scipy.special", "scipy.special._ufuncs"):
+    """The module holding scipy's special ufuncs, `scipy.special._ufuncs` (loaded alone unless scipy.special is)."""
+    for name in ("scipy.special._ufuncs", "scipy.special"):
         if name in sys.modules:
             return sys.modules[name]
     if threading.active_count() > 1:  # not alone: no stand-in another thread could see
@@ -52,7 +52,7 @@ def _ufuncs() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """`betaincinv`, `stdtr` or `stdtrit`: scipy's ufunc, its module loaded on first use (PEP 562)."""
+    """One of NAMES: scipy's ufunc, its module loaded on first use (PEP 562)."""
     if name not in NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(_ufuncs(), name)

@@ -10,7 +10,10 @@ What each function assumes (the plain-words version is docs/statistics.md):
   cluster bootstrap). Components with identical count vectors are merged into one category
   before drawing, which is exact: drawing G components uniformly with replacement and counting
   how often each *kind* of component came up is a multinomial draw over the kinds with
-  probabilities multiplicity / G. Exact in distribution, and far faster on large corpora.
+  probabilities multiplicity / G. Exact in distribution, and far faster on large corpora. The
+  counts of the kinds with few components come from uniform index draws, those of the others
+  from numpy's multinomial, each the cheaper way for its kinds (`component_draws`): the same
+  distribution.
 - `percentile_interval`: the percentile interval of the replicates in which the statistic is
   defined; the number of replicates where it is not (no fact of the slice drawn) is returned,
   never dropped silently.
@@ -30,7 +33,9 @@ What each function assumes (the plain-words version is docs/statistics.md):
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -50,6 +55,10 @@ DEFAULT_MIN_N_EFF = 10.0
 ADJUSTMENT = "holm"
 EXACT_FLIP_LIMIT = 12  # 2**12 = 4,096 swaps enumerated exactly
 BLOCK = 1000  # replicates drawn per block (memory stays small on large corpora)
+# categories of fewer components than this are drawn as one integer per component drawn, the others
+# by numpy's multinomial (one of its binomials costs about as much as 10-15 index draws)
+INDEX_DRAWS_BELOW = 16
+INDEX_BLOCK_DRAWS = 2**21  # integers per block of index draws
 
 
 # the one name of the slice tables' (and sweeps') intervals, wherever a table, chart or export names them
@@ -207,6 +216,20 @@ def f1_score(tp: npt.ArrayLike, fp: npt.ArrayLike, fn: npt.ArrayLike) -> np.ndar
 # ---------------------------------------------------------------- the cluster bootstrap
 
 
+def distinct(values: npt.ArrayLike) -> np.ndarray:
+    """The sorted distinct values of a 1-d array, as `np.unique(values)` gives them, without its
+    masked-array check (which imports numpy.ma, about 12 ms, on a command's first call)."""
+    return distinct_sorted(np.sort(np.asarray(values).ravel()))
+
+
+def distinct_sorted(ordered: np.ndarray) -> np.ndarray:
+    """The distinct values of an already sorted 1-d array (no sort)."""
+    if len(ordered) < 2:
+        return ordered
+    returned: np.ndarray = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+    return returned
+
+
 def compress(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge identical rows: (distinct rows in a fixed order, how many times each occurs).
 
@@ -223,35 +246,76 @@ def compress(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], counts.astype(np.int64)
 
 
-def multinomial_draws(multiplicity: np.ndarray, n_boot: int, seed: int, block: int = BLOCK) -> Iterator[np.ndarray]:
-    """Cluster-bootstrap draws over merged components: blocks of (replicates, categories) counts.
+def component_draws(multiplicity: np.ndarray, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Cluster-bootstrap draws over merged components: blocks of (replicates, categories) int64 counts.
 
-    Each replicate draws G = multiplicity.sum() components uniformly with replacement; a row
-    says how many of the draws fell in each category (a multinomial draw with probabilities
-    multiplicity / G). One generator seeded with `seed` makes every block, so the draws depend
-    on the seed, n_boot and the data alone.
+    Each replicate draws G = multiplicity.sum() components uniformly with replacement; a row says
+    how many of the draws fell in each category (a multinomial draw with probabilities
+    multiplicity / G). It is made in two exact parts, each the cheaper way for its categories:
+    - how many of the G draws fall among the categories of fewer than `INDEX_DRAWS_BELOW`
+      components (S of the G components): Binomial(G, S / G);
+    - those draws as uniform integers in [0, S), component i of category k being one of that
+      category's multiplicity[k] consecutive indices (about 10-25 ns per component drawn);
+    - the others by numpy's multinomial over the larger categories (K conditional binomials,
+      about 95 ns per category, whatever its size).
+    Given the split, the two parts are independent multinomials over their categories, so the
+    counts are the multinomial over all. One generator seeded with `seed` makes every block, and
+    the split and the block size follow from the multiplicities, so the draws depend on the seed,
+    n_boot and the data alone.
     """
     rng = np.random.default_rng(seed)
     multiplicity = np.asarray(multiplicity, dtype=np.int64)
-    total = int(multiplicity.sum())
-    probabilities = multiplicity / total if total else multiplicity.astype(np.float64)
+    total, k = int(multiplicity.sum()), len(multiplicity)
+    small = np.flatnonzero(multiplicity < INDEX_DRAWS_BELOW)
+    large = np.flatnonzero(multiplicity >= INDEX_DRAWS_BELOW)
+    s = int(multiplicity[small].sum())
+    category = np.repeat(np.arange(len(small), dtype=np.intp), multiplicity[small])
+    block = max(1, min(BLOCK, INDEX_BLOCK_DRAWS // max(s, 1)))  # a block of index draws stays small in memory
     for start in range(0, n_boot, block):
         size = min(block, n_boot - start)
+        out = np.zeros((size, k), dtype=np.int64)
         if total == 0:
-            yield np.zeros((size, len(multiplicity)), dtype=np.float64)
+            yield out
             continue
-        yield rng.multinomial(total, probabilities, size=size).astype(np.float64)
+        in_small = np.full(size, s, dtype=np.int64) if s in (0, total) else rng.binomial(total, s / total, size=size)
+        if s:
+            rows = np.repeat(np.arange(size, dtype=np.intp) * len(small), in_small)
+            rows += category[rng.integers(0, s, size=len(rows), dtype=np.uint16 if s <= 2**16 else np.uint32)]
+            out[:, small] = np.bincount(rows, minlength=size * len(small)).reshape(size, len(small))
+        if len(large):
+            out[:, large] = rng.multinomial(total - in_small, multiplicity[large] / (total - s))
+        yield out
 
 
-def bootstrap_totals(per_component: np.ndarray, n_boot: int, seed: int, block: int = BLOCK) -> np.ndarray:
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """The bootstrap's matrix products on one BLAS thread while inside (restored after): each
+    block is a few milliseconds of work, and OpenBLAS's threads cost more CPU than they save
+    (on a loaded 2-core machine 7 times the time of one thread). Nothing to do when the process
+    started OpenBLAS with one thread (`microctx slices` does); without threadpoolctl (it comes
+    with scikit-learn) the BLAS keeps its own setting."""
+    if os.environ.get("OPENBLAS_NUM_THREADS") == "1":
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - installed with scikit-learn
+        yield
+        return
+    with threadpool_limits(1, user_api="blas"):
+        yield
+
+
+def bootstrap_totals(per_component: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """Cluster-bootstrap replicates of column totals: (n_boot, K) from (G components, K counts).
 
-    Replicate r is the column sums over G components drawn with replacement (multinomial draws
+    Replicate r is the column sums over G components drawn with replacement (`component_draws`
     over the distinct rows, `compress`); float64 totals are exact below 2**53.
     """
     profiles, multiplicity = compress(np.asarray(per_component))
     weights = profiles.astype(np.float64)
-    parts = [draws @ weights for draws in multinomial_draws(multiplicity, n_boot, seed, block)]
+    with one_blas_thread():
+        parts = [draws.astype(np.float64) @ weights for draws in component_draws(multiplicity, n_boot, seed)]
     return np.vstack(parts) if parts else np.empty((0, per_component.shape[1]))
 
 
