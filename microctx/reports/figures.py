@@ -106,14 +106,16 @@ _WARM_SPEC = {
 
 
 def warm_renderer() -> None:
-    """Start vl-convert's engine with a one-point chart in the theme, through SVG, PNG and PDF: the
-    first render in a process costs about 0.5 s more than the next (a report's kernel does this
-    as it starts, `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
+    """Start vl-convert's engine with a one-point chart in the theme, through SVG and PNG (and PDF
+    unless the report's process writes the PDFs, `figure_files.PDF_BY_PARENT`): the first render
+    in a process costs about 0.5 s more than the next (a report's kernel does this as it starts,
+    `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
     import vl_convert as vlc
 
     svg = vlc.vegalite_to_svg(themed(_WARM_SPEC))
     vlc.svg_to_png(svg, scale=PNG_SCALE)
-    vlc.svg_to_pdf(svg)
+    if not os.environ.get(PDF_BY_PARENT):
+        vlc.svg_to_pdf(svg)
 
 
 def png_scale(width: float, height: float) -> float:
