@@ -251,30 +251,3 @@ def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     assert metadata["image/png"] == {"width": figure.width, "height": figure.height} and metadata["chart"] == "labels"
     assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML
 
-
-def test_a_report_kernel_leaves_the_pdf_to_the_report_process(tmp_path, monkeypatch):
-    """In a report's kernel (PDF_BY_PARENT set) `save` writes the PNG and SVG only; the report's
-    process writes the PDF from the SVG while the kernel runs (`missing_pdfs_meanwhile`), scaled
-    to a text column like the PDF `save` writes elsewhere."""
-    import re
-
-    import altair as alt
-
-    from microctx.reports import figure_files, figures
-
-    chart = alt.Chart(pd.DataFrame({"x": [1, 2, 3]})).mark_point().encode(x="x:Q").properties(width=900, height=100)
-    monkeypatch.setenv(figure_files.PDF_BY_PARENT, "1")
-    with figure_files.missing_pdfs_meanwhile(tmp_path / "report", every=0.01):
-        figures.save(chart, "wide", tmp_path / "report")
-    monkeypatch.delenv(figure_files.PDF_BY_PARENT)
-    figures.save(chart, "wide", tmp_path / "alone")
-    for folder in ("report", "alone"):
-        assert sorted(p.name for p in (tmp_path / folder).iterdir()) == ["wide.pdf", "wide.png", "wide.svg"]
-        pdf = (tmp_path / folder / "wide.pdf").read_bytes()
-        box = re.search(rb"/MediaBox\s*\[\s*0 0 ([0-9.]+)", pdf)
-        assert pdf.startswith(b"%PDF") and box and abs(float(box.group(1)) - figure_files.COLUMN_WIDTH_PT) < 0.5
-    monkeypatch.setenv(figure_files.PDF_BY_PARENT, "1")
-    figures.save(chart, "kernel", tmp_path / "kernel")  # no report process around it: no PDF
-    assert sorted(p.name for p in (tmp_path / "kernel").iterdir()) == ["kernel.png", "kernel.svg"]
-    assert figure_files.write_missing_pdfs(tmp_path / "kernel") == ["kernel"]
-    assert figure_files.write_missing_pdfs(tmp_path / "kernel") == []

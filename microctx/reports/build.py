@@ -14,7 +14,6 @@ and compare reports `slices.csv` (grade: also `grade.json` and `grade.facts.csv`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
@@ -28,7 +27,6 @@ from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import REPORT_MANIFEST_SCHEMA
 from microctx.errors import InputError
-from microctx.reports.figure_files import missing_pdfs_meanwhile
 from microctx.reports.kernels import (  # noqa: F401  (check_kernel, KERNEL_NAME, QUIET_KERNEL: for callers of build)
     KERNEL_NAME,
     QUIET_KERNEL,
@@ -189,19 +187,17 @@ def execute(
             check_kernel()
     except KernelError as exc:
         raise ReportError(str(exc)) from None
-    meanwhile = missing_pdfs_meanwhile(staging / CHARTS) if kernels is not None else contextlib.nullcontext()
     try:
-        with meanwhile:  # our kernels leave the charts' PDFs to this process, which is idle while they run
-            pm.execute_notebook(
-                source,
-                executed,
-                parameters={**parameters, "output_dir": str(staging)},
-                kernel_name=KERNEL_NAME,
-                progress_bar=progress,
-                log_output=False,
-                request_save_on_cell_execute=False,
-                **shared,
-            )
+        pm.execute_notebook(
+            source,
+            executed,
+            parameters={**parameters, "output_dir": str(staging)},
+            kernel_name=KERNEL_NAME,
+            progress_bar=progress,
+            log_output=False,
+            request_save_on_cell_execute=False,
+            **shared,
+        )
         # written once at the end (and on a cell error), not before and after every cell: each
         # save serialises and validates the whole notebook, charts included (issue 24)
         # no `cwd=`: papermill would os.chdir the whole process, which breaks reports made in

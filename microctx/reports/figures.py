@@ -20,24 +20,17 @@ import html
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import altair as alt
 
 from microctx._io.atomic import atomic_write
 from microctx.contract.split import SPLITS
-from microctx.reports.figure_files import (  # noqa: F401  (re-exported: figures.svg_size, ...)
-    COLUMN_WIDTH_PT,
-    PDF_BY_PARENT,
-    column_pdf,
-    png_size,
-    scaled_svg,
-    svg_size,
-    svg_width,
-)
 
 PNG_SCALE = 2  # PNGs are rendered at (at most) twice the chart's size and shown at half, for sharp text
 PNG_MAX_PIXELS = 2_000_000  # a larger chart is rasterised at a smaller scale (never below 1): PNGs of sensible size
+COLUMN_WIDTH_PT = 468.0  # a figure's width in a write-up: a 6.5-inch text column, in points
 FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
 THEME = {
     "font": FONT,
@@ -106,16 +99,14 @@ _WARM_SPEC = {
 
 
 def warm_renderer() -> None:
-    """Start vl-convert's engine with a one-point chart in the theme, through SVG and PNG (and PDF
-    unless the report's process writes the PDFs, `figure_files.PDF_BY_PARENT`): the first render
-    in a process costs about 0.5 s more than the next (a report's kernel does this as it starts,
-    `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
+    """Start vl-convert's engine with a one-point chart in the theme, through SVG, PNG and PDF: the
+    first render in a process costs about 0.5 s more than the next (a report's kernel does this
+    as it starts, `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
     import vl_convert as vlc
 
     svg = vlc.vegalite_to_svg(themed(_WARM_SPEC))
     vlc.svg_to_png(svg, scale=PNG_SCALE)
-    if not os.environ.get(PDF_BY_PARENT):
-        vlc.svg_to_pdf(svg)
+    vlc.svg_to_pdf(svg)
 
 
 def png_scale(width: float, height: float) -> float:
@@ -138,9 +129,54 @@ def save(chart: alt.TopLevelMixin, name: str, charts_dir: str | os.PathLike) -> 
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / f"{name}.png", png)
     atomic_write(folder / f"{name}.svg", svg.encode())
-    if not os.environ.get(PDF_BY_PARENT):  # in a report's kernel, the report's process writes it meanwhile
-        atomic_write(folder / f"{name}.pdf", column_pdf(svg))
+    atomic_write(folder / f"{name}.pdf", column_pdf(svg))
     return png, svg
+
+
+def svg_width(svg: str) -> float:
+    """The width an SVG declares (vega writes it in pixels on the root element)."""
+    return svg_size(svg)[0]
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """(width, height) an SVG's root element declares, in pixels: the size a chart is shown at."""
+    root = re.search(r"<svg[^>]*>", svg)
+    sizes = [re.search(rf'\s{a}="([0-9.]+)', root.group(0)) if root else None for a in ("width", "height")]
+    if not sizes[0] or not sizes[1]:
+        raise ValueError("an SVG without a width and a height")
+    return float(sizes[0].group(1)), float(sizes[1].group(1))
+
+
+def column_pdf(svg: str, width_pt: float = COLUMN_WIDTH_PT) -> bytes:
+    """The chart as a vector PDF at most `width_pt` points wide (a journal text column), fonts
+    scaled with it; a chart narrower than the column keeps its size, so text never grows. The
+    scale is set on the SVG's root (its width and height; the viewBox keeps the drawing)."""
+    import vl_convert as vlc
+
+    factor = min(1.0, width_pt / svg_width(svg))
+    return vlc.svg_to_pdf(scaled_svg(svg, factor) if factor < 1 else svg)
+
+
+def scaled_svg(svg: str, factor: float) -> str:
+    """`svg` drawn `factor` times its size: the root's width and height scaled, a viewBox added
+    when it has none so the drawing scales with them."""
+    root = re.search(r"<svg[^>]*>", svg)
+    if not root:
+        raise ValueError("not an SVG")
+    tag = root.group(0)
+    width, height = (float(re.search(rf'\s{a}="([0-9.]+)', tag).group(1)) for a in ("width", "height"))  # type: ignore[union-attr]
+    scaled = re.sub(r'\swidth="[0-9.]+"', f' width="{width * factor:.2f}"', tag, count=1)
+    scaled = re.sub(r'\sheight="[0-9.]+"', f' height="{height * factor:.2f}"', scaled, count=1)
+    if "viewBox=" not in scaled:
+        scaled = scaled[:-1] + f' viewBox="0 0 {width:g} {height:g}">'
+    return svg.replace(tag, scaled, 1)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's IHDR chunk."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
 class Figure:

@@ -5,10 +5,8 @@ the parent imports papermill and readies the HTML export, and it imports what it
 imports and starts vl-convert's engine as it starts (`notebook_imports`, run in the kernel by
 `microctx.reports.kernel_start`): the notebook's own imports then find their modules loaded. The
 notebook is unchanged and still imports everything itself, so it reruns anywhere (JupyterLab
-starts kernels without any of this). Such a kernel leaves its charts' PDFs to the report's
-process, which writes them while the kernel runs (`figure_files.missing_pdfs_meanwhile`). Reports
-made one after another in a thread (the demo) share the thread's kernel, reset to a new session
-between notebooks.
+starts kernels without any of this). Reports made one after another in a thread (the demo) share
+the thread's kernel, reset to a new session between notebooks.
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from microctx.reports.figure_files import PDF_BY_PARENT
 
 KERNEL_NAME = "python3"
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
@@ -115,9 +111,7 @@ class SharedKernels:
         check_kernel()
         km = AsyncKernelManager(kernel_name=KERNEL_NAME)
         extra = preload_arguments(notebook, later) if notebook is not None else []
-        # the report's process writes the charts' PDFs while the kernel runs (figure_files.missing_pdfs_meanwhile)
-        env = {**os.environ, PDF_BY_PARENT: "1"}
-        run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra], env=env)
+        run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra])
         with self._lock:
             self._kernels[threading.get_ident()] = km
 
