@@ -111,8 +111,8 @@ def test_label_counts_list_every_label_with_gold_counts(corpus_frame, s8f_answer
     assert min(per_label.values()) == 1 and max(per_label.values()) > 500  # why the axis is logarithmic
 
 
-def test_fact_density_matches_answers(corpus_frame, s8f_answers):
-    density = charts.fact_density(corpus_frame)
+def test_fact_density_matches_answers(records, corpus_frame, s8f_answers):
+    density = charts.fact_density(records)
     for kind, field in (("references", "references"), ("duplicate targets", "duplicate_targets")):
         rows = density[(density["kind"] == kind) & (density["n"] > 0)]
         for split in ("train", "tune", "test"):
@@ -250,4 +250,3 @@ def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     assert (figure.width, figure.height) == (round(shown_w), round(shown_h))
     assert metadata["image/png"] == {"width": figure.width, "height": figure.height} and metadata["chart"] == "labels"
     assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML
-

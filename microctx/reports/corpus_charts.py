@@ -9,12 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from microctx.contract.patterns import (
-    CUE_WORDS,
-    duplicate_targets,
-    issue_text,
-    references,
-)
+from microctx.contract.patterns import CUE_WORDS
 from microctx.contract.split import SPLITS
 from microctx.reports.figures import ROW_HEIGHT, SPLIT_COLORS
 
@@ -34,18 +29,18 @@ def label_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return counts.assign(total=total).sort_values(["total", "label", "split"], ascending=[False, True, True], ignore_index=True)
 
 
-def fact_density(frame: pd.DataFrame) -> pd.DataFrame:
+def fact_density(records: pd.DataFrame) -> pd.DataFrame:
     """Per split and kind (references, duplicate targets), how many records carry n of them.
 
-    Columns split, kind, n (clipped at 10, shown as "10+"), records. Counted from the public
-    text with the same patterns the answers use.
+    Columns split, kind, n (clipped at 10, shown as "10+"), records. `records`: the record table
+    (`grading.records.record_table`), whose references and duplicate targets are derived once per
+    record from the public text, with the patterns the answers use.
     """
-    texts = [issue_text(t, b) for t, b in zip(frame["title"], frame["body"])]
     per_record = pd.DataFrame(
         {
-            "split": frame["split"].to_numpy(),
-            "references": [len(references(t)) for t in texts],
-            "duplicate targets": [len(duplicate_targets(t)) for t in texts],
+            "split": records["split"].to_numpy(),
+            "references": [len(x) for x in records["references"]],
+            "duplicate targets": [len(x) for x in records["duplicate_targets"]],
         }
     ).melt(id_vars="split", var_name="kind", value_name="n")
     per_record["n"] = per_record["n"].clip(upper=10)
