@@ -111,8 +111,8 @@ def test_label_counts_list_every_label_with_gold_counts(corpus_frame, s8f_answer
     assert min(per_label.values()) == 1 and max(per_label.values()) > 500  # why the axis is logarithmic
 
 
-def test_fact_density_matches_answers(corpus_frame, s8f_answers):
-    density = charts.fact_density(corpus_frame)
+def test_fact_density_matches_answers(records, corpus_frame, s8f_answers):
+    density = charts.fact_density(records)
     for kind, field in (("references", "references"), ("duplicate targets", "duplicate_targets")):
         rows = density[(density["kind"] == kind) & (density["n"] > 0)]
         for split in ("train", "tune", "test"):

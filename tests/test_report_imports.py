@@ -44,3 +44,69 @@ def test_rfc3987_syntax_is_imported_neither_by_the_parent_nor_by_the_kernel():
     assert set(lines) == {"KERNEL", "PARENT"}
     for where, modules in lines.items():
         assert "rfc3987_syntax" not in modules, f"the {where.lower()} imported rfc3987_syntax: {modules}"
+
+
+# ---------------------------------------------------------------- the kernel a report starts ahead
+
+
+def test_the_kernel_preloads_what_the_grade_notebook_imports_itself():
+    from microctx.reports.build import NOTEBOOKS, NOTEBOOKS_DIR
+    from microctx.reports.kernels import notebook_imports, preload_arguments
+
+    grade = NOTEBOOKS_DIR / NOTEBOOKS["grade"]
+    # top-level imports only: `io` and microctx.semantic sit under `if semantic:` and are left out
+    assert notebook_imports(grade) == [
+        "pathlib.Path",
+        "pandas",
+        "IPython.display.HTML",
+        "IPython.display.Markdown",
+        "IPython.display.display",
+        "microctx.reports.charts",
+        "microctx.reports.tables",
+        "microctx.reports.views",
+    ]
+    (argument,) = preload_arguments(grade, ["scipy.special"])
+    assert (
+        argument.startswith("--IPKernelApp.exec_lines=") and "'scipy.special'" in argument and "del _microctx_start" in argument
+    )
+
+
+def _kernel_modules(km) -> set[str]:
+    client = km.blocking_client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        out: list[str] = []
+        hook = lambda msg: out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None  # noqa: E731
+        client.execute_interactive("import sys; print(' '.join(sys.modules))", timeout=60, output_hook=hook, store_history=False)
+        return set("".join(out).split())
+    finally:
+        client.stop_channels()
+
+
+@pytest.mark.slow
+def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path, s8f, s8f_answers):
+    """What the kernel loads as it starts (the notebook's imports, `LATER_IMPORTS`, vl-convert) is
+    a subset of what a plain kernel holds after running the grade notebook: no needless import."""
+    from microctx.contract.canonical import dumps
+    from microctx.grading.examples import demo_submissions
+    from microctx.reports import build
+
+    planted = tmp_path / "planted.json"
+    planted.write_bytes(dumps(demo_submissions(s8f_answers)["planted"]))
+    preloaded, plain = build.SharedKernels(), build.SharedKernels()
+    try:
+        preloaded.start(build.NOTEBOOKS_DIR / build.NOTEBOOKS["grade"], build.LATER_IMPORTS["grade"])
+        loaded = _kernel_modules(preloaded.kernel())
+        staging = tmp_path / "plain"
+        staging.mkdir()
+        params = {"public": str(s8f.public), "answers": str(s8f.answers), "submission": str(planted)}
+        build.execute("grade", params, staging, progress=False, kernels=plain)  # a kernel started without preloading
+        used = _kernel_modules(plain.kernel())
+    finally:
+        preloaded.close()
+        plain.close()
+    assert {"pandas", "altair", "vl_convert", "scipy.special", "microctx.grading.ledger"} <= loaded
+    assert set(build.LATER_IMPORTS["grade"]) <= used
+    needless = sorted(loaded - used - {"microctx.reports.kernel_start"})
+    assert not needless, f"the preload imports what the grade notebook does not: {needless[:20]}"

@@ -17,11 +17,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from microctx._io import atomic
 from microctx._io.paths import safe_name
@@ -29,6 +27,13 @@ from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import REPORT_MANIFEST_SCHEMA
 from microctx.errors import InputError
+from microctx.reports.kernels import (  # noqa: F401  (check_kernel, KERNEL_NAME, QUIET_KERNEL: for callers of build)
+    KERNEL_NAME,
+    QUIET_KERNEL,
+    KernelError,
+    SharedKernels,
+    check_kernel,
+)
 from microctx.reports.rerun import keep_figures_only, relocate_inputs
 from microctx.reports.tables import candidate_names
 
@@ -49,8 +54,13 @@ NOTEBOOKS = {
 }
 NOTEBOOKS["frontier"] = "frontier_report.ipynb"  # the net-true decision boundary (microctx.grading.frontier)
 NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement (microctx.semantic, docs/semantic.md)
-KERNEL_NAME = "python3"
-QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
+# what a notebook's functions import on first use (beside the notebook's own imports), loaded as
+# its kernel starts (`kernels.SharedKernels.start`); tests/test_report_imports.py checks that the
+# notebook's run imports each of them
+LATER_IMPORTS = {
+    "grade": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger", "scipy.special"),
+    "compare": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger", "scipy.special"),
+}
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = REPORT_MANIFEST_SCHEMA
 CHARTS = "charts"
@@ -65,30 +75,6 @@ class ReportError(Exception):
 # ================================================================ how a report is made
 
 
-def check_kernel() -> str:
-    """The `python3` kernel must run this interpreter (so the notebook imports this microctx).
-
-    jupyter_client replaces an argv[0] of `python`/`python3`/`pythonX.Y` by sys.executable;
-    any other interpreter is refused with the command that fixes it.
-    """
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
-    except NoSuchKernel:
-        raise ReportError(
-            f"no Jupyter kernel {KERNEL_NAME!r}; run `{sys.executable} -m ipykernel install --sys-prefix`"
-        ) from None
-    argv0 = spec.argv[0]
-    aliases = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
-    if argv0 in aliases or os.path.realpath(argv0) == os.path.realpath(sys.executable):
-        return sys.executable
-    raise ReportError(
-        f"kernel {KERNEL_NAME!r} ({spec.resource_dir}) runs {argv0}, not {sys.executable}; "
-        f"run `{sys.executable} -m ipykernel install --sys-prefix` or remove that kernel spec"
-    )
-
-
 def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
     """Build a folder beside `destination` and rename it into place on success.
 
@@ -100,32 +86,59 @@ def staged_folder(destination: str | os.PathLike, marker: str = MANIFEST):
     return atomic.staged_folder(destination, marker)
 
 
-def html_export(notebook_path: Path) -> bytes:
-    """The executed notebook as self-contained HTML: lab template, code cells hidden, and no
-    RequireJS, MathJax or Mermaid script from a CDN (the charts are inlined PNGs)."""
-    import nbformat
+_OFFLINE_TEMPLATE = (
+    "{%- extends 'index.html.j2' -%}\n"
+    "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
+    "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
+    "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
+)
+
+
+def _html(book) -> bytes:
+    """A notebook node as the report's HTML (`html_export`), unchecked."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    offline = (
-        "{%- extends 'index.html.j2' -%}\n"
-        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}\n"
-        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
-        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
-    )
     exporter = HTMLExporter(
         template_name="lab",
-        extra_loaders=[DictLoader({"microctx_offline.html.j2": offline})],
+        extra_loaders=[DictLoader({"microctx_offline.html.j2": _OFFLINE_TEMPLATE})],
         template_file="microctx_offline.html.j2",
         exclude_input=True,
         exclude_input_prompt=True,
         exclude_output_prompt=True,
     )
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook_path, as_version=4))
-    data = body.encode()
+    body, _ = exporter.from_notebook_node(book)
+    return body.encode()
+
+
+def html_export(notebook_path: Path) -> bytes:
+    """The executed notebook as self-contained HTML: lab template, code cells hidden, and no
+    RequireJS, MathJax or Mermaid script from a CDN (the charts are inlined images)."""
+    import nbformat
+
+    data = _html(nbformat.read(notebook_path, as_version=4))
     if _REMOTE_SCRIPT.search(data):
         raise ReportError(f"{notebook_path.name}: the HTML export loads a script from the network")
     return data
+
+
+_export_ready = False
+
+
+def ready_export() -> None:
+    """Export a small notebook once per process (markdown, HTML, an SVG and a PNG), so nbconvert's
+    modules, templates and filters are loaded while a report's kernel boots, not after it ran."""
+    global _export_ready
+    if _export_ready:
+        return
+    import nbformat.v4 as nbf
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"></svg>'
+    output = nbf.new_output("display_data", data={"text/html": "<p>x</p>", "image/svg+xml": svg, "image/png": png})
+    book = nbf.new_notebook(cells=[nbf.new_markdown_cell("# x\n\n`x`"), nbf.new_code_cell("x", outputs=[output])])
+    _html(book)
+    _export_ready = True
 
 
 def failed_folder(destination: str | os.PathLike) -> Path:
@@ -145,53 +158,6 @@ def _keep_failed(executed: Path, keep: Path | None) -> str:
     return f"; the executed notebook with the failing cell: {keep / executed.name}"
 
 
-class SharedKernels:
-    """Kernels that reports made one after another in a thread reuse (the demo): one per thread,
-    started on first use, its namespace reset (`%reset`, a new session: execution counts from 1)
-    before each next notebook; modules stay imported, which is the point (pandas, altair, scipy
-    and vl-convert's engine are set up once per thread, not once per report). `close()` shuts
-    them down. A kernel that died is replaced."""
-
-    def __init__(self) -> None:
-        self._kernels: dict[int, Any] = {}
-        self._lock = threading.Lock()
-
-    def kernel(self):
-        """This thread's kernel manager, ready for a new notebook."""
-        from jupyter_client.manager import AsyncKernelManager
-        from jupyter_core.utils import run_sync
-
-        with self._lock:
-            km = self._kernels.get(threading.get_ident())
-        if km is not None and run_sync(km.is_alive)():
-            client = km.blocking_client()
-            client.start_channels()
-            try:
-                client.wait_for_ready(timeout=60)
-                client.execute_interactive(
-                    "get_ipython().reset(new_session=True)", store_history=False, timeout=60, output_hook=lambda _message: None
-                )
-            finally:
-                client.stop_channels()
-            return km
-        km = AsyncKernelManager(kernel_name=KERNEL_NAME)
-        run_sync(km.start_kernel)(extra_arguments=QUIET_KERNEL)
-        with self._lock:
-            self._kernels[threading.get_ident()] = km
-        return km
-
-    def close(self) -> None:
-        from jupyter_core.utils import run_sync
-
-        with self._lock:
-            kernels, self._kernels = list(self._kernels.values()), {}
-        for km in kernels:
-            try:
-                run_sync(km.shutdown_kernel)(now=True)
-            except Exception:  # noqa: BLE001  (a kernel that is already gone)
-                pass
-
-
 def execute(
     kind: str,
     parameters: dict,
@@ -206,16 +172,21 @@ def execute(
     `output_dir` is added to the parameters (the notebook writes its tables and charts there).
     A cell error raises ReportError naming the cell and the exception; the executed notebook,
     with that cell's traceback, is kept in `keep_failed` (papermill's habit) and the message says
-    where. `kernels`: run in this thread's kernel of a `SharedKernels` instead of a new one.
+    where. `kernels`: run in this thread's kernel of a `SharedKernels` (started ahead by
+    `make_report`) instead of a new one.
     """
     import papermill as pm
 
-    check_kernel()
     source = NOTEBOOKS_DIR / NOTEBOOKS[kind]
     if not source.is_file():
         raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
     executed = staging / NOTEBOOKS[kind]
-    shared = {"km": kernels.kernel()} if kernels is not None else {}
+    try:
+        shared = {"km": kernels.kernel()} if kernels is not None else {"extra_arguments": QUIET_KERNEL}
+        if kernels is None:
+            check_kernel()
+    except KernelError as exc:
+        raise ReportError(str(exc)) from None
     try:
         pm.execute_notebook(
             source,
@@ -224,7 +195,6 @@ def execute(
             kernel_name=KERNEL_NAME,
             progress_bar=progress,
             log_output=False,
-            extra_arguments=QUIET_KERNEL,
             request_save_on_cell_execute=False,
             **shared,
         )
@@ -255,40 +225,63 @@ def make_report(
     """Execute, export and publish one report; returns its manifest (also written as report.json).
     `progress`: papermill's bar (default: when stderr is a terminal). `figures_only`: publish only
     the figures and tables (charts/, slices.*, paired.csv, frontier.csv) and report.json. `kernels`:
-    reuse this thread's kernel (`SharedKernels`)."""
+    reuse this thread's kernel (`SharedKernels`); without it, the report's own kernel is started
+    first, so it boots while this process prepares (issue 24)."""
+    start = time.perf_counter()
+    progress = sys.stderr.isatty() if progress is None else progress
+    own = kernels is None
+    kernels = SharedKernels() if kernels is None else kernels
+    try:
+        kernels.start(
+            NOTEBOOKS_DIR / NOTEBOOKS[kind], LATER_IMPORTS.get(kind, ())
+        )  # it boots and imports while this process prepares
+    except KernelError as exc:
+        raise ReportError(str(exc)) from None
+    try:
+        inputs = input_digests(parameters)  # of the files as given (the folder keeps copies of them)
+        with staged_folder(destination) as staging:
+            ready_export()
+            executed = execute(
+                kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination), kernels=kernels
+            )
+            if own:
+                kernels.close()  # done with it: its CPU goes to the export
+            return _publish(kind, executed, staging, parameters, inputs, start, statistics, figures_only)
+    finally:
+        if own:
+            kernels.close()
+
+
+def _publish(kind, executed, staging, parameters, inputs, start, statistics, figures_only) -> dict:
+    """Export the executed notebook, list the outputs and write report.json into `staging`."""
     import msgspec
 
     from microctx.contract.records import ReportFile, ReportManifest
 
-    start = time.perf_counter()
-    progress = sys.stderr.isatty() if progress is None else progress
-    inputs = input_digests(parameters)  # of the files as given (the folder keeps copies of them)
-    with staged_folder(destination) as staging:
-        executed = execute(kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination), kernels=kernels)
-        parameters = relocate_inputs(executed, parameters, staging)  # reruns from its folder; no local path
-        html_path = executed.with_suffix(".html")
-        html_path.write_bytes(html_export(executed))
-        charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
-        missing_svg = [p.name for p in charts if not p.with_suffix(".svg").is_file()]
-        if missing_svg:
-            raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
-        if figures_only:
-            keep_figures_only(staging)
-        files = sorted(p for p in staging.rglob("*") if p.is_file())
-        record = ReportManifest(
-            schema=MANIFEST_SCHEMA,
-            kind=kind,
-            notebook=NOTEBOOKS[kind],
-            parameters=parameters,
-            inputs=inputs,
-            charts=[p.stem for p in charts],
-            seconds=round(time.perf_counter() - start, 3),
-            files=msgspec.convert([_file_entry(p, staging) for p in files], list[ReportFile]),
-        )
-        if statistics is not None:
-            record.statistics = statistics
-        manifest = record.as_dict()
-        (staging / MANIFEST).write_bytes(dumps(manifest))
+    parameters = relocate_inputs(executed, parameters, staging)  # reruns from its folder; no local path
+    html_path = executed.with_suffix(".html")
+    html_path.write_bytes(html_export(executed))
+    charts = sorted((staging / CHARTS).glob("*.png")) if (staging / CHARTS).is_dir() else []
+    missing_svg = [p.name for p in charts if not p.with_suffix(".svg").is_file()]
+    if missing_svg:
+        raise ReportError(f"charts without an SVG: {', '.join(missing_svg)}")
+    if figures_only:
+        keep_figures_only(staging)
+    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    record = ReportManifest(
+        schema=MANIFEST_SCHEMA,
+        kind=kind,
+        notebook=NOTEBOOKS[kind],
+        parameters=parameters,
+        inputs=inputs,
+        charts=[p.stem for p in charts],
+        seconds=round(time.perf_counter() - start, 3),
+        files=msgspec.convert([_file_entry(p, staging) for p in files], list[ReportFile]),
+    )
+    if statistics is not None:
+        record.statistics = statistics
+    manifest = record.as_dict()
+    (staging / MANIFEST).write_bytes(dumps(manifest))
     return manifest
 
 

@@ -8,7 +8,8 @@ size for sharp text, less for a chart so large that twice would pass `PNG_MAX_PI
 writes `<name>.png`, `<name>.svg` and `<name>.pdf` (vector figures; the PDF at a text column's
 width); `show` saves and returns what a notebook displays (`Figure`: the SVG and the PNG, so an
 exported HTML report inlines the SVG where it is the smaller); `show_interactive` adds a
-self-contained interactive page. The chart builders live in `microctx.reports.charts`.
+self-contained interactive page. The palette (split, status and paired-test colours, the row
+height) is here too; the chart builders are named in `microctx.reports.charts`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import altair as alt
 
 from microctx._io.atomic import atomic_write
+from microctx.contract.split import SPLITS
 
 PNG_SCALE = 2  # PNGs are rendered at (at most) twice the chart's size and shown at half, for sharp text
 PNG_MAX_PIXELS = 2_000_000  # a larger chart is rasterised at a smaller scale (never below 1): PNGs of sensible size
@@ -47,6 +49,20 @@ THEME = {
     "header": {"labelFontSize": 11, "titleFontSize": 12},
     "view": {"stroke": None},
 }
+
+
+# The palette of every chart (`microctx.reports.charts`).
+SPLIT_COLORS = alt.Scale(domain=list(SPLITS), range=["#4c78a8", "#f58518", "#54a24b"])
+# One colour meaning in every slice, comparison and grade chart: red = a finding that needs
+# attention (a weak slice, a significant paired difference, a missed fact), blue = judged with no
+# finding, grey = not judged (too little support, or too few components for an interval: hollow).
+RED, BLUE, GREY, GREEN, ORANGE = "#e45756", "#4c78a8", "#bab0ac", "#54a24b", "#f58518"
+BROWN = "#9d755d"  # not estimable: not judged like "too small", but a status of its own in every legend
+STATUS_ORDER = ["judged", "weak", "too small", "not estimable"]
+STATUS_COLORS = alt.Scale(domain=STATUS_ORDER, range=[BLUE, RED, GREY, BROWN])
+PAIRED_ORDER = ["significant", "not significant", "not judged"]
+PAIRED_COLORS = alt.Scale(domain=PAIRED_ORDER, range=[RED, BLUE, GREY])
+ROW_HEIGHT = 14
 
 
 def themed(spec: dict) -> dict:
@@ -72,6 +88,25 @@ def _render_dict(spec: dict) -> tuple[bytes, str]:
     svg = vlc.vegalite_to_svg(themed(spec))
     width, height = svg_size(svg)
     return vlc.svg_to_png(svg, scale=png_scale(width, height)), svg  # rasterising the SVG skips a second vega run
+
+
+_WARM_SPEC = {
+    "title": "warm",
+    "data": {"values": [{"x": 0, "y": "a"}]},
+    "mark": "point",
+    "encoding": {"x": {"field": "x", "type": "quantitative"}, "y": {"field": "y", "type": "nominal"}},
+}
+
+
+def warm_renderer() -> None:
+    """Start vl-convert's engine with a one-point chart in the theme, through SVG, PNG and PDF: the
+    first render in a process costs about 0.5 s more than the next (a report's kernel does this
+    as it starts, `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(themed(_WARM_SPEC))
+    vlc.svg_to_png(svg, scale=PNG_SCALE)
+    vlc.svg_to_pdf(svg)
 
 
 def png_scale(width: float, height: float) -> float:

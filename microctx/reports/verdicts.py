@@ -189,15 +189,14 @@ def compare_costs(costs, records: int | None = None):
 # ---------------------------------------------------------------- corpus
 
 
-def corpus_hubs(corpus) -> list[tuple[int, int]]:
+def corpus_hubs(records) -> list[tuple[int, int]]:
     """(issue number, in-corpus references) of every hub record (more than
     `corpus.freeze.HUB_REFERENCES` in-corpus references), most first: the freeze's own rule, on
-    the references the public text gives (`contract.facts.references`)."""
-    from microctx.contract.patterns import issue_text, references
+    the references the public text gives, as the record table derived them (`records`:
+    `grading.records.record_table`, one derivation per record)."""
     from microctx.corpus.freeze import find_hubs
 
-    records = corpus.records
-    return find_hubs([int(r["number"]) for r in records], [references(issue_text(r["title"], r["body"])) for r in records])
+    return find_hubs([int(n) for n in records["number"]], [list(refs) for refs in records["references"]])
 
 
 def hub_table(corpus, records, hubs):
