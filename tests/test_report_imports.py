@@ -111,6 +111,9 @@ def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path
     # scipy's compiled special functions alone, threads or not (no scipy.special package, 0.12 s)
     assert not {"altair", "scipy.special"} & (loaded | used)
     assert "scipy.special._ufuncs" in used
+    # the kernel starts OpenBLAS on one thread (kernels.kernel_environment): the bootstrap then
+    # needs no threadpoolctl to limit it
+    assert "threadpoolctl" not in used
     assert set(build.LATER_IMPORTS["grade"]) <= used
     needless = sorted(loaded - used - {"microctx.reports.kernel_start"})
     assert not needless, f"the preload imports what the grade notebook does not: {needless[:20]}"
