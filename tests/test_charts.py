@@ -224,6 +224,51 @@ def test_never_predicted_labels_stay_in_the_precision_panel(planted_table):
     assert has_colour(colour_census(png, step=1), RED, at_least=5)  # the note is drawn
 
 
+# the grade report's charts, rendered from the planted table (n_boot=2000): SVG and PNG SHA-256,
+# the same bytes as when they were altair charts (issue 24: built as Vega-Lite dicts since)
+GRADE_CHART_PINS = {
+    "slice_f1": (
+        "25ed0798a7d77e550dff5dd81b79ebd4ac0da1c761ac9e57711fa51ddedf40f4",
+        "e0504e41f3ac742d08a5d005bdecb7f53b3d7be1b4c5ed857be7dd909d38bedd",
+    ),
+    "precision_recall": (
+        "56ca8f9d3f222eec4ae787192299403608c995703fbcc36a27d8d08243330eaf",
+        "1d5c5657efc7b76d5c54a240eb57f991f9e41cbe6d958935478827abefa83d29",
+    ),
+    "outcomes_by_kind": (
+        "f0c83b8b7f71fb8e5d36c527c757bce0f90a4bfd351d51e4c619378569d35c52",
+        "00b852e055e6ea18b0cb040e9b15e6acc35419754eb86fd561ad62cb78e193cd",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADE_CHART_PINS))
+def test_grade_report_charts_keep_their_bytes(planted_table, name):
+    import hashlib
+
+    import altair as alt
+
+    spec = getattr(charts, name)(planted_table)
+    assert isinstance(spec, charts.Spec) and spec.spec["$schema"] == alt.SCHEMA_URL  # what altair writes
+    png, svg = charts.render(spec)
+    assert (hashlib.sha256(svg.encode()).hexdigest(), hashlib.sha256(png).hexdigest()) == GRADE_CHART_PINS[name]
+
+
+def test_inline_data_names_and_cleans_values_as_altair_does():
+    import altair as alt
+
+    frame = pd.DataFrame(
+        {"s": pd.Series(["a", None], dtype="str"), "i": [1, 2], "f": [float("nan"), float("inf")], "b": [True, False]}
+    )
+    datasets: dict = {}
+    from microctx.reports.figures import inline_data
+
+    ref = inline_data(frame, datasets)
+    theirs = alt.Chart(frame).mark_point().encode(x="i:Q").to_dict()
+    assert datasets == theirs["datasets"] and ref == theirs["data"]
+    assert datasets[ref["name"]] == [{"s": "a", "i": 1, "f": None, "b": True}, {"s": None, "i": 2, "f": None, "b": False}]
+
+
 def test_component_chart_shows_the_giant_component(records):
     sizes = charts.component_size_counts(records)
     spec = charts.component_sizes_chart(sizes).to_dict()

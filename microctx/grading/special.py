@@ -7,15 +7,20 @@ same objects as `scipy.special.betaincinv` and so on: the same numbers, bit for 
 functions live in the compiled `scipy.special._ufuncs`, which loads in about 25 ms. So the
 first use loads that module alone, under a bare stand-in for the package that is removed again
 at once; a later `import scipy.special` runs the package's own initialisation as usual and
-finds the same compiled module. When scipy.special is already imported, when the compiled module
-cannot be loaded that way, or when another thread is running (the stand-in sits in `sys.modules`
-for a moment, and a thread importing scipy then would get it: Dask's workers, a kernel's threads),
-the package is imported as usual: the shortcut is for the single-threaded command line.
+finds the same compiled module.
+
+The stand-in is safe with other threads running (a report's kernel always has some; Dask's
+workers): it sits in `sys.modules` only while this thread holds the import system's own lock
+for `scipy.special`, and its spec says it is still initialising, so a thread importing
+`scipy.special` (or anything below it) meanwhile waits on that lock, as it would for a package
+another thread is importing, and then imports the real package. When scipy.special is already
+imported, or the compiled module cannot be loaded this way, the package is imported as usual.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import os
 import sys
 import threading
@@ -23,32 +28,56 @@ import types
 from typing import Any
 
 NAMES = ("betaincinv", "ndtri", "stdtr", "stdtrit", "_hypergeom_sf", "_binom_isf")  # the last two: `discrete`
+PACKAGE, COMPILED = "scipy.special", "scipy.special._ufuncs"
 _LOCK = threading.Lock()
+
+
+def _loaded() -> Any:
+    """The compiled module or the package, when one is fully imported (not a stand-in, not an
+    import still running in another thread); else None."""
+    for name in (COMPILED, PACKAGE):
+        module = sys.modules.get(name)
+        if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+            return module
+    return None
+
+
+def _alone() -> Any:
+    """`scipy.special._ufuncs` loaded under a stand-in package, holding the import lock of
+    `scipy.special` (`importlib._bootstrap._ModuleLockManager`, what `import` itself takes);
+    None when that cannot be done (the package is then imported as usual)."""
+    import scipy
+
+    bootstrap = sys.modules["importlib._bootstrap"]
+    with bootstrap._ModuleLockManager(PACKAGE):
+        found = _loaded()
+        if found is not None or PACKAGE in sys.modules:  # imported meanwhile (or a stand-in of someone else's)
+            return found
+        spec = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
+        spec.submodule_search_locations = [os.path.join(os.path.dirname(scipy.__file__), "special")]
+        # still initialising: another thread importing it waits on the lock, as for a real import
+        setattr(spec, "_initializing", True)  # noqa: B010  (a private field of the import system)
+        stand_in = types.ModuleType(PACKAGE)
+        stand_in.__spec__, stand_in.__path__ = spec, spec.submodule_search_locations
+        sys.modules[PACKAGE] = stand_in
+        try:
+            return importlib.import_module(COMPILED)
+        except Exception:  # noqa: BLE001  (ImportError, or the import system's deadlock error: the usual way)
+            sys.modules.pop(COMPILED, None)
+            return None
+        finally:
+            if sys.modules.get(PACKAGE) is stand_in:
+                del sys.modules[PACKAGE]
 
 
 def _ufuncs() -> Any:
     """The module holding scipy's special ufuncs, `scipy.special._ufuncs` (loaded alone unless scipy.special is)."""
-    for name in ("scipy.special._ufuncs", "scipy.special"):
-        if name in sys.modules:
-            return sys.modules[name]
-    if threading.active_count() > 1:  # not alone: no stand-in another thread could see
-        return importlib.import_module("scipy.special")
+    found = _loaded()
+    if found is not None:
+        return found
     with _LOCK:
-        if "scipy.special._ufuncs" in sys.modules:
-            return sys.modules["scipy.special._ufuncs"]
-        import scipy
-
-        stand_in = types.ModuleType("scipy.special")
-        stand_in.__path__ = [os.path.join(os.path.dirname(scipy.__file__), "special")]
-        sys.modules["scipy.special"] = stand_in
-        try:
-            return importlib.import_module("scipy.special._ufuncs")
-        except ImportError:
-            pass
-        finally:
-            if sys.modules.get("scipy.special") is stand_in:
-                del sys.modules["scipy.special"]
-    return importlib.import_module("scipy.special")
+        found = _loaded() or _alone()
+    return found if found is not None else importlib.import_module(PACKAGE)
 
 
 def __getattr__(name: str) -> Any:

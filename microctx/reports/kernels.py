@@ -86,6 +86,14 @@ def preload_arguments(notebook: str | os.PathLike, later: Sequence[str] = ()) ->
     return [f"--IPKernelApp.exec_lines={[line]!r}"]
 
 
+def kernel_environment() -> dict[str, str]:
+    """The environment a report's kernel starts with: this process's, and OpenBLAS on one thread
+    unless the user set it (as `microctx slices` starts it): its second thread costs about 50 ms
+    of CPU as numpy loads, and the statistics run their matrix products on one thread anyway
+    (`grading.stats.one_blas_thread`), so the numbers are the same."""
+    return {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+
+
 class SharedKernels:
     """Kernels reports run in: one per thread, started on first use (or ahead of it, `start`), its
     namespace reset (`%reset`, a new session: execution counts from 1) before each next notebook;
@@ -111,7 +119,7 @@ class SharedKernels:
         check_kernel()
         km = AsyncKernelManager(kernel_name=KERNEL_NAME)
         extra = preload_arguments(notebook, later) if notebook is not None else []
-        run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra])
+        run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra], env=kernel_environment())
         with self._lock:
             self._kernels[threading.get_ident()] = km
 

@@ -7,11 +7,25 @@ judged, brown not estimable, hollow without an interval). The notebooks call the
 
 from __future__ import annotations
 
-import altair as alt
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
-from microctx.reports.figures import PAIRED_COLORS, RED, ROW_HEIGHT, STATUS_COLORS
+from microctx.reports.figures import (
+    DEFAULT_CONFIG,
+    PAIRED_COLORS,
+    RED,
+    ROW_HEIGHT,
+    SCHEMA_URL,
+    STATUS_COLORS,
+    Spec,
+    field,
+    inline_data,
+)
+
+if TYPE_CHECKING:
+    import altair as alt
 
 # ---------------------------------------------------------------- slice charts
 
@@ -50,69 +64,82 @@ def _slice_rows(table: pd.DataFrame, components: bool = True) -> pd.DataFrame:
     return rows
 
 
-def _status_points(base: alt.Chart, x: str, tooltip: list, size: int = 40) -> alt.LayerChart:
+_STATUS = {"field": "status", "scale": STATUS_COLORS, "title": "slice", "type": "nominal"}
+_ESTIMABLE, _NOT_ESTIMABLE = [{"filter": "datum.estimable"}], [{"filter": "(!datum.estimable)"}]
+
+
+def _rows_axis(order: list) -> dict:
+    return {"axis": {"labelLimit": 320}, "field": "row", "sort": order, "title": None, "type": "nominal"}
+
+
+def _status_points(y: dict, x: str, tooltip: list, size: int = 40) -> list[dict]:
     """Filled points for slices with an interval, hollow ones (no interval drawn) for the rest."""
-    color = alt.Color("status:N", scale=STATUS_COLORS, title="slice")
-    filled = (
-        base.mark_point(filled=True, size=size)
-        .encode(x=f"{x}:Q", color=color, tooltip=tooltip)
-        .transform_filter(alt.datum.estimable)
-    )
-    hollow = (
-        base.mark_point(filled=False, size=size, strokeWidth=1.5)
-        .encode(x=f"{x}:Q", color=color, tooltip=tooltip)
-        .transform_filter(~alt.datum.estimable)
-    )
-    return alt.LayerChart(layer=[filled, hollow])
+    encoding = {"color": _STATUS, "tooltip": tooltip, "x": {"field": x, "type": "quantitative"}, "y": y}
+    return [
+        {"mark": {"type": "point", "filled": True, "size": size}, "encoding": encoding, "transform": _ESTIMABLE},
+        {
+            "mark": {"type": "point", "filled": False, "size": size, "strokeWidth": 1.5},
+            "encoding": encoding,
+            "transform": _NOT_ESTIMABLE,
+        },
+    ]
 
 
-def slice_f1(table: pd.DataFrame) -> alt.TopLevelMixin:
+def _interval(y: dict, low: str, high: str, title: str) -> dict:
+    """The 95% interval of each estimable slice as a rule from `low` to `high` on [0, 1]."""
+    x = {"field": low, "scale": {"domain": [0, 1]}, "title": title, "type": "quantitative"}
+    return {
+        "mark": {"type": "rule", "strokeWidth": 2},
+        "encoding": {"color": _STATUS, "x": x, "x2": {"field": high}, "y": y},
+        "transform": _ESTIMABLE,
+    }
+
+
+def _top(spec: dict, datasets: dict) -> Spec:
+    """The chart as altair's `to_dict()` writes it: its config first, the schema and the datasets last."""
+    return Spec({"config": DEFAULT_CONFIG, **spec, "$schema": SCHEMA_URL, "datasets": datasets})
+
+
+def slice_f1(table: pd.DataFrame) -> Spec:
     """F1 per slice (in table order: worst first within a kind) with its 95% Korn-Graubard
     interval, the overall F1 as a rule; weak slices red, judged blue, not judged grey; slices in
-    too few components hollow and without an interval. Row labels carry support and components."""
+    too few components hollow and without an interval. Row labels carry support and components.
+    A Vega-Lite dict (`figures.Spec`), not an altair chart: the grade report's kernel never
+    imports altair."""
     rows = _slice_rows(table).dropna(subset=["f1"])
     order = list(rows["row"])
     overall = float(table.loc[table["slice_kind"] == "overall", "f1"].iloc[0])
-    base = alt.Chart(rows).encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
-    bars = (
-        base.mark_rule(strokeWidth=2)
-        .encode(
-            x=alt.X(
-                "ci_low:Q",
-                scale=alt.Scale(domain=[0, 1]),
-                title="F1 on these records (point); 95% interval beyond these records (bar; hollow: none, see the table)",
-            ),
-            x2="ci_high:Q",
-            color=alt.Color("status:N", scale=STATUS_COLORS, title="slice"),
-        )
-        .transform_filter(alt.datum.estimable)
-    )
-    tooltip = [
-        "slice_kind",
-        "slice",
-        "support",
-        "tp",
-        "fp",
-        "fn",
-        alt.Tooltip("f1:Q", format=".3f"),
-        alt.Tooltip("ci_low:Q", format=".3f"),
-        alt.Tooltip("ci_high:Q", format=".3f"),
-        "status",
+    datasets: dict = {}
+    data = inline_data(rows, datasets)
+    y = _rows_axis(order)
+    title = "F1 on these records (point); 95% interval beyond these records (bar; hollow: none, see the table)"
+    tooltip = [field(rows, c) for c in ("slice_kind", "slice", "support", "tp", "fp", "fn")]
+    tooltip += [{"field": c, "format": ".3f", "type": "quantitative"} for c in ("f1", "ci_low", "ci_high")]
+    tooltip.append(field(rows, "status"))
+    extra = ("n_components", "n_eff", "rests_on", "no_interval_reason", "p_adjusted", "train_support")
+    tooltip += [field(rows, c) for c in extra if c in rows]
+    line = {
+        "data": inline_data(pd.DataFrame({"overall": [overall]}), datasets),
+        "mark": {"type": "rule", "color": "black", "strokeDash": [4, 3]},
+        "encoding": {"x": {"field": "overall", "type": "quantitative"}},
+    }
+    layers = [
+        {"data": data, **_interval(y, "ci_low", "ci_high", title)},
+        {"layer": _status_points(y, "f1", tooltip), "data": data},
     ]
-    tooltip += [
-        c for c in ("n_components", "n_eff", "rests_on", "no_interval_reason", "p_adjusted", "train_support") if c in rows
-    ]
-    points = _status_points(base, "f1", tooltip)
-    rule = alt.Chart(pd.DataFrame({"overall": [overall]})).mark_rule(strokeDash=[4, 3], color="black").encode(x="overall:Q")
-    return alt.layer(bars, points, rule, title=f"F1 per slice, worst first (overall F1 {overall:.3f}, dashed)").properties(
-        width=420, height=ROW_HEIGHT * len(order)
-    )
+    spec = {
+        "layer": [*layers, line],
+        "height": ROW_HEIGHT * len(order),
+        "title": f"F1 per slice, worst first (overall F1 {overall:.3f}, dashed)",
+        "width": 420,
+    }
+    return _top(spec, datasets)
 
 
-def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
+def precision_recall(table: pd.DataFrame) -> Spec:
     """Precision and recall per slice side by side, each with its 95% Korn-Graubard interval;
     a slice with gold facts but nothing submitted (precision undefined) stays listed in the
-    precision panel, marked "never predicted"."""
+    precision panel, marked "never predicted". A Vega-Lite dict (`figures.Spec`)."""
     rows = _slice_rows(table)
     order = list(rows["row"])
     long = pd.concat(
@@ -125,62 +152,49 @@ def precision_recall(table: pd.DataFrame) -> alt.TopLevelMixin:
         note="never predicted", note_x=0.0
     )  # no point (precision is undefined): the note alone
     long = long.dropna(subset=["value"])
-    base = alt.Chart().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
-    ci = (
-        base.mark_rule(strokeWidth=2)
-        .encode(
-            x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="value with 95% Korn-Graubard interval"),
-            x2="high:Q",
-            color=alt.Color("status:N", scale=STATUS_COLORS, title="slice"),
-        )
-        .transform_filter(alt.datum.estimable)
-    )
-    point = _status_points(
-        base,
-        "value",
-        [
-            "slice_kind",
-            "slice",
-            "metric",
-            "support",
-            alt.Tooltip("value:Q", format=".3f"),
-            alt.Tooltip("low:Q", format=".3f"),
-            alt.Tooltip("high:Q", format=".3f"),
-        ],
-        size=36,
-    )
-    layers = [ci, point]
     if len(never):
-        layers.append(
-            base.mark_text(align="left", dx=2, fontSize=10, color=RED)
-            .encode(x="note_x:Q", text="note:N")
-            .transform_filter(alt.datum.note == "never predicted")
-        )
         long = pd.concat([long, never], ignore_index=True)
-    return (
-        alt.layer(*layers, data=long)
-        .properties(width=260, height=ROW_HEIGHT * len(order))
-        .facet(column=alt.Column("metric:N", title=None, sort=["precision", "recall"]))
-        .properties(title="Precision and recall per slice")
-    )
+    y = _rows_axis(order)
+    tooltip = [field(long, c) for c in ("slice_kind", "slice", "metric", "support")]
+    tooltip += [{"field": c, "format": ".3f", "type": "quantitative"} for c in ("value", "low", "high")]
+    layers = [
+        _interval(y, "low", "high", "value with 95% Korn-Graubard interval"),
+        {"layer": _status_points(y, "value", tooltip, size=36)},
+    ]
+    if len(never):
+        note = {"field": "note", "type": "nominal"}
+        layers.append(
+            {
+                "mark": {"type": "text", "align": "left", "color": RED, "dx": 2, "fontSize": 10},
+                "encoding": {"text": note, "x": {"field": "note_x", "type": "quantitative"}, "y": y},
+                "transform": [{"filter": "(datum.note === 'never predicted')"}],
+            }
+        )
+    datasets: dict = {}
+    spec = {
+        "data": inline_data(long, datasets),
+        "facet": {"column": {"field": "metric", "sort": ["precision", "recall"], "title": None, "type": "nominal"}},
+        "spec": {"layer": layers, "height": ROW_HEIGHT * len(order), "width": 260},
+        "title": "Precision and recall per slice",
+    }
+    return _top(spec, datasets)
 
 
-def outcomes_by_kind(table: pd.DataFrame) -> alt.Chart:
-    """tp, fp and fn counts per fact kind (these rows sum to the grade's totals)."""
+def outcomes_by_kind(table: pd.DataFrame) -> Spec:
+    """tp, fp and fn counts per fact kind (these rows sum to the grade's totals). A Vega-Lite dict (`figures.Spec`)."""
     kinds = table[table["slice_kind"] == "fact_kind"]
     long = kinds.melt(id_vars=["slice"], value_vars=["tp", "fp", "fn"], var_name="outcome", value_name="facts")
-    return (
-        alt.Chart(long, title="Fact outcomes per kind")
-        .mark_bar()
-        .encode(
-            y=alt.Y("slice:N", title="fact kind", sort=list(kinds["slice"])),
-            x=alt.X("facts:Q", title="facts", axis=alt.Axis(tickCount=6)),
-            color=alt.Color("outcome:N", scale=alt.Scale(domain=["tp", "fn", "fp"], range=["#54a24b", "#e45756", "#f58518"])),
-            order=alt.Order("outcome:N"),
-            tooltip=["slice", "outcome", "facts"],
-        )
-        .properties(width=420, height=150)
-    )
+    datasets: dict = {}
+    colors = {"domain": ["tp", "fn", "fp"], "range": ["#54a24b", "#e45756", "#f58518"]}
+    encoding = {
+        "color": {"field": "outcome", "scale": colors, "type": "nominal"},
+        "order": {"field": "outcome", "type": "nominal"},
+        "tooltip": [field(long, c) for c in ("slice", "outcome", "facts")],
+        "x": {"axis": {"tickCount": 6}, "field": "facts", "title": "facts", "type": "quantitative"},
+        "y": {"field": "slice", "sort": list(kinds["slice"]), "title": "fact kind", "type": "nominal"},
+    }
+    spec = {"data": inline_data(long, datasets), "mark": {"type": "bar"}, "encoding": encoding}
+    return _top({**spec, "height": 150, "title": "Fact outcomes per kind", "width": 420}, datasets)
 
 
 # ---------------------------------------------------------------- comparison charts
@@ -190,6 +204,8 @@ def compare_f1(compare: pd.DataFrame, judged_only: bool = True) -> alt.TopLevelM
     """F1 with its interval per slice, one mark per candidate on the same row (shape and offset
     tell candidates apart; colour is the slice status, as in every chart: red weak, blue judged,
     grey not judged; hollow and no interval when too few components)."""
+    import altair as alt
+
     rows = _slice_rows(compare, components=False)  # components differ by candidate (false positives add some)
     if judged_only:
         rows = rows[~rows["too_small"].astype(bool)]
@@ -242,6 +258,8 @@ def paired_f1_diff(paired: pd.DataFrame) -> alt.TopLevelMixin:
     """F1(a) - F1(b) per slice with its paired cluster-bootstrap interval; red where the component
     sign-flip test is significant after adjustment, blue where not, grey hollow where the slice is
     not judged (too few components: no interval)."""
+    import altair as alt
+
     rows = paired[~paired["too_small"].astype(bool)].dropna(subset=["f1_diff"]).copy()
     rows["row"] = [
         f"{k}: {s}  (n={n}, n_eff={e:.1f})"
