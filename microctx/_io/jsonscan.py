@@ -70,19 +70,7 @@ class ObjectStream:
             raise
 
     def _read_head(self) -> dict:
-        start = self._handle.read(1 << 20)
-        match = re.compile(rb'"' + re.escape(self.list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
-        if match is None:
-            raise IrregularJSON
-        try:
-            head = orjson.loads(start[: match.end()] + b"]}")
-        except orjson.JSONDecodeError:
-            raise IrregularJSON from None
-        if not isinstance(head, dict) or list(head)[-1:] != [self.list_key]:
-            raise IrregularJSON
-        del head[self.list_key]
-        self._handle.seek(match.end() - 1)
-        return head
+        return read_head(self._handle, self.list_key)[0]
 
     def items(self) -> Iterator[object]:
         """The array's items, in order; `tail` is set after the last."""
@@ -248,3 +236,22 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
             return orjson.loads(b"[" + bytes(buf[blocks.pos : end]) + b"]"), end, item_end
         except orjson.JSONDecodeError:
             pass
+
+
+def read_head(handle: BinaryIO, list_key: str) -> tuple[dict, int]:
+    """The keys of the JSON object `handle` holds before `"list_key": [` (the last key, within its
+    first MiB), without `list_key`, and the offset of that `[`, where `handle` is left.
+    IrregularJSON for any other layout, or when the head is not JSON."""
+    start = handle.read(1 << 20)
+    match = re.compile(rb'"' + re.escape(list_key.encode()) + rb'"[ \t\r\n]*:[ \t\r\n]*\[').search(start)
+    if match is None:
+        raise IrregularJSON
+    try:
+        head = orjson.loads(start[: match.end()] + b"]}")
+    except orjson.JSONDecodeError:
+        raise IrregularJSON from None
+    if not isinstance(head, dict) or list(head)[-1:] != [list_key]:
+        raise IrregularJSON
+    del head[list_key]
+    handle.seek(match.end() - 1)
+    return head, match.end() - 1

@@ -7,16 +7,13 @@ document, so everything made from it can name what it was made from.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import orjson
-
 from microctx._io.jsonio import parse_json, read_bytes
-from microctx._io.jsonscan import IrregularJSON
 from microctx._io.jsonscan import _scan_array as scan_array  # the array reader of read_object_streaming
+from microctx._io.jsonscan import read_head
 from microctx.contract.digests import sha256_hex
 from microctx.contract.schemas import CORPUS_SCHEMA, STATES
 from microctx.contract.split import SPLITS
@@ -188,27 +185,14 @@ def check_corpus_document(document: object, path, check_records: bool = True) ->
     return document
 
 
-_RECORDS = re.compile(rb'"records"[ \t\r\n]*:[ \t\r\n]*\[')
-
-
 def corpus_head(path: str | os.PathLike, handle: BinaryIO) -> tuple[dict, int]:
     """The keys before `records` of a public corpus file open as `handle` (checked as
     `check_corpus_document` checks them), and the offset of the `[` that opens its records,
     where `handle` is left. IrregularJSON when the file is not laid out as freeze writes it
     (`records` last) or is not JSON: parse it whole then."""
-    start = handle.read(1 << 20)
-    match = _RECORDS.search(start)
-    if match is None:
-        raise IrregularJSON
-    try:
-        head = orjson.loads(start[: match.end()] + b"]}")
-    except orjson.JSONDecodeError:
-        raise IrregularJSON from None
-    if not isinstance(head, dict) or list(head)[-1:] != ["records"]:
-        raise IrregularJSON
+    head, offset = read_head(handle, "records")
     check_corpus_document({**head, "records": [_PLACEHOLDER]}, path, check_records=False)
-    handle.seek(match.end() - 1)
-    return head, match.end() - 1
+    return {**head, "records": []}, offset
 
 
 def corpus_records(path: str | os.PathLike, handle: BinaryIO, trailer: int | None = ord("}")) -> Iterator[RawIssue]:
