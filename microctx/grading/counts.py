@@ -318,26 +318,45 @@ def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame | Rec
 
 def split_support(records: pd.DataFrame | RecordColumns, specs: Sequence[Spec]) -> dict[str, np.ndarray]:
     """Per split (train, tune): each slice's gold facts among that split's records, from the
-    public-derived facts (`public_facts`), counted with the same slice masks as the test facts."""
+    public-derived facts (`public_facts`: the state, labels, references, duplicate targets and
+    cue words columns), counted with the same slice masks as the test facts."""
     if "public_facts" not in records.columns:
         raise ValueError("records: a record_table() frame is needed (no public_facts column)")
     splits = np.asarray(records["split"], dtype=object)
-    public_facts = np.asarray(records["public_facts"], dtype=object)
     held = np.flatnonzero((splits == "train") | (splits == "tune"))  # the test records' facts are not counted
-    rows = [(i, kind, value) for i in held for kind, value in public_facts[i]]
-    index = np.array([r[0] for r in rows], dtype=np.int64)
-    gold = FactTable(
-        np.array([r[1] for r in rows], dtype=object),
-        np.array([r[2] for r in rows], dtype=object),
-        np.zeros(len(rows), dtype=np.int64),
-        index,
-    )
-    split_of_fact = splits[index] if len(index) else np.array([], dtype=object)
+    gold = _public_fact_table(records, held)
+    split_of_fact = splits[gold.record] if len(gold.record) else np.array([], dtype=object)
     out = {}
     for split in ("train", "tune"):
         in_split = split_of_fact == split
         out[split] = np.array([int((gold.mask(spec) & in_split).sum()) for spec in specs], dtype=np.int64)
     return out
+
+
+# the record table's columns that make `public_facts`, after the state: (fact kind, column)
+_PUBLIC_LISTS = (("label", "labels"), ("ref", "references"), ("dup", "duplicate_targets"), ("contradiction", "cue_words"))
+
+
+def _public_fact_table(records: pd.DataFrame | RecordColumns, held: np.ndarray) -> FactTable:
+    """The `public_facts` of the `held` records as a fact table (outcome 0), one fact kind after
+    another (the counts do not depend on the order), made from the columns they come from."""
+    state = np.asarray(records["state"], dtype=object)[held]
+    present = np.array([x is not None for x in state], dtype=bool)
+    kinds, values, where = (
+        [np.full(int(present.sum()), "state", dtype=object)],
+        [[str(x) for x in state[present]]],
+        [held[present]],
+    )
+    for kind, column in _PUBLIC_LISTS:
+        lists = np.asarray(records[column], dtype=object)[held]
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        kinds.append(np.full(int(lengths.sum()), kind, dtype=object))
+        values.append([str(x) for v in lists for x in v])
+        where.append(np.repeat(held, lengths))
+    value = np.empty(sum(len(v) for v in values), dtype=object)
+    value[:] = [x for v in values for x in v]
+    record = np.concatenate(where).astype(np.int64)
+    return FactTable(np.concatenate(kinds), value, np.zeros(len(record), dtype=np.int64), record)
 
 
 def family_of(specs: Sequence[Spec]) -> np.ndarray:
