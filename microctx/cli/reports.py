@@ -89,15 +89,16 @@ def _slices(args, kw: dict) -> int:
     from microctx._io.csvout import columns_csv_bytes
     from microctx.contract.schemas import load_submission
     from microctx.contract.score import grade
-    from microctx.grading.counts import prepare_rows
+    from microctx.grading.counts import FactCells, prepare_cells
     from microctx.grading.records import bound_record_columns
     from microctx.grading.table import slice_columns
 
     answers = _answers_after_corpus(args.public, args.answers)
     records = bound_record_columns(args.public, answers)  # the derived fields read from bound answers
     submission = load_submission(args.submission)
-    result = grade(answers, submission)
-    table = slice_columns(prepare_rows(result.facts, records, "facts"), records, **kw)
+    facts = FactCells()  # the fact rows as plain cells: no FactRow per fact
+    result = grade(answers, submission, rows_to=facts)
+    table = slice_columns(prepare_cells(facts.cells, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
     look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
     atomic_write(args.output, columns_csv_bytes(table))

@@ -134,23 +134,49 @@ def prepare(facts: pd.DataFrame, records: pd.DataFrame | RecordColumns, name: st
 
 def prepare_rows(rows: Iterable[FactRow], records: pd.DataFrame | RecordColumns, name: str) -> FactTable:
     """`prepare` for a grade's fact rows (`GradeResult.facts`), without pandas: the same FactTable."""
+    return prepare_cells(((r.record_id, r.split, r.kind, r.value, r.outcome, r.detail) for r in rows), records, name)
+
+
+class FactCells:
+    """Where a grade's fact rows go for slicing (`score.grade(..., rows_to=FactCells())`): each
+    record's facts as plain cells (record_id, split, kind, value, outcome, detail), not a FactRow
+    each (about 0.2 s at 100,000 records); `prepare_cells` reads them. The other rows (aggregate,
+    citation, corpus) are kept in `rows`."""
+
+    def __init__(self) -> None:
+        self.cells: list[tuple[str, str, str, str, str, str]] = []
+        self.append_cells = self.cells.append
+        self.rows: list[FactRow] = []
+
+    def append(self, row: FactRow, /) -> None:
+        self.rows.append(row)
+
+
+_SCORED = frozenset(FACT_KINDS)
+
+
+def prepare_cells(
+    cells: Iterable[tuple[str, str, str, str, str, str]], records: pd.DataFrame | RecordColumns, name: str
+) -> FactTable:
+    """`prepare_rows` of fact rows given as cells (`FactCells`): the same FactTable."""
     position = {rid: i for i, rid in enumerate(np.asarray(records["id"], dtype=object))}
-    scored = [r for r in rows if r.kind in FACT_KINDS]
-    for r in scored:
-        if r.record_id not in position:
+    scored = [c for c in cells if c[2] in _SCORED]
+    codes = {o: i for i, o in enumerate(OUTCOMES)}
+    for rid, _, _, _, outcome, _ in scored:
+        if rid not in position:
             raise InputError(
-                name, "record id is not in the public corpus (facts of another corpus?)", record=r.record_id, field="record_id"
+                name, "record id is not in the public corpus (facts of another corpus?)", record=rid, field="record_id"
             )
-        if r.outcome not in OUTCOMES:
-            raise InputError(name, f"expected outcome tp, fp or fn, got {r.outcome!r}", field="outcome")
+        if outcome not in codes:
+            raise InputError(name, f"expected outcome tp, fp or fn, got {outcome!r}", field="outcome")
     objects = np.empty((2, len(scored)), dtype=object)
-    objects[0] = [r.kind for r in scored]
-    objects[1] = [r.value for r in scored]
+    objects[0] = [c[2] for c in scored]
+    objects[1] = [c[3] for c in scored]
     return FactTable(
         objects[0],
         objects[1],
-        np.array([OUTCOMES.index(r.outcome) for r in scored], dtype=np.int64),
-        np.array([position[r.record_id] for r in scored], dtype=np.int64),
+        np.fromiter((codes[c[4]] for c in scored), dtype=np.int64, count=len(scored)),
+        np.fromiter((position[c[0]] for c in scored), dtype=np.int64, count=len(scored)),
     )
 
 
