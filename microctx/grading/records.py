@@ -5,6 +5,9 @@ once here with the answers' own functions (`contract.patterns`, `contract.split.
 - `record_columns(corpus, answers=None) -> RecordColumns`: the same table as numpy columns (no
   pandas: the `microctx slices` path); `record_table` is its DataFrame. Given an answer bundle
   bound to the corpus, the derived fields are read from it (`derived_facts`), not derived again.
+- `bound_record_columns(public_path, answers)`: the same table, reading only the fields it needs
+  from a public file the bundle is bound to (the `microctx slices` path); any other file is
+  loaded and checked whole.
 - `record_table(corpus, answers=None) -> DataFrame`: one row per public record: id, number, split,
   state, labels, n_labels, body_length, body_length_bucket, has_references, n_references,
   cue_words, has_cue_word, component, component_size, public_facts (the record's gold facts as
