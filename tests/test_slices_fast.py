@@ -108,6 +108,50 @@ def test_answers_bound_to_the_corpus_give_the_fields_the_text_gives(s8f_corpus, 
     assert list(record_columns(s8f_corpus, elsewhere)["references"][row]) == list(derived["references"][row])
 
 
+def test_a_bound_corpus_is_read_for_its_table_alone(s8f, s8f_corpus, s8f_answers, tmp_path):
+    """`microctx slices` reads a public corpus bound to the answer bundle for the fields its record
+    table needs, the texts' digests standing in for the texts (`bound_record_columns`): the same
+    table as the corpus loaded whole. A file the bundle is not bound to is loaded and checked
+    whole: a bad timestamp is named, and the digests are not read."""
+    import pandas as pd
+    from orjson import dumps as orjson_dumps
+    from orjson import loads
+
+    from microctx.contract.digests import sha256_hex
+    from microctx.grading.records import bound_record_columns
+
+    whole = record_columns(s8f_corpus, s8f_answers, gold_facts=False)
+    bound = bound_record_columns(s8f.public, s8f_answers)
+    pd.testing.assert_frame_equal(bound.frame(), whole.frame(), check_exact=True)
+    document = loads(s8f.public.read_bytes())
+    first, other = document["records"][0], document["records"][-1]
+    assert whole["component"][0] != whole["component"][-1]
+    first["title_sha256"] = other["title_sha256"]  # the digest says the titles are equal: one component
+    first["created_at"] = "yesterday"
+    changed = tmp_path / "public.json"
+    changed.write_bytes(orjson_dumps(document))
+    table = bound_record_columns(changed, dict(s8f_answers, corpus_sha256=sha256_hex(changed.read_bytes())))
+    assert table["component"][0] == table["component"][-1]  # read as bound: the digests, not the timestamps
+    with pytest.raises(InputError, match="created_at"):
+        bound_record_columns(changed, s8f_answers)  # not bound: checked whole
+
+
+def test_a_bad_corpus_is_named_before_bad_answers(s8f, tmp_path, monkeypatch, capsys):
+    """The answers are read before the corpus (its reading needs their digest), and a bad corpus
+    is still the error named when both are bad, as when the corpus was read first."""
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
+    public, answers = tmp_path / "public.json", tmp_path / "answers.json"
+    public.write_text("{}")
+    answers.write_text("[]")
+    argv = ["slices", "--public", str(public), "--answers", str(answers), "--submission", str(s8f.answers),
+            "--output", str(tmp_path / "s.csv")]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert str(public) in capsys.readouterr().err
+    public.write_bytes(s8f.public.read_bytes())
+    assert cli.main(argv) == 2
+    assert str(answers) in capsys.readouterr().err
+
+
 def test_formula_text_in_a_slice_name_is_written_as_text_by_both_paths(s8f_answers, s8f_corpus, records):
     sub = planted_submission(s8f_answers)
     sub["answers"][0]["labels"] = [*sub["answers"][0]["labels"], '=HYPERLINK("http://x")']  # a false positive label
