@@ -146,3 +146,19 @@ def test_report_options_reach_the_notebook_and_report_json(monkeypatch, s8f, pla
     statistics = seen["statistics"]
     assert statistics["seed"] == 7 and statistics["n_boot"] == 2000 and statistics["min_components"] == 12
     assert {"alpha", "confidence", "adjustment", "min_gap", "min_support"} <= set(statistics)
+
+
+def test_slices_marks_an_example_submissions_look_as_grade_does(s8f, s8f_answers, planted, tmp_path, capsys):
+    """`microctx slices` grades on test, so it records a look; an example submission's look (the
+    planted one here) is kept marked and not counted, as `microctx grade` keeps it. It was counted."""
+    import copy
+
+    from microctx.grading import ledger
+
+    assert cli.main(_args(s8f, planted, tmp_path / "a.csv", "--n-boot", "200")) == 0
+    assert "a planted look" in capsys.readouterr().out
+    edited = copy.deepcopy(planted_submission(s8f_answers))
+    edited["answers"][0]["labels"] = [*edited["answers"][0]["labels"], "bug?"]  # no longer the example
+    (tmp_path / "edited.json").write_bytes(dumps(edited))
+    assert cli.main(_args(s8f, tmp_path / "edited.json", tmp_path / "b.csv", "--n-boot", "200")) == 0
+    assert [e["marked"] for e in ledger.entries()] == ["planted", None]

@@ -87,9 +87,11 @@ def _slices(args, kw: dict) -> int:
 
     from microctx._io.atomic import atomic_write
     from microctx._io.csvout import columns_csv_bytes
+    from microctx.contract.records import read_manifest
     from microctx.contract.schemas import load_submission
     from microctx.contract.score import grade
     from microctx.grading.counts import FactCells, prepare_cells
+    from microctx.grading.examples import look_mark
     from microctx.grading.records import bound_record_columns
     from microctx.grading.table import slice_columns
 
@@ -100,7 +102,9 @@ def _slices(args, kw: dict) -> int:
     result = grade(answers, submission, rows_to=facts)
     table = slice_columns(prepare_cells(facts.cells, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
-    look = _held_out_look(args.answers, result.grade, "slices", args.submission)  # a grade on test: one look
+    # a grade on test: one look, marked as grade marks it (an example submission's is kept, not counted)
+    marked = look_mark(answers, submission, read_manifest(args.submission))
+    look = _held_out_look(args.answers, result.grade, "slices", args.submission, marked=marked)
     atomic_write(args.output, columns_csv_bytes(table))
     judged = int((~np.isnan(table["p_value"])).sum())  # the slices the table judged (the method text's count)
     print(
