@@ -136,6 +136,37 @@ def test_a_bound_corpus_is_read_for_its_table_alone(s8f, s8f_corpus, s8f_answers
         bound_record_columns(changed, s8f_answers)  # not bound: checked whole
 
 
+@pytest.mark.parametrize("writer", ["edit", "truncate"])
+def test_a_bound_corpus_rewritten_while_read_is_read_as_hashed(s8f, s8f_answers, tmp_path, monkeypatch, writer):
+    """The reviewer's race: the file was mapped, hashed on one thread and decoded from the mapping,
+    so a writer rewriting it in place between the two had its records trusted under the old
+    digest (a tune record read as test), and a truncation killed the process (SIGBUS). The bytes
+    hashed are now the bytes parsed: the table is the one of the bytes the bundle is bound to."""
+    import msgspec
+
+    from microctx.grading import records as records_module
+    from microctx.grading.records import bound_record_columns
+
+    public = tmp_path / "public.json"
+    public.write_bytes(s8f.public.read_bytes())
+    at = public.read_bytes().index(b'"split": "tune"')
+    real = msgspec.json.decode
+
+    def racing_decode(buf, **kw):  # a writer acting after the hash began, before the decode
+        with open(public, "r+b") as handle:
+            if writer == "truncate":
+                handle.truncate(100)
+            else:
+                handle.seek(at)
+                handle.write(b'"split": "test"')
+        return real(buf, **kw)
+
+    monkeypatch.setattr(records_module.msgspec.json, "decode", racing_decode)
+    table = bound_record_columns(public, s8f_answers)
+    gold = {a["id"]: a["split"] for a in s8f_answers["answers"]}
+    assert [gold[i] for i in table["id"]] == list(table["split"])  # every split as the bundle has it
+
+
 def test_a_bad_corpus_is_named_before_bad_answers(s8f, tmp_path, monkeypatch, capsys):
     """The answers are read before the corpus (its reading needs their digest), and a bad corpus
     is still the error named when both are bad, as when the corpus was read first."""

@@ -23,7 +23,6 @@ once here with the answers' own functions (`contract.patterns`, `contract.split.
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -280,12 +279,15 @@ def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]
     freeze wrote and checked beside the bundle, so only the fields the table reads are decoded,
     each record's title and body stand in as their digests (`title_sha256`, `body_sha256`, which
     freeze wrote from them) and its derived facts are read from the bundle (`derived_facts`).
-    The file is mapped, not copied, and hashed on another thread while it is decoded (hashlib
-    lets go of the GIL). At 100,000 records about 1.5 s of CPU and 0.45 GiB less. Any other file
-    (or a record the bundle lacks) is loaded and checked whole (`load_corpus`), with its errors."""
+    The file is read once into memory, and those very bytes are hashed on another thread while
+    they are decoded (hashlib lets go of the GIL): a file changed on disk meanwhile cannot be
+    parsed under another content's digest (a shared mapping could). At 100,000 records about
+    1.5 s of CPU less. Any other file (or a record the bundle lacks) is loaded and checked whole
+    (`load_corpus`), with its errors."""
+    from microctx._io.jsonio import parse_json, read_bytes
     from microctx.corpus.public import Corpus, check_corpus_document
 
-    data = _mapped(public)
+    data = read_bytes(public)  # one private copy: what is hashed is what is parsed
     digest: list[str] = []
     hashing = threading.Thread(target=lambda: digest.append(hashlib.sha256(data).hexdigest()))
     hashing.start()
@@ -299,25 +301,8 @@ def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]
         held = {a["id"]: a for a in answers["answers"]}
         if all(r.id in held for r in records):
             return _columns(_bound_texts(records), [_derived_of(held[r.id]) for r in records], None)
-    from microctx._io.jsonio import parse_json
-
-    whole = data if isinstance(data, bytes) else data[:]  # a copy of the mapped bytes
-    corpus = Corpus(check_corpus_document(parse_json(whole, public), public), digest[0], os.fspath(public))
+    corpus = Corpus(check_corpus_document(parse_json(data, public), public), digest[0], os.fspath(public))
     return record_columns(corpus, answers, gold_facts=False)
-
-
-def _mapped(public: str | os.PathLike[str]) -> bytes | mmap.mmap:
-    """The file's bytes, mapped read-only (a regular file under the input limit, `open_input`),
-    or read (standard input, an empty file)."""
-    from microctx._io.jsonio import open_input, read_bytes
-
-    if os.fspath(public) != "-":
-        with open_input(public) as handle:
-            try:
-                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # an empty file cannot be mapped
-                pass
-    return read_bytes(public)
 
 
 def _bound_texts(records: list[_Bound]) -> _Texts:
