@@ -228,3 +228,65 @@ def test_two_halves_scrub_as_one_process_does(tmp_path, s8f_corpus, two_halves):
     assert len(two_halves) == 1  # only the second run read two halves
     assert outputs["two"] == outputs["one"]
     assert orjson.loads(outputs["one"]["report.json"])["scrubbed_matches"] > 1000
+
+
+def test_the_forked_half_ends_when_its_parent_is_killed(tmp_path, s8f_corpus):
+    """The reviewer's orphan: SIGTERM to a freeze reading in two halves left the forked half
+    running under init (a SIGTERM runs no Python cleanup). The half now dies with its parent."""
+    import signal
+    import time
+
+    raw = tmp_path / "raw.json"
+    raw.write_bytes(orjson.dumps(corpus_to_export(s8f_corpus)))
+    child_pid = tmp_path / "child.pid"
+    script = f"""
+import os, time
+from microctx.corpus import halves
+from microctx.corpus.freeze_stream import FreezePass
+halves.TWO_HALVES_FROM = 0
+halves._cores = lambda: 2
+parent, add = os.getpid(), FreezePass.add
+def slow_add(self, issue):  # the forked half, slowed: a stand-in for a half of a million records
+    if os.getpid() != parent:
+        open({str(child_pid)!r}, "w").write(str(os.getpid()))
+        time.sleep(0.2)
+    return add(self, issue)
+FreezePass.add = slow_add
+from microctx.cli import main
+main({[str(a) for a in _freeze_argv(raw, tmp_path, "s")]!r})
+"""
+    run = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not child_pid.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(child_pid.read_text())
+    run.send_signal(signal.SIGTERM)
+    run.wait(30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"the forked half {pid} outlived its killed parent")
+    assert not list(tmp_path.glob("*.json"))[1:]  # nothing published
+
+
+def test_no_fork_while_other_threads_run():
+    """A fork copies the locks other threads hold but not the threads: with a thread alive (a
+    notebook kernel, a Dask worker) a large input is read in one process."""
+    import threading
+
+    from microctx.corpus import halves
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert halves._cores() == 1
+    finally:
+        stop.set()
+        thread.join()

@@ -17,6 +17,7 @@ import pickle
 import re
 import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, cast
 
@@ -50,7 +51,24 @@ def public_filler(path: str | os.PathLike, reader: BinaryIO, list_start: int) ->
 
 
 def _cores() -> int:
+    """The cores a forked half may use: 1 (read in one process) while other threads run, since a
+    fork copies their held locks but not the threads (a notebook kernel, a Dask worker)."""
+    if threading.active_count() > 1:
+        return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _die_with(parent: int) -> None:
+    """In the forked process: be killed when `parent` ends, however it ends (a SIGTERM runs no
+    Python handler there, so the parent's cleanup cannot end this process), Linux's prctl."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's own cleanup only
+        pass
+    if os.getppid() != parent:  # the parent ended before the request was made
+        os._exit(1)
 
 
 def _cut(path: str | os.PathLike, middle: int) -> int | None:
@@ -84,8 +102,10 @@ def in_two(
     process fails; an error reading `first()` is raised as it is (the forked process is ended)."""
     with tempfile.TemporaryFile(dir=fp.folder, buffering=0) as spill:  # beside the first pass's spill
         receive, send = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the forked process; its work is checked by the parent's result)
+            _die_with(parent)
             os.close(receive)
             _second_half(second, rules, spill, send)
         os.close(send)
