@@ -9,12 +9,14 @@ first use loads that module alone, under a bare stand-in for the package that is
 at once; a later `import scipy.special` runs the package's own initialisation as usual and
 finds the same compiled module.
 
-The stand-in is safe with other threads running (a report's kernel always has some; Dask's
-workers): it sits in `sys.modules` only while this thread holds the import system's own lock
-for `scipy.special`, and its spec says it is still initialising, so a thread importing
-`scipy.special` (or anything below it) meanwhile waits on that lock, as it would for a package
-another thread is importing, and then imports the real package. When scipy.special is already
-imported, or the compiled module cannot be loaded this way, the package is imported as usual.
+The stand-in is only ever used while no other thread runs (the command line). With other threads
+alive (a report's kernel, Dask's workers) the package is imported as usual: a thread importing a
+submodule of `scipy.special` (`scipy.special._basic`) while the stand-in sat in `sys.modules`
+would find it as the parent, not wait on its lock, and fail on a half-made module (a reviewer's
+finding; the import system's per-module lock guards `scipy.special` itself, not what is below
+it). The stand-in is also set up under the import system's lock for `scipy.special`, marked as
+initialising. When scipy.special is already imported, or the compiled module cannot be loaded
+this way, the package is imported as usual.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def _ufuncs() -> Any:
     found = _loaded()
     if found is not None:
         return found
+    if threading.active_count() > 1:  # another thread could import below the stand-in meanwhile
+        return importlib.import_module(PACKAGE)
     with _LOCK:
         found = _loaded() or _alone()
     return found if found is not None else importlib.import_module(PACKAGE)

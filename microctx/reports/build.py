@@ -58,8 +58,8 @@ NOTEBOOKS["semantic"] = "semantic_report.ipynb"  # a semantic study's agreement 
 # its kernel starts (`kernels.SharedKernels.start`); tests/test_report_imports.py checks that the
 # notebook's run imports each of them
 LATER_IMPORTS = {
-    "grade": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger"),
-    "compare": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger"),
+    "grade": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger", "scipy.special"),
+    "compare": ("microctx.contract.score", "microctx.grading.slices", "microctx.grading.ledger", "scipy.special"),
 }
 MANIFEST = "report.json"
 MANIFEST_SCHEMA = REPORT_MANIFEST_SCHEMA
