@@ -117,3 +117,29 @@ def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path
     assert set(build.LATER_IMPORTS["grade"]) <= used
     needless = sorted(loaded - used - {"microctx.reports.kernel_start"})
     assert not needless, f"the preload imports what the grade notebook does not: {needless[:20]}"
+
+
+def test_the_export_reuses_the_exporter_readied_while_the_kernel_boots(tmp_path, monkeypatch):
+    """`ready_export` leaves this thread's exporter with its templates compiled: the report's own
+    export compiles none (a new exporter compiled the lab templates again, 50 ms) and its bytes
+    are a new exporter's."""
+    import threading
+
+    import jinja2
+    import nbformat
+
+    from microctx.reports import build
+
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A title\n\n| a | b |\n|---|---|\n| 1 | 2 |")])
+    path = tmp_path / "book.ipynb"
+    nbformat.write(book, path)
+    fresh: list[bytes] = []
+    other = threading.Thread(target=lambda: fresh.append(build.html_export(path)))  # a thread's first exporter
+    other.start()
+    other.join()
+    build.ready_export()
+    compiled: list[object] = []
+    real = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile", lambda env, *a, **k: compiled.append(a) or real(env, *a, **k))
+    assert build.html_export(path) == fresh[0]
+    assert compiled == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -94,19 +95,25 @@ _OFFLINE_TEMPLATE = (
 )
 
 
-def _html(book) -> bytes:
-    """A notebook node as the report's HTML (`html_export`), unchecked."""
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
+_exporters = threading.local()  # one HTMLExporter per thread: its compiled templates are kept
 
-    exporter = HTMLExporter(
-        template_name="lab",
-        extra_loaders=[DictLoader({"microctx_offline.html.j2": _OFFLINE_TEMPLATE})],
-        template_file="microctx_offline.html.j2",
-        exclude_input=True,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-    )
+
+def _html(book) -> bytes:
+    """A notebook node as the report's HTML (`html_export`), unchecked. The exporter is made once
+    per thread and kept: a new one compiles the lab templates again (50 ms, issue 24)."""
+    exporter = getattr(_exporters, "html", None)
+    if exporter is None:
+        from jinja2 import DictLoader
+        from nbconvert import HTMLExporter
+
+        exporter = _exporters.html = HTMLExporter(
+            template_name="lab",
+            extra_loaders=[DictLoader({"microctx_offline.html.j2": _OFFLINE_TEMPLATE})],
+            template_file="microctx_offline.html.j2",
+            exclude_input=True,
+            exclude_input_prompt=True,
+            exclude_output_prompt=True,
+        )
     body, _ = exporter.from_notebook_node(book)
     return body.encode()
 
@@ -122,14 +129,11 @@ def html_export(notebook_path: Path) -> bytes:
     return data
 
 
-_export_ready = False
-
-
 def ready_export() -> None:
-    """Export a small notebook once per process (markdown, HTML, an SVG and a PNG), so nbconvert's
-    modules, templates and filters are loaded while a report's kernel boots, not after it ran."""
-    global _export_ready
-    if _export_ready:
+    """Export a small notebook once per thread (markdown, HTML, an SVG and a PNG), so nbconvert's
+    modules, filters and this thread's exporter with its compiled templates are ready while a
+    report's kernel boots, not after it ran."""
+    if getattr(_exporters, "ready", False):
         return
     import nbformat.v4 as nbf
 
@@ -138,7 +142,7 @@ def ready_export() -> None:
     output = nbf.new_output("display_data", data={"text/html": "<p>x</p>", "image/svg+xml": svg, "image/png": png})
     book = nbf.new_notebook(cells=[nbf.new_markdown_cell("# x\n\n`x`"), nbf.new_code_cell("x", outputs=[output])])
     _html(book)
-    _export_ready = True
+    _exporters.ready = True
 
 
 def failed_folder(destination: str | os.PathLike) -> Path:
