@@ -59,3 +59,32 @@ def test_object_layouts_left_to_the_whole_parse(tmp_path, document):
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     with pytest.raises(IrregularJSON):
         read_object_streaming(path, "records")
+
+
+def test_items_holding_many_item_like_objects_are_read_in_linear_work(monkeypatch):
+    """The reviewer's slow export: an item holding a list of thousands of objects that start with
+    the items' first key made every one of their ends a candidate, each try re-parsing the batch
+    (more than 10 minutes for 4.8 MB). After a few misses the objects' ends are found by a scan:
+    the same items, with a bounded number of parses."""
+    from microctx._io import jsonscan
+
+    items = [{"number": i, "nested": [{"number": j, "body": '},{"number":'} for j in range(3000)]} for i in range(40)]
+    data = orjson.dumps(items)
+    parses = []
+    real = orjson.loads
+    monkeypatch.setattr(jsonscan.orjson, "loads", lambda b: parses.append(len(b)) or real(b))
+    assert scan(data, 1 << 16, 1 << 12) == items
+    assert len(parses) < 60, len(parses)  # about one parse per item (275,355 before, 15 GB parsed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(record, min_size=1, max_size=30), st.sampled_from([0, orjson.OPT_INDENT_2]), st.integers(1, 64))
+def test_scanning_after_the_first_miss_equals_whole_parse(items, indent, batch):
+    """The scan the reader falls back to gives what the whole parse gives (here it starts at the
+    first candidate end that does not parse)."""
+    from microctx._io import jsonscan
+
+    data = orjson.dumps(items, option=indent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jsonscan, "_MAX_MISSES", 1)
+        assert scan(data, 16, batch) == items

@@ -13,6 +13,10 @@ from microctx._io.jsonio import open_input
 
 _WS = b" \t\r\n"
 _ITEM_END = re.compile(rb"\}[ \t\r\n]*[,\]]")
+# A JSON string (its escapes skipped), a string not yet ended in the buffer, or a bracket.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[{}\[\]]', re.S)
+_MAX_MISSES = 8  # candidate ends that did not parse before the array's objects are scanned
+_SCAN = re.compile(rb"(?!)")  # the end "pattern" once scanning: each object's end found by `_object_end`
 
 
 class IrregularJSON(Exception):
@@ -198,6 +202,8 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
     """The objects from `blocks.pos` to the first candidate end past `batch_size` bytes that
     parses (or a closer one), the end's offset, and the end pattern in use."""
     buf = blocks.buf
+    if item_end is _SCAN:
+        return _scanned(blocks)
     while len(buf) - blocks.pos < batch_size and blocks.more():
         pass
     candidates = []
@@ -212,6 +218,7 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
             candidates.append(last + 1)  # the whole rest in one batch
     search_from = blocks.pos + batch_size if len(buf) - blocks.pos > batch_size else blocks.pos
     looked_closer = search_from == blocks.pos
+    misses = 0
     while True:
         if candidates:
             end = candidates.pop()
@@ -235,7 +242,41 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
         try:
             return orjson.loads(b"[" + bytes(buf[blocks.pos : end]) + b"]"), end, item_end
         except orjson.JSONDecodeError:
-            pass
+            misses += 1
+        if misses >= _MAX_MISSES:  # nested objects end as items do: each try re-parsed the batch
+            return _scanned(blocks)
+
+
+def _scanned(blocks: _Blocks) -> tuple[list, int, re.Pattern]:
+    """The object at `blocks.pos` alone, its end found by a scan; the array's later objects too."""
+    end = _object_end(blocks)
+    try:
+        return [orjson.loads(bytes(blocks.buf[blocks.pos : end]))], end, _SCAN
+    except orjson.JSONDecodeError:
+        raise IrregularJSON from None
+
+
+def _object_end(blocks: _Blocks) -> int:
+    """The offset just past the value that starts at `blocks.pos` (an object), found by one scan
+    of its strings and brackets, reading more of the file as needed: linear, where trying
+    candidate ends is quadratic on an item holding many objects that end as items do."""
+    depth, at = 0, blocks.pos
+    while True:
+        for match in _TOKENS.finditer(blocks.buf, at):
+            token = match.group()
+            if token == b'"':  # a string the buffer ends inside: read more, then scan it again
+                break
+            at = match.end()
+            if token in (b"{", b"["):
+                depth += 1
+            elif token in (b"}", b"]"):
+                depth -= 1
+                if depth == 0:
+                    return at
+        ahead = at - blocks.pos  # `more` may move the buffer's start
+        if not blocks.more():
+            raise IrregularJSON
+        at = blocks.pos + ahead
 
 
 def read_head(handle: BinaryIO, list_key: str) -> tuple[dict, int]:
