@@ -14,9 +14,8 @@ alive (a report's kernel, Dask's workers) the package is imported as usual: a th
 submodule of `scipy.special` (`scipy.special._basic`) while the stand-in sat in `sys.modules`
 would find it as the parent, not wait on its lock, and fail on a half-made module (a reviewer's
 finding; the import system's per-module lock guards `scipy.special` itself, not what is below
-it). The stand-in is also set up under the import system's lock for `scipy.special`, marked as
-initialising. When scipy.special is already imported, or the compiled module cannot be loaded
-this way, the package is imported as usual.
+it). When scipy.special is already imported, or the compiled module cannot be loaded this way,
+the package is imported as usual.
 """
 
 from __future__ import annotations
@@ -31,57 +30,39 @@ from typing import Any
 
 NAMES = ("betaincinv", "ndtri", "stdtr", "stdtrit", "_hypergeom_sf", "_binom_isf")  # the last two: `discrete`
 PACKAGE, COMPILED = "scipy.special", "scipy.special._ufuncs"
-_LOCK = threading.Lock()
-
-
-def _loaded() -> Any:
-    """The compiled module or the package, when one is fully imported (not a stand-in, not an
-    import still running in another thread); else None."""
-    for name in (COMPILED, PACKAGE):
-        module = sys.modules.get(name)
-        if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
-            return module
-    return None
 
 
 def _alone() -> Any:
-    """`scipy.special._ufuncs` loaded under a stand-in package, holding the import lock of
-    `scipy.special` (`importlib._bootstrap._ModuleLockManager`, what `import` itself takes);
-    None when that cannot be done (the package is then imported as usual)."""
+    """`scipy.special._ufuncs` loaded under a bare stand-in package, removed again at once; None
+    when that cannot be done (the package is then imported as usual). Only while no other thread
+    runs: none can see the stand-in, and none can start one meanwhile."""
     import scipy
 
-    bootstrap = sys.modules["importlib._bootstrap"]
-    with bootstrap._ModuleLockManager(PACKAGE):
-        found = _loaded()
-        if found is not None or PACKAGE in sys.modules:  # imported meanwhile (or a stand-in of someone else's)
-            return found
-        spec = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
-        spec.submodule_search_locations = [os.path.join(os.path.dirname(scipy.__file__), "special")]
-        # still initialising: another thread importing it waits on the lock, as for a real import
-        setattr(spec, "_initializing", True)  # noqa: B010  (a private field of the import system)
-        stand_in = types.ModuleType(PACKAGE)
-        stand_in.__spec__, stand_in.__path__ = spec, spec.submodule_search_locations
-        sys.modules[PACKAGE] = stand_in
-        try:
-            return importlib.import_module(COMPILED)
-        except Exception:  # noqa: BLE001  (ImportError, or the import system's deadlock error: the usual way)
-            sys.modules.pop(COMPILED, None)
-            return None
-        finally:
-            if sys.modules.get(PACKAGE) is stand_in:
-                del sys.modules[PACKAGE]
+    spec = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
+    spec.submodule_search_locations = [os.path.join(os.path.dirname(scipy.__file__), "special")]
+    stand_in = types.ModuleType(PACKAGE)
+    stand_in.__spec__, stand_in.__path__ = spec, spec.submodule_search_locations
+    sys.modules[PACKAGE] = stand_in
+    try:
+        return importlib.import_module(COMPILED)
+    except ImportError:
+        sys.modules.pop(COMPILED, None)
+        return None
+    finally:
+        if sys.modules.get(PACKAGE) is stand_in:
+            del sys.modules[PACKAGE]
 
 
 def _ufuncs() -> Any:
-    """The module holding scipy's special ufuncs, `scipy.special._ufuncs` (loaded alone unless scipy.special is)."""
-    found = _loaded()
-    if found is not None:
-        return found
-    if threading.active_count() > 1:  # another thread could import below the stand-in meanwhile
-        return importlib.import_module(PACKAGE)
-    with _LOCK:
-        found = _loaded() or _alone()
-    return found if found is not None else importlib.import_module(PACKAGE)
+    """The compiled module holding scipy's special ufuncs, `scipy.special._ufuncs` (which also has
+    the private ones `discrete` uses): loaded alone, unless it is loaded already or other threads
+    run; then through the package (the import system waits for an import another thread makes)."""
+    if threading.active_count() == 1:
+        found = sys.modules.get(COMPILED) or _alone()
+        if found is not None:
+            return found
+    importlib.import_module(PACKAGE)
+    return importlib.import_module(COMPILED)
 
 
 def __getattr__(name: str) -> Any:
