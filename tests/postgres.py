@@ -19,6 +19,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
+
+def _sbin(tool: str) -> str:
+    """`tool` from PATH, else from /usr/sbin or /sbin, which a plain PATH may lack (`env -i`, cron)."""
+    return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.path.exists(p)), tool)
+
+
+RUNUSER, USERADD = _sbin("runuser"), _sbin("useradd")
+
 FALLBACK_USER = "microctx-pg"
 
 
@@ -42,7 +50,7 @@ def system_user(name: str) -> pwd.struct_passwd:
     except KeyError:
         pass
     done = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True
+        [USERADD, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True
     )
     if done.returncode != 0:
         raise OSError(f"cannot create the system user {name}: {done.stderr.strip()}")
@@ -64,7 +72,7 @@ class PostgresServer:
         self.user: pwd.struct_passwd | None = None
 
     def _run(self, *argv: str) -> subprocess.CompletedProcess:
-        prefix = ["runuser", "-u", self.user.pw_name, "--"] if self.user is not None else []
+        prefix = [RUNUSER, "-u", self.user.pw_name, "--"] if self.user is not None else []
         return subprocess.run(prefix + list(argv), capture_output=True, text=True, timeout=120)
 
     def start(self) -> PostgresServer:

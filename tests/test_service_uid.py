@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from postgres import system_user
+from postgres import RUNUSER, system_user
 from service_support import ROOT, ServiceProcess, body, submission
 
 SERVICE_USER, RESEARCHER = "microctx-svc", "microctx-researcher"
@@ -49,7 +49,7 @@ def _need_root() -> None:
 
 
 def _as(user: str) -> list[str]:
-    return ["runuser", "-u", user, "--"]
+    return [RUNUSER, "-u", user, "--"]
 
 
 def _python_for(user: str) -> str:
