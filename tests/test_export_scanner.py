@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from microctx._io.jsonscan import IrregularJSON, _scan_array, read_object_streaming
+from microctx._io.jsonscan import IrregularJSON, _scan_array, iter_json_array, read_object_streaming
 
 # Strings full of the characters an object end is looked for by, to plant false candidates.
 tricky = st.lists(st.sampled_from(list('}],{[" \\\n:ab') + ["é", '"body"', "},{", "}]"]), max_size=12).map("".join)
@@ -88,3 +88,31 @@ def test_scanning_after_the_first_miss_equals_whole_parse(items, indent, batch):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(jsonscan, "_MAX_MISSES", 1)
         assert scan(data, 16, batch) == items
+
+
+def test_the_stream_parses_items_as_deep_as_the_file(tmp_path):
+    """An item nested to the parser's limit (1,024 levels) in the file: the stream parsed its
+    batch one level shallower than the file (an object stream's items two), so it took what a
+    whole parse refuses. Now the stream refuses it too (IrregularJSON: the caller's whole parse
+    names it), also once it scans object by object; one level less is read by both."""
+    from microctx._io.jsonscan import ObjectStream
+
+    def deep(levels: int) -> bytes:  # an item `levels` deep in a top-level array
+        return b'{"a": ' + b"[" * (levels - 2) + b"]" * (levels - 2) + b"}"
+
+    nested = b'{"n": [{"a": 1}, {"a": 2}]}'  # ends as items do: 8 of them switch to the scan
+    for limit, prefix, suffix, read in (
+        (1025, b"[", b"]", lambda p: list(iter_json_array(p))),  # the file 1,025 levels deep
+        (1024, b'{"k": 1, "items": [', b"]}", lambda p: list(ObjectStream(p, "items").items())),
+    ):
+        for items in ([deep(limit)], [nested] * 9 + [deep(limit)]):
+            path = tmp_path / "doc.json"
+            path.write_bytes(prefix + b",\n".join(items) + suffix)
+            with pytest.raises(orjson.JSONDecodeError):
+                orjson.loads(path.read_bytes())
+            with pytest.raises(IrregularJSON):
+                read(path)
+            path.write_bytes(prefix + b",\n".join(items[:-1] + [deep(limit - 1)]) + suffix)
+            whole = orjson.loads(path.read_bytes())
+            expected, got = (whole if prefix == b"[" else whole["items"]), read(path)
+            assert len(got) == len(expected) and got[:-1] == expected[:-1] and list(got[-1]) == ["a"]

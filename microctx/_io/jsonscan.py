@@ -78,7 +78,8 @@ class ObjectStream:
 
     def items(self) -> Iterator[object]:
         """The array's items, in order; `tail` is set after the last."""
-        yield from _scan_array(self._handle, self.block_size, trailer=ord("}"), rest=self._read_tail if self.tail_keys else None)
+        rest = self._read_tail if self.tail_keys else None
+        yield from _scan_array(self._handle, self.block_size, trailer=ord("}"), rest=rest, depth=2)
 
     def _read_tail(self, blocks: _Blocks) -> None:
         """After the array's `]`: the rest of the object, `}` alone or `, "key": value, ... }`."""
@@ -152,14 +153,18 @@ def _scan_array(
     batch_size: int = 1 << 20,
     trailer: int | None = None,
     rest: Callable[[_Blocks], None] | None = None,
+    depth: int = 1,
 ) -> Iterator[object]:
-    """Objects of a top-level array, parsed about `batch_size` bytes at a time.
+    """Objects of an array, parsed about `batch_size` bytes at a time (`depth`: the array's own
+    nesting level in the file, 1 at the top, 2 as a key's value in the top object).
 
     A batch is the text from the current object to a candidate end (`}` then `,` or `]`),
     wrapped in brackets and parsed as an array. A candidate inside a string or a nested object
     makes the batch invalid, and the next candidate is tried; batching spreads those retries
     over many objects. `rest`: what reads the file after the closing bracket (it raises
     IrregularJSON when that is not what it expects), instead of the trailer and white space.
+    Each batch is parsed at the array's depth, so an item nested past the parser's limit in the
+    file is refused here too (IrregularJSON), never parsed by the stream alone.
     """
     blocks = _Blocks(handle, block_size)
     if blocks.skip_ws() != ord("["):
@@ -173,7 +178,7 @@ def _scan_array(
     while True:
         if blocks.skip_ws() != ord("{"):
             raise IrregularJSON
-        items, end, item_end = _next_batch(blocks, batch_size, item_end)
+        items, end, item_end = _next_batch(blocks, batch_size, item_end, depth)
         yield from items
         if item_end is _ITEM_END and isinstance(items[0], dict) and items[0]:
             # Objects of one export share their first key: an end followed by it is far more
@@ -198,12 +203,12 @@ def _after_array(blocks: _Blocks, trailer: int | None, rest: Callable[[_Blocks],
         raise IrregularJSON
 
 
-def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple[list, int, re.Pattern]:
+def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern, depth: int) -> tuple[list, int, re.Pattern]:
     """The objects from `blocks.pos` to the first candidate end past `batch_size` bytes that
     parses (or a closer one), the end's offset, and the end pattern in use."""
     buf = blocks.buf
     if item_end is _SCAN:
-        return _scanned(blocks)
+        return _scanned(blocks, depth)
     while len(buf) - blocks.pos < batch_size and blocks.more():
         pass
     candidates = []
@@ -240,18 +245,27 @@ def _next_batch(blocks: _Blocks, batch_size: int, item_end: re.Pattern) -> tuple
             end = match.start() + 1
             search_from = end
         try:
-            return orjson.loads(b"[" + bytes(buf[blocks.pos : end]) + b"]"), end, item_end
+            return _items(bytes(buf[blocks.pos : end]), depth), end, item_end
         except orjson.JSONDecodeError:
             misses += 1
         if misses >= _MAX_MISSES:  # nested objects end as items do: each try re-parsed the batch
-            return _scanned(blocks)
+            return _scanned(blocks, depth)
 
 
-def _scanned(blocks: _Blocks) -> tuple[list, int, re.Pattern]:
+def _items(text: bytes, depth: int) -> list:
+    """The items `text` holds (values separated by commas), parsed inside `depth` arrays: as deep
+    as in the file, so the parser's nesting limit falls where a whole parse's does."""
+    items = orjson.loads(b"[" * depth + text + b"]" * depth)
+    for _ in range(depth - 1):
+        items = items[0]
+    return items
+
+
+def _scanned(blocks: _Blocks, depth: int) -> tuple[list, int, re.Pattern]:
     """The object at `blocks.pos` alone, its end found by a scan; the array's later objects too."""
     end = _object_end(blocks)
     try:
-        return [orjson.loads(bytes(blocks.buf[blocks.pos : end]))], end, _SCAN
+        return _items(bytes(blocks.buf[blocks.pos : end]), depth), end, _SCAN
     except orjson.JSONDecodeError:
         raise IrregularJSON from None
 

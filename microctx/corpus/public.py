@@ -199,7 +199,7 @@ def corpus_records(path: str | os.PathLike, handle: BinaryIO, trailer: int | Non
     """The records of the array `handle` is at, checked and turned into raw issues as they are
     read, one block of the file in memory at a time (`trailer`: the byte that must follow the
     array, then the end of the file; IrregularJSON otherwise)."""
-    records = scan_array(handle, 1 << 24, trailer=trailer)
+    records = scan_array(handle, 1 << 24, trailer=trailer, depth=2)  # the top object's `records`
     return (check_corpus_record(record, index, path) for index, record in enumerate(records))
 
 
