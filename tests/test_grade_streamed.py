@@ -223,3 +223,50 @@ def test_a_bad_submission_record_after_many_good_ones_is_named(tmp_path, s8f, s8
     code, _, err = _cli("grade", "--answers", s8f.answers, "--submission", path, "--output", out)
     assert code == 2 and str(path) in err and f"answers[{index}] ({rid})" in err and "labels" in err
     assert not out.parent.exists() and ledger.entries() == []
+
+
+def _deep_field(document: dict, depth: int) -> bytes:
+    """`document` with a field of its own in its first answer, `depth` arrays deep (written as text:
+    orjson cannot write it)."""
+    text = dumps(document)
+    head, rest = text.split(b'"id": ', 1)
+    return head + b'"x": ' + b"[" * depth + b"]" * depth + b', "id": ' + rest
+
+
+@pytest.mark.parametrize("depth", [254, 300, 1022])
+def test_an_answer_nested_deeper_than_json_is_written_is_named(tmp_path, s8f, s8f_answers, depth):
+    """An answer's own field nested past orjson's writing limit (254 levels with the answer's
+    object) was a bug in microctx (exit 70, TypeError) in `grade` and `slices`, streamed or whole;
+    1,022 levels also parsed in the stream (its batch is one level shallower than the file) and
+    not whole. Now the field is named, exit 2, nothing written, no look."""
+    oracle = demo_submissions(s8f_answers)["oracle"]
+    path = tmp_path / "sub.json"
+    path.write_bytes(_deep_field(oracle, depth))
+    rid = oracle["answers"][0]["id"]
+    out = tmp_path / "out" / "g.json"
+    for argv in (
+        ("grade", "--answers", s8f.answers, "--submission", path, "--output", out),
+        ("slices", "--public", s8f.public, "--answers", s8f.answers, "--submission", path, "--output", out),
+    ):
+        code, _, err = _cli(*argv)
+        assert code == 2 and str(path) in err, err
+        if depth < 1022:
+            assert f"answers[0] ({rid})" in err and "'x'" in err and "nested more than 254 levels" in err, err
+        else:  # past the parser's own limit in the file: said as a whole parse says it, streamed or not
+            assert "not valid JSON: depth limit exceeded" in err, err
+    assert not out.parent.exists() and ledger.entries() == []
+    ok = tmp_path / "ok.json"
+    ok.write_bytes(_deep_field(oracle, depth - 1 if depth == 254 else 10))  # within the limit: graded
+    assert _cli("grade", "--answers", s8f.answers, "--submission", ok, "--output", out)[0] == 0  # the oracle passes
+
+
+def test_a_gold_answer_nested_too_deep_is_named(tmp_path, s8f_answers):
+    bundle = tmp_path / "answers.json"
+    bundle.write_bytes(_deep_field(s8f_answers, 300))
+    submission = tmp_path / "oracle.json"  # shaped as the oracle: its answers are compared as bytes
+    submission.write_bytes(dumps(demo_submissions(s8f_answers)["oracle"]))
+    out = tmp_path / "out" / "g.json"
+    code, _, err = _cli("grade", "--answers", bundle, "--submission", submission, "--output", out)
+    assert code == 2 and str(bundle) in err and "'x'" in err and "nested" in err, err
+    assert not out.parent.exists() or not any(out.parent.iterdir())
+    assert ledger.entries() == []

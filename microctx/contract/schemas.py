@@ -131,7 +131,25 @@ def check_answer(answer: object, index: int, path: object, *, gold: bool) -> dic
             continue
         if not isinstance(value, list) or not all(_is(v, element) for v in value):
             raise InputError(path, f"expected an array of {json_type_name(element())}s or null", record=where, field=key)
+    _check_extra_depth(answer, path, where)
     return answer
+
+
+def _check_extra_depth(answer: dict[str, Any], path: object, where: str) -> None:
+    """Fields an answer may carry besides its own (ignored by the scorer) must nest no deeper than
+    orjson writes (254 levels with the answer's own object): the graders keep and compare each
+    answer as its JSON bytes (`CompactSubmission`, `grading.examples`)."""
+    import orjson
+
+    from microctx.errors import InputError
+
+    for key in answer.keys() - _GOLD_KEYS:
+        try:
+            orjson.dumps({key: answer[key]})
+        except TypeError:  # orjson's recursion limit (the only TypeError of parsed JSON)
+            raise InputError(
+                path, "nested more than 254 levels deep (an answer's own object included)", record=where, field=key
+            ) from None
 
 
 _GOLD_KEYS = frozenset(("id", "split", *ANSWER_FIELDS))
@@ -144,6 +162,8 @@ def _plainly_valid(answer: dict[str, Any], gold: bool) -> bool:
     if type(answer.get("id")) is not str:
         return False
     if gold and (not _GOLD_KEYS <= answer.keys() or type(answer["split"]) is not str or answer["state"] not in STATES):
+        return False
+    if not answer.keys() <= _GOLD_KEYS:  # fields of its own: `_check_extra_depth`
         return False
     for key, element, is_list, types in _FIELD_TYPES:
         value = answer.get(key)
