@@ -161,3 +161,52 @@ def test_cli_runs_as_a_program_without_pandas(tmp_path, s8f):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("PASS: 680/680 test records exact")
+
+
+@pytest.mark.parametrize(
+    "payload,expected",
+    [
+        (b'{"not": "an array"}', "-: expected a JSON array of issues, got object"),
+        (b'[{"number": 1,', "-: not valid JSON"),
+        (b"[1, 2]", "-: record #0: expected an object, got number"),
+        (b"[]" + b" " * (1 << 16) + b"[1]", "-: not valid JSON: unexpected content after document"),
+        (None, None),  # a good export: the same three files as from the file
+    ],
+)
+def test_an_export_on_standard_input_is_read_once(tmp_path, rows, payload, expected):
+    """`freeze -`: the streaming reader closed standard input, and a layout it could not take was
+    then read again from it: exit 70 (read of closed file), or a parse of the bytes it had not
+    consumed. Now standard input is parsed whole, its errors named as a file's."""
+    good = orjson.dumps(rows)
+    outs = [tmp_path / f"{k}.json" for k in ("public", "answers", "report")]
+    argv = [sys.executable, "-m", "microctx", "freeze", "-", "--source", "test"]
+    argv += [x for k, p in zip(("--public", "--answers", "--report"), outs, strict=True) for x in (k, str(p))]
+    done = subprocess.run(argv, input=good if payload is None else payload, capture_output=True)
+    if payload is None:
+        assert done.returncode == 0, done.stderr
+        raw = tmp_path / "raw.json"
+        raw.write_bytes(good)
+        (tmp_path / "again").mkdir()
+        again = [tmp_path / "again" / p.name for p in outs]
+        assert (
+            main(
+                [
+                    "freeze",
+                    str(raw),
+                    "--source",
+                    "test",
+                    "--public",
+                    str(again[0]),
+                    "--answers",
+                    str(again[1]),
+                    "--report",
+                    str(again[2]),
+                ]
+            )
+            == 0
+        )
+        assert [p.read_bytes() for p in outs] == [p.read_bytes() for p in again]
+        return
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.count("\n") == 1 and expected in err, err
+    assert not any(p.exists() for p in outs)
