@@ -127,13 +127,57 @@ def test_a_bound_corpus_is_read_for_its_table_alone(s8f, s8f_corpus, s8f_answers
     first, other = document["records"][0], document["records"][-1]
     assert whole["component"][0] != whole["component"][-1]
     first["title_sha256"] = other["title_sha256"]  # the digest says the titles are equal: one component
-    first["created_at"] = "yesterday"
     changed = tmp_path / "public.json"
     changed.write_bytes(orjson_dumps(document))
     table = bound_record_columns(changed, dict(s8f_answers, corpus_sha256=sha256_hex(changed.read_bytes())))
-    assert table["component"][0] == table["component"][-1]  # read as bound: the digests, not the timestamps
+    assert table["component"][0] == table["component"][-1]  # read as bound: the digests, not the texts
+    first["created_at"] = "yesterday"
+    changed.write_bytes(orjson_dumps(document))
     with pytest.raises(InputError, match="created_at"):
         bound_record_columns(changed, s8f_answers)  # not bound: checked whole
+    with pytest.raises(InputError, match="created_at"):  # bound: checked all the same (test below)
+        bound_record_columns(changed, dict(s8f_answers, corpus_sha256=sha256_hex(changed.read_bytes())))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        (b'"state": "OPEN"', b'"state": "MERGED"', "state"),
+        (b'"split": "test"', b'"split": "bogus"', "split"),
+        (b'"created_at": "', b'"created_at": "yesterday", "was": "', "created_at"),
+        (b'"closed_at": "', b'"closed_at": "2026-02-30T00:00:00Z", "was": "', "closed_at"),
+        (b'"url": "', b'"url": 7, "was": "', "url"),
+        (b'"title": "', b'"title": null, "was": "', "title"),
+        (b'"number": 5', b'"number": 18446744073709551616', "number"),
+        (b'"schema": "fak-microcontext-corpus/1"', b'"schema": "fak-microcontext-corpus/9"', "schema"),
+    ],
+)
+def test_a_bound_corpus_is_checked_as_a_whole_one(s8f, s8f_answers, tmp_path, monkeypatch, capsys, old, new, field):
+    """A bundle names a file by its digest; it does not vouch for it: a crafted pair (a public
+    corpus with a third state, a split of its own, a bad timestamp..., and a bundle naming its
+    digest) was read for the table alone and sliced (exit 0, a look recorded), where every whole
+    reader refuses the corpus. Now it is refused as `load_corpus` refuses it: exit 2, the file,
+    record and field named, nothing written, no look."""
+    from orjson import dumps as orjson_dumps
+
+    from microctx.contract.digests import sha256_hex
+    from microctx.corpus.public import load_corpus
+    from microctx.grading import ledger
+
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
+    text = s8f.public.read_bytes()
+    assert old in text
+    public, answers, out = tmp_path / "public.json", tmp_path / "answers.json", tmp_path / "s.csv"
+    public.write_bytes(text.replace(old, new, 1))
+    answers.write_bytes(orjson_dumps(dict(s8f_answers, corpus_sha256=sha256_hex(public.read_bytes()))))
+    with pytest.raises(InputError) as whole:
+        load_corpus(public)
+    argv = ["slices", "--public", str(public), "--answers", str(answers), "--submission", str(s8f.answers),
+            "--output", str(out)]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith(str(whole.value)) and field in err, err
+    assert not out.exists() and ledger.entries() == []
 
 
 @pytest.mark.parametrize("writer", ["edit", "truncate"])

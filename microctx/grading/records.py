@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 import numpy as np
@@ -35,8 +35,10 @@ import numpy as np
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive
+from microctx.contract.schemas import CORPUS_SCHEMA
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
+from microctx.contract.timestamps import is_timestamp
 from microctx.errors import InputError
 from microctx.grading.stats import distinct
 
@@ -255,30 +257,53 @@ def _columns(
     return RecordColumns(columns, {"public_facts": public})
 
 
+_Positive = Annotated[int, msgspec.Meta(gt=0)]
+_NUMBER_ABOVE = 1 << 64  # orjson reads a larger number as a float: not an issue number
+
+
 class _Bound(msgspec.Struct):
-    """What a record table reads of a public record whose corpus the answer bundle is bound to
-    (the texts' digests stand for the texts; the timestamps and the URL are not read)."""
+    """A public record as `check_corpus_record` accepts it, typed (the table reads the texts'
+    digests in place of the texts; `_also_valid` checks the rest): a bound file
+    that is not a valid corpus is read and refused whole, as `load_corpus` refuses it."""
 
     id: str
-    number: int
-    split: str
-    state: str
+    number: _Positive
+    split: Literal["train", "tune", "test"]
+    state: Literal["OPEN", "CLOSED"]
     labels: list[str] | None
     body: str
+    title: str
+    url: str
+    created_at: str
+    updated_at: str
+    closed_at: str | None
     title_sha256: str
     body_sha256: str
 
 
 class _BoundCorpus(msgspec.Struct):
+    schema: str  # CORPUS_SCHEMA (compared after decoding)
+    source: str
+    frozen_at: str
     records: list[_Bound]
+
+
+def _also_valid(records: list[_Bound]) -> bool:
+    """Every timestamp one `parse_timestamp` takes, every number one orjson reads as an integer."""
+    return max(r.number for r in records) < _NUMBER_ABOVE and all(
+        is_timestamp(r.created_at) and is_timestamp(r.updated_at) and (r.closed_at is None or is_timestamp(r.closed_at))
+        for r in records
+    )
 
 
 def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]) -> RecordColumns:
     """`record_columns(load_corpus(public), answers, gold_facts=False)`, cheaper when `answers`
     is bound to the file (its `corpus_sha256` is the file's digest): that file is then the one
-    freeze wrote and checked beside the bundle, so only the fields the table reads are decoded,
-    each record's title and body stand in as their digests (`title_sha256`, `body_sha256`, which
-    freeze wrote from them) and its derived facts are read from the bundle (`derived_facts`).
+    freeze wrote beside the bundle, so each record's title and body stand in as their digests
+    (`title_sha256`, `body_sha256`, which freeze wrote from them) and its derived facts are read
+    from the bundle (`derived_facts`). Each record is still checked as `load_corpus` checks it
+    (typed decoding, `_also_valid`): a digest names a file, it does not vouch for it (a crafted
+    bundle can name any file's), and a file that is not a valid corpus is refused whole.
     The file is read once into memory, and those very bytes are hashed on another thread while
     they are decoded (hashlib lets go of the GIL): a file changed on disk meanwhile cannot be
     parsed under another content's digest (a shared mapping could). At 100,000 records about
@@ -292,12 +317,13 @@ def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]
     hashing = threading.Thread(target=lambda: digest.append(hashlib.sha256(data).hexdigest()))
     hashing.start()
     try:
-        records = msgspec.json.decode(data, type=_BoundCorpus).records if answers.get("corpus_sha256") else []
+        bound = msgspec.json.decode(data, type=_BoundCorpus) if answers.get("corpus_sha256") else None
+        records = bound.records if bound is not None and bound.schema == CORPUS_SCHEMA else []
     except msgspec.MsgspecError:
         records = []
     finally:
         hashing.join()
-    if records and answers["corpus_sha256"] == digest[0]:
+    if records and answers["corpus_sha256"] == digest[0] and _also_valid(records):
         held = {a["id"]: a for a in answers["answers"]}
         if all(r.id in held for r in records):
             return _columns(_bound_texts(records), [_derived_of(held[r.id]) for r in records], None)
