@@ -57,6 +57,7 @@ def mutate(rows, index, **changes):
         ({"url": ""}, "record #5 (number {n}): field 'url': empty URL"),
         ({"number": 0}, "record #5 (number 0): field 'number': issue number must be positive, got 0"),
         ({"number": -3}, "field 'number': issue number must be positive"),
+        ({"number": 1 << 63}, "field 'number': issue number above 9,223,372,036,854,775,807 (2^63 - 1)"),
         ({"number": "12"}, "record #5: field 'number': expected number, got string"),
         ({"title": KeyError}, "record #5 (number {n}): field 'title': missing"),
         ({"createdAt": "2026-13-01T00:00:00Z"}, "field 'createdAt': month must be in 1..12"),

@@ -70,6 +70,10 @@ MICROCTX_SCHEMAS = (
 # break every sum over states.
 STATES = ("OPEN", "CLOSED")
 
+# The largest issue number (the export's and the public corpus's): record tables hold numbers as
+# 64-bit integers (numpy), so a larger one is refused where it enters, not met as an overflow later.
+MAX_NUMBER = (1 << 63) - 1
+
 AGGREGATE_FIELDS = ("state_counts", "label_counts", "newest_issue_ids", "most_recently_updated_issue_ids")
 
 

@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 from microctx._io.jsonio import gc_paused, read_json
 from microctx._io.jsonscan import IrregularJSON, iter_json_array
-from microctx.contract.schemas import STATES
+from microctx.contract.schemas import MAX_NUMBER, STATES
 from microctx.contract.timestamps import Timestamp, parse_timestamp
 from microctx.errors import InputError, json_type_name
 
@@ -106,7 +106,7 @@ def _fast_issue(item: dict, keys: dict[str, str]) -> RawIssue | None:
     closed = item.get(keys["closed_at"])
     if (
         type(number) is not int
-        or number <= 0
+        or not 0 < number <= MAX_NUMBER
         or type(title) is not str
         or not title
         or type(url) is not str
@@ -199,6 +199,8 @@ def _parse_issue(item: dict, keys: dict[str, str], path, where: str) -> RawIssue
     checked.where = f"{where} (number {number})"
     if number <= 0:
         checked.fail("number", f"issue number must be positive, got {number}")
+    if number > MAX_NUMBER:
+        checked.fail("number", f"issue number above {MAX_NUMBER:,} (2^63 - 1), got {number}")
     title = checked.text("title", "empty title")
     body = checked.value("body", (str,), nullable=True) or ""
     state = checked.text("state", "empty state").upper()

@@ -15,7 +15,7 @@ from microctx._io.jsonio import parse_json, read_bytes
 from microctx._io.jsonscan import _scan_array as scan_array  # the array reader of read_object_streaming
 from microctx._io.jsonscan import read_head
 from microctx.contract.digests import sha256_hex
-from microctx.contract.schemas import CORPUS_SCHEMA, STATES
+from microctx.contract.schemas import CORPUS_SCHEMA, MAX_NUMBER, STATES
 from microctx.contract.split import SPLITS
 from microctx.contract.timestamps import parse_timestamp
 from microctx.corpus.export import RawIssue
@@ -118,7 +118,14 @@ def _plain_record(record: object) -> RawIssue | None:
         plain = plain and record["split"] in SPLITS
     except KeyError:
         return None
-    if not (plain and type(number) is int and number > 0 and type(title) is str and type(body) is str and type(url) is str):
+    if not (
+        plain
+        and type(number) is int
+        and 0 < number <= MAX_NUMBER
+        and type(title) is str
+        and type(body) is str
+        and type(url) is str
+    ):
         return None
     if type(state) is not str or state not in STATES:
         return None
@@ -146,6 +153,8 @@ def _checked_record(record: object, index: int, path) -> RawIssue:
     number = record.get("number")
     if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
         raise InputError(path, "expected a positive integer", record=where, field="number")
+    if number > MAX_NUMBER:
+        raise InputError(path, f"expected at most {MAX_NUMBER:,} (2^63 - 1), got {number}", record=where, field="number")
     if record.get("state") not in STATES:
         raise InputError(path, f"expected {' or '.join(STATES)}", record=where, field="state")
     if record.get("split") not in SPLITS:

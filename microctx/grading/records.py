@@ -35,7 +35,7 @@ import numpy as np
 from microctx._io.jsonio import gc_paused
 from microctx.contract.facts import FACT_COLUMNS, FACT_KINDS, FactRow
 from microctx.contract.patterns import derive
-from microctx.contract.schemas import CORPUS_SCHEMA
+from microctx.contract.schemas import CORPUS_SCHEMA, MAX_NUMBER
 from microctx.contract.score import record_facts
 from microctx.contract.split import components
 from microctx.contract.timestamps import is_timestamp
@@ -257,8 +257,7 @@ def _columns(
     return RecordColumns(columns, {"public_facts": public})
 
 
-_Positive = Annotated[int, msgspec.Meta(gt=0)]
-_NUMBER_ABOVE = 1 << 64  # orjson reads a larger number as a float: not an issue number
+_Positive = Annotated[int, msgspec.Meta(gt=0, le=MAX_NUMBER)]
 
 
 class _Bound(msgspec.Struct):
@@ -289,8 +288,8 @@ class _BoundCorpus(msgspec.Struct):
 
 
 def _also_valid(records: list[_Bound]) -> bool:
-    """Every timestamp one `parse_timestamp` takes, every number one orjson reads as an integer."""
-    return max(r.number for r in records) < _NUMBER_ABOVE and all(
+    """Every timestamp one `parse_timestamp` takes."""
+    return all(
         is_timestamp(r.created_at) and is_timestamp(r.updated_at) and (r.closed_at is None or is_timestamp(r.closed_at))
         for r in records
     )
