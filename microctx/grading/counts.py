@@ -97,7 +97,7 @@ class FactTable:
         return keep
 
 
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, dict[Any, int]]:
+def _factorize(values: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, dict[Any, int]]:
     """(code per value, value -> code), codes in order of first appearance."""
     index: dict[Any, int] = {}
     codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
@@ -299,21 +299,69 @@ def _mixed(keys: np.ndarray) -> bool:
 
 
 def count(f: FactTable, specs: Sequence[Spec], component_of_record: np.ndarray, n_components: int) -> Counts:
-    """The per-component counts of every slice (`Counts`). The facts are taken in record order
-    once, so each slice's records come out sorted without a sort per slice."""
-    ordered = len(f.record) < 2 or bool((f.record[1:] >= f.record[:-1]).all())  # a grade's facts come in record order
-    order = None if ordered else np.argsort(f.record, kind="stable")
-    record, outcome = (f.record, f.outcome) if order is None else (f.record[order], f.outcome[order])
-    comp = component_of_record[record]
+    """The per-component counts of every slice (`Counts`), each slice's records sorted (`_Counter`)."""
+    counter = _Counter(f, component_of_record, n_components)
     layout = np.zeros((n_components, len(specs), len(QUANTITIES)), dtype=np.int32)
     records, bad = [], []
     for i, spec in enumerate(specs):
-        keep = f.mask(spec) if order is None else f.mask(spec)[order]
-        o, r = outcome[keep], record[keep]
-        layout[:, i] = component_counts(comp[keep], o, r, n_components)
-        records.append(stats.distinct_sorted(r))
-        bad.append(stats.distinct_sorted(r[o != 0]))
+        layout[:, i], kept, wrong = counter.by_record(spec) if spec.fact_value is None else counter.by_fact(spec)
+        records.append(kept)
+        bad.append(wrong)
     return Counts(layout, records, bad)
+
+
+class _Counter:
+    """Counts slices two ways, each made once for all slices. A slice without a value (a fact
+    kind or none, records by a mask or all) from each record's tp, fp and fn of that kind: its
+    records are those its mask holds that have a fact of the kind. A slice with a value from its
+    facts, among the facts of its kind alone, taken in record order once (a grade's facts come in
+    record order), so each slice's records come out sorted without a sort per slice."""
+
+    def __init__(self, f: FactTable, component_of_record: np.ndarray, n_components: int) -> None:
+        self._f, self._component, self._n = f, component_of_record, n_components
+        ordered = len(f.record) < 2 or bool((f.record[1:] >= f.record[:-1]).all())
+        self._order = np.arange(len(f.record)) if ordered else np.argsort(f.record, kind="stable")
+        self._per_record: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._of_kind: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _kind_code(self, kind: str) -> int:
+        return self._f._kind_index.get(kind, -2)
+
+    def by_record(self, spec: Spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the slice's (n_components, 5) counts as `component_counts` gives them, its records,
+        those with an fp or fn)."""
+        if spec.fact_kind not in self._per_record:
+            f, n = self._f, len(self._component)
+            keep = slice(None) if spec.fact_kind is None else f._kind_codes == self._kind_code(spec.fact_kind)
+            per = np.bincount(f.record[keep] * 3 + f.outcome[keep], minlength=3 * n).reshape(n, 3)
+            has = np.asarray(per.any(axis=1))
+            self._per_record[spec.fact_kind] = (per, has, (per[:, 1] + per[:, 2]) > 0)
+        per, has, wrong = self._per_record[spec.fact_kind]
+        kept = np.flatnonzero(has if spec.record_mask is None else has & spec.record_mask)
+        comp = self._component[kept]
+        out = np.zeros((self._n, len(QUANTITIES)), dtype=np.int64)
+        for j in range(3):
+            out[:, j] = np.bincount(comp, weights=per[kept, j], minlength=self._n)
+        bad = kept[wrong[kept]]
+        out[:, 3] = np.bincount(comp, minlength=self._n)
+        out[:, 4] = out[:, 3] - np.bincount(self._component[bad], minlength=self._n)
+        return out, kept, bad
+
+    def by_fact(self, spec: Spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same three for a slice that selects facts by value (`FactTable.mask`)."""
+        f = self._f
+        if spec.fact_kind not in self._of_kind:  # the kind's facts in record order: value code, record, outcome
+            where = self._order
+            if spec.fact_kind is not None:
+                where = where[f._kind_codes[where] == self._kind_code(spec.fact_kind)]
+            self._of_kind[spec.fact_kind] = (f._value_codes[where], f.record[where], f.outcome[where])
+        values, record, outcome = self._of_kind[spec.fact_kind]
+        keep = values == f._value_index.get(spec.fact_value, -2)
+        if spec.record_mask is not None:
+            keep &= spec.record_mask[record]
+        o, r = outcome[keep], record[keep]
+        counts = component_counts(self._component[r], o, r, self._n)
+        return counts, stats.distinct_sorted(r), stats.distinct_sorted(r[o != 0])
 
 
 def kind_specs(specs: Sequence[Spec]) -> tuple[list[Spec], np.ndarray]:
@@ -346,43 +394,73 @@ def scored_components(prepared: Sequence[FactTable], records: pd.DataFrame | Rec
 def split_support(records: pd.DataFrame | RecordColumns, specs: Sequence[Spec]) -> dict[str, np.ndarray]:
     """Per split (train, tune): each slice's gold facts among that split's records, from the
     public-derived facts (`public_facts`: the state, labels, references, duplicate targets and
-    cue words columns), counted with the same slice masks as the test facts."""
+    cue words columns), counted as the same slice masks would count them on a fact table of those
+    facts: a slice without a value counts each record's facts of its kind (from the lists'
+    lengths), one with a value the facts equal to it (`_PublicFacts`)."""
     if "public_facts" not in records.columns:
         raise ValueError("records: a record_table() frame is needed (no public_facts column)")
     splits = np.asarray(records["split"], dtype=object)
     held = np.flatnonzero((splits == "train") | (splits == "tune"))  # the test records' facts are not counted
-    gold = _public_fact_table(records, held)
-    split_of_fact = splits[gold.record] if len(gold.record) else np.array([], dtype=object)
-    in_train = split_of_fact == "train"  # else tune
-    kept = [gold.mask(spec) for spec in specs]  # each slice's mask once, read for both splits
-    train = np.array([int(np.count_nonzero(m & in_train)) for m in kept], dtype=np.int64)
-    return {"train": train, "tune": np.array([int(np.count_nonzero(m)) for m in kept], dtype=np.int64) - train}
+    public = _PublicFacts(records, held)
+    in_train = splits[held] == "train"  # else tune
+    train, tune = np.zeros(len(specs), dtype=np.int64), np.zeros(len(specs), dtype=np.int64)
+    for i, spec in enumerate(specs):
+        per_record, record = public.count(spec.fact_kind, spec.fact_value)  # facts per held record (or per fact)
+        if spec.record_mask is not None:
+            per_record = per_record * spec.record_mask[held[record] if record is not None else held]
+        first = in_train if record is None else in_train[record]
+        train[i], tune[i] = int(per_record[first].sum()), int(per_record[~first].sum())
+    return {"train": train, "tune": tune}
 
 
 # the record table's columns that make `public_facts`, after the state: (fact kind, column)
 _PUBLIC_LISTS = (("label", "labels"), ("ref", "references"), ("dup", "duplicate_targets"), ("contradiction", "cue_words"))
 
 
-def _public_fact_table(records: pd.DataFrame | RecordColumns, held: np.ndarray) -> FactTable:
-    """The `public_facts` of the `held` records as a fact table (outcome 0), one fact kind after
-    another (the counts do not depend on the order), made from the columns they come from."""
-    state = np.asarray(records["state"], dtype=object)[held]
-    present = np.array([x is not None for x in state], dtype=bool)
-    kinds, values, where = (
-        [np.full(int(present.sum()), "state", dtype=object)],
-        [[str(x) for x in state[present]]],
-        [held[present]],
-    )
-    for kind, column in _PUBLIC_LISTS:
-        lists = np.asarray(records[column], dtype=object)[held]
-        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        kinds.append(np.full(int(lengths.sum()), kind, dtype=object))
-        values.append([str(x) for v in lists for x in v])
-        where.append(np.repeat(held, lengths))
-    value = np.empty(sum(len(v) for v in values), dtype=object)
-    value[:] = [x for v in values for x in v]
-    record = np.concatenate(where).astype(np.int64)
-    return FactTable(np.concatenate(kinds), value, np.zeros(len(record), dtype=np.int64), record)
+class _PublicFacts:
+    """The `public_facts` of the `held` records without a fact table: per fact kind the number of
+    facts of each record (the lists' lengths; the state is one fact when present), and, made only
+    for a kind a slice selects a value of, its facts' values (str, as `public_facts` has them)
+    with their record (a position in `held`)."""
+
+    def __init__(self, records: pd.DataFrame | RecordColumns, held: np.ndarray) -> None:
+        state = np.asarray(records["state"], dtype=object)[held]
+        self._lists: dict[str, np.ndarray] = {"state": state}
+        self._per_record = {"state": np.fromiter((x is not None for x in state), dtype=np.int64, count=len(held))}
+        for kind, column in _PUBLIC_LISTS:
+            lists = np.asarray(records[column], dtype=object)[held]
+            self._lists[kind] = lists
+            self._per_record[kind] = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        self._all = sum(self._per_record.values(), np.zeros(len(held), dtype=np.int64))
+        self._values: dict[str, tuple[np.ndarray, np.ndarray, dict[str, int]]] = {}
+
+    def count(self, kind: str | None, value: str | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(counts, None): facts of `kind` (any kind: None) per held record, when `value` is None;
+        else (1 per matching fact, its record): the facts of that kind equal to `value`."""
+        if value is None:
+            return (self._all if kind is None else self._per_record.get(kind, np.zeros_like(self._all))), None
+        kinds = FACT_KINDS if kind is None else (kind,) if kind in self._per_record else ()
+        matched = [self._matching(k, value) for k in kinds]
+        if not matched:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        record = np.concatenate(matched)
+        return np.ones(len(record), dtype=np.int64), record
+
+    def _matching(self, kind: str, value: str) -> np.ndarray:
+        """The record (position in `held`) of each fact of `kind` whose value is `value`."""
+        if kind not in self._values:
+            lists = self._lists[kind]
+            if kind == "state":
+                present = np.flatnonzero(self._per_record["state"])
+                values, where = [str(x) for x in lists[present]], present
+            else:
+                values = [str(x) for v in lists for x in v]
+                where = np.repeat(np.arange(len(lists), dtype=np.int64), self._per_record[kind])
+            codes, index = _factorize(values)
+            self._values[kind] = (codes, where, index)
+        codes, where, index = self._values[kind]
+        matching: np.ndarray = where[codes == index.get(value, -2)]
+        return matching
 
 
 def family_of(specs: Sequence[Spec]) -> np.ndarray:
