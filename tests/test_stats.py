@@ -111,6 +111,37 @@ def test_merging_identical_components_is_exact_in_distribution():
         assert np.allclose(sample.var(axis=0), expected_var, rtol=0.05)
 
 
+def _byte_sorted(rows):
+    """compress's definition: the distinct rows in the order of their bytes, with their counts."""
+    rows = np.ascontiguousarray(rows)
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return rows[first], counts
+
+
+@pytest.mark.parametrize("width", [932, 7, 2])
+def test_compress_is_the_byte_sort_of_the_rows(width):
+    """Hashed grouping (even widths of int32) or the byte sort (odd ones): the same rows, order, counts."""
+    rng = np.random.default_rng(width)
+    base = rng.integers(-3, 4, size=(40, width), dtype=np.int32) * (rng.random((40, width)) < 0.05)
+    rows = base[rng.integers(0, 40, size=3000)]
+    profiles, multiplicity = stats.compress(rows)
+    expected, counts = _byte_sorted(rows)
+    assert (stats._hash_groups(rows) is None) == bool(width % 2)
+    assert profiles.tobytes() == expected.tobytes() and multiplicity.tolist() == counts.tolist()
+
+
+def test_compress_with_rows_that_hash_alike(monkeypatch):
+    """Two different rows with one hash (multipliers all 1: the hash is the sum of the words)
+    are not merged: every row is sorted by its bytes instead."""
+    monkeypatch.setattr(stats, "_mixers", lambda n: np.ones(n, dtype=np.uint64))
+    rows = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [2, 0, 0, 0]], dtype=np.int32)
+    assert stats._hash_groups(rows) is None
+    profiles, multiplicity = stats.compress(rows)
+    expected, counts = _byte_sorted(rows)
+    assert profiles.tolist() == expected.tolist() and multiplicity.tolist() == counts.tolist() == [1, 2, 1]
+
+
 def test_component_draws_are_the_multinomial_whichever_way_each_category_is_drawn():
     """Categories of few components are drawn as uniform indices, larger ones by numpy's
     multinomial, the split between them a binomial (`stats.component_draws`): together the
