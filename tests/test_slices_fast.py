@@ -262,6 +262,7 @@ def test_slices_and_grade_commands_leave_out_what_they_do_not_need(s8f, s8f_answ
     assert "numpy" in loaded and "microctx.grading.table" in loaded
     assert not {"pandas", "scipy.special", "pyarrow"} & loaded  # scipy's ufuncs alone (grading.special)
     assert "numpy.ma" not in loaded  # np.unique's masked-array check imports it (12 ms): `stats.distinct`
+    assert "microctx.corpus.public" not in loaded  # a bound corpus is read for its record table alone (5-8 ms)
     grade_argv = ["grade", "--answers", str(s8f.answers), "--submission", str(submission), "--output", str(tmp_path / "g.json")]
     loaded = _imports_after(env + f"cli.main({grade_argv!r})")
     assert not {"numpy", "microctx.semantic.grade", "microctx.candidates.registry"} & loaded

@@ -308,8 +308,7 @@ def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]
     parsed under another content's digest (a shared mapping could). At 100,000 records about
     1.5 s of CPU less. Any other file (or a record the bundle lacks) is loaded and checked whole
     (`load_corpus`), with its errors."""
-    from microctx._io.jsonio import parse_json, read_bytes
-    from microctx.corpus.public import Corpus, check_corpus_document
+    from microctx._io.jsonio import read_bytes
 
     data = read_bytes(public)  # one private copy: what is hashed is what is parsed
     digest: list[str] = []
@@ -326,6 +325,9 @@ def bound_record_columns(public: str | os.PathLike[str], answers: dict[str, Any]
         held = {a["id"]: a for a in answers["answers"]}
         if all(r.id in held for r in records):
             return _columns(_bound_texts(records), [_derived_of(held[r.id]) for r in records], None)
+    from microctx._io.jsonio import parse_json
+    from microctx.corpus.public import Corpus, check_corpus_document  # any other file: loaded and checked whole
+
     corpus = Corpus(check_corpus_document(parse_json(data, public), public), digest[0], os.fspath(public))
     return record_columns(corpus, answers, gold_facts=False)
 
