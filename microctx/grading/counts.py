@@ -88,10 +88,15 @@ class FactTable:
         self._kind_codes, self._kind_index = _factorize(self.kind)
         self._value_codes, self._value_index = _factorize(self.value)
 
+    def of_kind(self, kind: str) -> np.ndarray:
+        """Which facts are of `kind` (compared as integer codes)."""
+        returned: np.ndarray = self._kind_codes == self._kind_index.get(kind, -2)
+        return returned
+
     def mask(self, spec: Spec) -> np.ndarray:
         keep = np.ones(len(self.kind), dtype=bool) if spec.record_mask is None else spec.record_mask[self.record]
         if spec.fact_kind is not None:
-            keep &= self._kind_codes == self._kind_index.get(spec.fact_kind, -2)
+            keep &= self.of_kind(spec.fact_kind)
         if spec.fact_value is not None:
             keep &= self._value_codes == self._value_index.get(spec.fact_value, -2)
         return keep
@@ -185,7 +190,7 @@ def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame | RecordCol
     tables share one list)."""
     specs = [Spec("overall", "all")]
     specs += [Spec("fact_kind", k, fact_kind=k) for k in FACT_KINDS]
-    labels = sorted({v for f in prepared for v in f.value[f.kind == "label"]})
+    labels = sorted({v for f in prepared for v in f.value[f.of_kind("label")]})
     specs += [Spec("label", v, fact_kind="label", fact_value=v) for v in labels]
     scored_records = stats.distinct(np.concatenate([f.record for f in prepared])) if prepared else np.array([], int)
     states = np.asarray(records["state"], dtype=object)
@@ -324,15 +329,12 @@ class _Counter:
         self._per_record: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._of_kind: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def _kind_code(self, kind: str) -> int:
-        return self._f._kind_index.get(kind, -2)
-
     def by_record(self, spec: Spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the slice's (n_components, 5) counts as `component_counts` gives them, its records,
         those with an fp or fn)."""
         if spec.fact_kind not in self._per_record:
             f, n = self._f, len(self._component)
-            keep = slice(None) if spec.fact_kind is None else f._kind_codes == self._kind_code(spec.fact_kind)
+            keep = slice(None) if spec.fact_kind is None else f.of_kind(spec.fact_kind)
             per = np.bincount(f.record[keep] * 3 + f.outcome[keep], minlength=3 * n).reshape(n, 3)
             has = np.asarray(per.any(axis=1))
             self._per_record[spec.fact_kind] = (per, has, (per[:, 1] + per[:, 2]) > 0)
@@ -353,7 +355,7 @@ class _Counter:
         if spec.fact_kind not in self._of_kind:  # the kind's facts in record order: value code, record, outcome
             where = self._order
             if spec.fact_kind is not None:
-                where = where[f._kind_codes[where] == self._kind_code(spec.fact_kind)]
+                where = where[f.of_kind(spec.fact_kind)[where]]
             self._of_kind[spec.fact_kind] = (f._value_codes[where], f.record[where], f.outcome[where])
         values, record, outcome = self._of_kind[spec.fact_kind]
         keep = values == f._value_index.get(spec.fact_value, -2)

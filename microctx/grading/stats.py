@@ -263,8 +263,11 @@ def _hash_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     words = rows.view(np.uint64)
     hashes = words @ _mixers(words.shape[1])  # wraps modulo 2**64
     _, first, inverse, counts = np.unique(hashes, return_index=True, return_inverse=True, return_counts=True)
-    if not (rows == rows[first[inverse.reshape(-1)]]).all():
-        return None
+    group_first = first[inverse.reshape(-1)]
+    step = max(1, (4 << 20) // (rows.dtype.itemsize * rows.shape[1]))  # compared 4 MB at a time, not copied whole
+    for start in range(0, rows.shape[0], step):
+        if not np.array_equal(rows[start : start + step], rows[group_first[start : start + step]]):
+            return None
     return first, counts.astype(np.int64)
 
 
