@@ -169,13 +169,14 @@ def _plainly_valid(answer: dict[str, Any], gold: bool) -> bool:
         return False
     if not answer.keys() <= _GOLD_KEYS:  # fields of its own: `_check_extra_depth`
         return False
+    get = answer.get
     for key, element, is_list, types in _FIELD_TYPES:
-        value = answer.get(key)
+        value = get(key)
         if value is None:
             if gold and key == "state":
                 return False
         elif is_list:
-            if type(value) is not list or not types.issuperset(map(type, value)):
+            if type(value) is not list or (value and not types.issuperset(map(type, value))):  # [] holds no wrong type
                 return False
         elif type(value) is not element:
             return False
