@@ -64,11 +64,15 @@ def columns(layout: np.ndarray, request: Request) -> np.ndarray:
     the first n slices whether the component has a submitted fact (tp + fp > 0) and a gold fact
     (tp + fn > 0) of it."""
     n, held = request.n, np.asarray(request.held, dtype=np.int64)
-    slices = layout[:, held, :].reshape(layout.shape[0], len(held) * N_QUANTITIES)
-    parts = layout[:, n + np.asarray(request.parts, dtype=np.int64), :3].reshape(layout.shape[0], 3 * len(request.parts))
+    parts = n + np.asarray(request.parts, dtype=np.int64)
+    g, width, part_width = layout.shape[0], len(held) * N_QUANTITIES, 3 * len(parts)
+    out = np.empty((g, width + part_width + 2 * n), dtype=np.int32)  # each block written in place, no concatenation
+    out[:, :width].reshape(g, len(held), N_QUANTITIES)[...] = layout[:, held, :]
+    out[:, width : width + part_width].reshape(g, len(parts), 3)[...] = layout[:, parts, :3]
     tp, fp, fn = (layout[:, :n, j] for j in range(3))
-    submitted, gold = (tp + fp) > 0, (tp + fn) > 0
-    return np.ascontiguousarray(np.concatenate([slices, parts, submitted, gold], axis=1), dtype=np.int32)
+    np.greater(tp + fp, 0, out=out[:, width + part_width : width + part_width + n], casting="unsafe")
+    np.greater(tp + fn, 0, out=out[:, width + part_width + n :], casting="unsafe")
+    return out
 
 
 def draw_totals(per_component: np.ndarray, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
