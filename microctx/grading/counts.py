@@ -86,7 +86,12 @@ class FactTable:
     def __post_init__(self) -> None:
         # integer codes: comparing ints is far faster than comparing object arrays per slice
         self._kind_codes, self._kind_index = _factorize(self.kind)
-        self._value_codes, self._value_index = _factorize(self.value)
+
+    @cached_property
+    def _values(self) -> tuple[np.ndarray, dict[Any, int]]:
+        """Every fact's value as a code (made when a mask first selects a value; `count` codes
+        only the values of the kinds its slices select, most facts being references)."""
+        return _factorize(self.value)
 
     def of_kind(self, kind: str) -> np.ndarray:
         """Which facts are of `kind` (compared as integer codes)."""
@@ -98,7 +103,8 @@ class FactTable:
         if spec.fact_kind is not None:
             keep &= self.of_kind(spec.fact_kind)
         if spec.fact_value is not None:
-            keep &= self._value_codes == self._value_index.get(spec.fact_value, -2)
+            codes, index = self._values
+            keep &= codes == index.get(spec.fact_value, -2)
         return keep
 
 
@@ -327,7 +333,7 @@ class _Counter:
         ordered = len(f.record) < 2 or bool((f.record[1:] >= f.record[:-1]).all())
         self._order = np.arange(len(f.record)) if ordered else np.argsort(f.record, kind="stable")
         self._per_record: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._of_kind: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._of_kind: dict[str | None, tuple[np.ndarray, dict[Any, int], np.ndarray, np.ndarray]] = {}
 
     def by_record(self, spec: Spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the slice's (n_components, 5) counts as `component_counts` gives them, its records,
@@ -356,9 +362,10 @@ class _Counter:
             where = self._order
             if spec.fact_kind is not None:
                 where = where[f.of_kind(spec.fact_kind)[where]]
-            self._of_kind[spec.fact_kind] = (f._value_codes[where], f.record[where], f.outcome[where])
-        values, record, outcome = self._of_kind[spec.fact_kind]
-        keep = values == f._value_index.get(spec.fact_value, -2)
+            codes, index = _factorize(f.value[where])
+            self._of_kind[spec.fact_kind] = (codes, index, f.record[where], f.outcome[where])
+        codes, index, record, outcome = self._of_kind[spec.fact_kind]
+        keep = codes == index.get(spec.fact_value, -2)
         if spec.record_mask is not None:
             keep &= spec.record_mask[record]
         o, r = outcome[keep], record[keep]
