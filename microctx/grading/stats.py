@@ -203,8 +203,9 @@ def ratio(num: npt.ArrayLike, den: npt.ArrayLike) -> np.ndarray:
     """num / den elementwise, NaN where den == 0."""
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    out = np.full(np.broadcast_shapes(num.shape, den.shape), np.nan)
+    np.divide(num, den, out=out, where=den > 0)  # the same quotients, without the two selections' copies
+    return out
 
 
 def f1_score(tp: npt.ArrayLike, fp: npt.ArrayLike, fn: npt.ArrayLike) -> np.ndarray:
