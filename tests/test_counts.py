@@ -86,3 +86,29 @@ def test_split_support_counts_the_held_records_public_facts(prepared, records):
         expected = [int((table.mask(spec) & in_split).sum()) for spec in specs]
         assert got[name].tolist() == expected
     assert got["train"].sum() > 0 and got["tune"][-5] > 0
+
+
+def test_prepare_cells_names_the_first_bad_cell(s8f_answers, records):
+    """The first cell with an unknown record or outcome is named, its record checked first."""
+    from microctx.errors import InputError
+    from microctx.grading.counts import FactCells, prepare_cells
+
+    sink = FactCells()
+    grade(s8f_answers, planted_submission(s8f_answers), rows_to=sink)
+    good = sink.cells[:50]
+    rid, split, kind, value, _, detail = good[10]
+    odd_outcome = (rid, split, kind, value, "maybe", detail)
+    elsewhere = ("elsewhere/1", split, kind, value, "tp", detail)
+    both = ("elsewhere/2", split, kind, value, "maybe", detail)
+    assert (
+        prepare_cells(good, records, "facts").record.tolist()
+        == prepare_rows(
+            [r for r in grade(s8f_answers, planted_submission(s8f_answers)).facts if r.kind != "citation"][:50], records, "f"
+        ).record.tolist()
+    )
+    with pytest.raises(InputError, match="got 'maybe'"):
+        prepare_cells([*good, odd_outcome, elsewhere], records, "facts")
+    with pytest.raises(InputError, match="elsewhere/1"):
+        prepare_cells([*good, elsewhere, odd_outcome], records, "facts")
+    with pytest.raises(InputError, match="elsewhere/2"):
+        prepare_cells([*good, both], records, "facts")

@@ -173,22 +173,20 @@ def prepare_cells(
     position = {rid: i for i, rid in enumerate(np.asarray(records["id"], dtype=object))}
     scored = [c for c in cells if c[2] in _SCORED]
     codes = {o: i for i, o in enumerate(OUTCOMES)}
-    for rid, _, _, _, outcome, _ in scored:
+    where = np.fromiter((position.get(c[0], -1) for c in scored), dtype=np.int64, count=len(scored))
+    outcome = np.fromiter((codes.get(c[4], -1) for c in scored), dtype=np.int64, count=len(scored))
+    bad = np.flatnonzero((where < 0) | (outcome < 0))
+    if len(bad):  # the first bad cell, its record id checked before its outcome
+        rid, _, _, _, got, _ = scored[int(bad[0])]
         if rid not in position:
             raise InputError(
                 name, "record id is not in the public corpus (facts of another corpus?)", record=rid, field="record_id"
             )
-        if outcome not in codes:
-            raise InputError(name, f"expected outcome tp, fp or fn, got {outcome!r}", field="outcome")
+        raise InputError(name, f"expected outcome tp, fp or fn, got {got!r}", field="outcome")
     objects = np.empty((2, len(scored)), dtype=object)
     objects[0] = [c[2] for c in scored]
     objects[1] = [c[3] for c in scored]
-    return FactTable(
-        objects[0],
-        objects[1],
-        np.fromiter((codes[c[4]] for c in scored), dtype=np.int64, count=len(scored)),
-        np.fromiter((position[c[0]] for c in scored), dtype=np.int64, count=len(scored)),
-    )
+    return FactTable(objects[0], objects[1], outcome, where)
 
 
 def slice_specs(prepared: Sequence[FactTable], records: pd.DataFrame | RecordColumns, group_by: Sequence[str]) -> list[Spec]:
