@@ -73,3 +73,38 @@ def test_a_report_in_a_shared_kernel_is_byte_identical_to_one_in_a_fresh_kernel(
     counts = [c.execution_count for c in book.cells if c.cell_type == "code"]
     assert counts == list(range(1, len(counts) + 1))  # a new session: counted from 1, as a fresh kernel counts
     assert json.loads((tmp_path / "shared" / "report.json").read_text())["kind"] == "grade"
+
+
+@pytest.mark.slow
+def test_a_report_kernel_is_ready_without_waiting_for_iopub_to_fall_silent():
+    """The client papermill gets (`ready.ReadyClient`) checks readiness as jupyter_client does (a
+    `kernel_info` reply, then a message on IOPub) but never waits out an IOPub timeout once the
+    kernel replied (jupyter_client waits for 0.2 s of silence on every start); the first cell's
+    output still arrives."""
+    from jupyter_core.utils import run_sync
+
+    kernels = reports.SharedKernels()
+    try:
+        client = kernels.kernel().client()
+        waited: list[float | None] = []
+        get = client.iopub_channel.get_msg
+
+        async def watched(*args, **kw):
+            try:
+                return await get(*args, **kw)
+            except Exception:
+                waited.append(kw.get("timeout"))  # a wait that ended with no message
+                raise
+
+        client.start_channels()
+        client.iopub_channel.get_msg = watched
+        try:
+            run_sync(client.wait_for_ready)(timeout=60)
+            assert [t for t in waited if t] == []  # no idle wait: only non-blocking reads found nothing
+            reply = run_sync(client.execute_interactive)("print(6 * 7)", timeout=60, output_hook=lambda m: waited.append(m))
+        finally:
+            client.stop_channels()
+        assert reply["content"]["status"] == "ok"
+        assert any(m["msg_type"] == "stream" and m["content"]["text"] == "42\n" for m in waited if isinstance(m, dict))
+    finally:
+        kernels.close()

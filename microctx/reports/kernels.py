@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -113,11 +114,13 @@ class SharedKernels:
         from jupyter_client.manager import AsyncKernelManager
         from jupyter_core.utils import run_sync
 
+        from microctx.reports.ready import ReadyClient
+
         with self._lock:
             if threading.get_ident() in self._kernels:
                 return
         check_kernel()
-        km = AsyncKernelManager(kernel_name=KERNEL_NAME)
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME, client_factory=ReadyClient)  # no idle 0.2 s at readiness
         extra = preload_arguments(notebook, later) if notebook is not None else []
         run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra], env=kernel_environment())
         with self._lock:
@@ -144,6 +147,20 @@ class SharedKernels:
         with self._lock:
             self._used.add(id(km))
         return km
+
+    def kill(self) -> None:
+        """Kill every kernel now, without waiting for it to end (a report whose notebook ran, issue
+        24): `close` then finds it gone and reaps it at once, where its own wait for the end polls
+        every 0.1 s."""
+        from jupyter_core.utils import run_sync
+
+        with self._lock:
+            kernels = list(self._kernels.values())
+        for km in kernels:
+            try:
+                run_sync(km.signal_kernel)(signal.SIGKILL)
+            except Exception:  # noqa: BLE001  (a kernel that is already gone: close reaps it)
+                pass
 
     def close(self) -> None:
         """Shut every kernel down (at once: nothing in them is worth waiting for)."""
