@@ -2,8 +2,9 @@
 
 Every report's kernel is started before the parent needs it (`Kernels.start`), so it boots while
 the parent imports papermill and readies the HTML export, and it imports what its notebook
-imports and starts vl-convert's engine as it starts (`notebook_imports`, run in the kernel by
-`microctx.reports.kernel_start`): the notebook's own imports then find their modules loaded. The
+imports and starts its chart renderer as it starts (`notebook_imports`, run in the kernel by
+`microctx.reports.kernel_start`; `renderer`): the notebook's own imports then find their modules
+loaded. Papermill talks to it through `ready.ReadyClient`. The
 notebook is unchanged and still imports everything itself, so it reruns anywhere (JupyterLab
 starts kernels without any of this). Reports made one after another in a thread (the demo) share
 the thread's kernel, reset to a new session between notebooks.
@@ -99,7 +100,7 @@ class SharedKernels:
     """Kernels reports run in: one per thread, started on first use (or ahead of it, `start`), its
     namespace reset (`%reset`, a new session: execution counts from 1) before each next notebook;
     modules stay imported, which is the point for reports made one after another (the demo:
-    pandas, altair, scipy and vl-convert's engine are set up once per thread, not once per
+    pandas, altair, scipy and the chart renderer are set up once per thread, not once per
     report). `close()` shuts them down. A kernel that died is replaced."""
 
     def __init__(self) -> None:
@@ -110,7 +111,7 @@ class SharedKernels:
     def start(self, notebook: str | os.PathLike | None = None, later: Sequence[str] = ()) -> None:
         """Start this thread's kernel now, unless it has one, and return at once: the kernel boots
         while the caller goes on. With `notebook`, the kernel imports that notebook's modules (and
-        `later`) and starts vl-convert's engine as it starts (`preload_arguments`)."""
+        `later`) and starts its chart renderer as it starts (`preload_arguments`)."""
         from jupyter_client.manager import AsyncKernelManager
         from jupyter_core.utils import run_sync
 
