@@ -53,14 +53,14 @@ def load() -> str:
 WARM = "import papermill, nbconvert, ipykernel.kernelapp, pandas, altair, scipy.special, vl_convert, microctx.reports.charts"
 
 
-def adopt_orphans() -> None:
-    """Make this process the reaper of its descendants' orphans (Linux), so their CPU is counted:
-    a report kernel's chart renderer outlives the kernel killed after its notebook by a moment and
-    would otherwise be reaped by init, its CPU uncounted."""
+def adopt_orphans(adopt: bool = True) -> None:
+    """Make this process the reaper of its descendants' orphans (Linux), or stop being it, so
+    their CPU is counted: a report kernel's chart renderer outlives the kernel killed after its
+    notebook by a moment and would otherwise be reaped by init, its CPU uncounted."""
     import ctypes
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        ctypes.CDLL(None, use_errno=True).prctl(36, int(adopt), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
 
@@ -90,6 +90,7 @@ def run(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(argv[:5])} failed: {child.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
     _reap_orphans()
+    adopt_orphans(False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
