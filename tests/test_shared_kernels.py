@@ -108,3 +108,36 @@ def test_a_report_kernel_is_ready_without_waiting_for_iopub_to_fall_silent():
         assert any(m["msg_type"] == "stream" and m["content"]["text"] == "42\n" for m in waited if isinstance(m, dict))
     finally:
         kernels.close()
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    import os
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.slow
+def test_a_killed_report_kernel_takes_its_chart_renderer_with_it_and_close_reaps_it():
+    """`kill` (a report whose notebook ran) ends the kernel and its renderer process (one process
+    group) without waiting; `close` then reaps the kernel."""
+    from microctx.reports import build
+
+    kernels = reports.SharedKernels()
+    try:
+        kernels.start(build.NOTEBOOKS_DIR / build.NOTEBOOKS["grade"], build.LATER_IMPORTS["grade"])
+        km = kernels.kernel()
+        code = "import os\nfrom microctx.reports import renderer\nprint(os.getpid(), renderer.current()._process.pid)"
+        kernel_pid, renderer_pid = map(int, _run(km, code).split())
+        kernels.kill()
+        assert _gone(renderer_pid)
+    finally:
+        kernels.close()
+    assert _gone(kernel_pid, 1.0)  # reaped by close: no zombie left
