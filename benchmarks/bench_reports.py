@@ -7,13 +7,14 @@ report (interpreter, papermill, kernel start, nbconvert) that no notebook of our
 Figures, each a fresh process as the CLI runs it: `report grade` (planted submission; goal: within
 2x the floor), `report corpus`, `report compare` (oracle vs planted), and with `--demo`
 `microctx demo` (goal: under 30 s). Each line gives the wall seconds (best of N), the CPU seconds
-of that run (the command and its kernels: what a loaded machine cannot hide) and the HTML size;
-the load average is printed before and after. `--baseline DIR` also times another checkout (for
-example `git archive` of the commit before a change, unpacked), its runs alternating with this
-one's, so a before/after pair shares the machine's load. Every command runs outside the checkouts
-with PYTHONPATH naming its checkout (the kernels inherit both) and its own bytecode cache, warmed
-by one untimed run of every command but the demo (a cold cache compiles papermill, nbconvert,
-ipykernel, pandas and altair from source: it would inflate the floor most, the first command timed).
+of that run (the command, its kernels and their chart renderers: what a loaded machine cannot
+hide) and the HTML size; the load average is printed before and after. `--baseline DIR` also
+times another checkout (for example `git archive` of the commit before a change, unpacked), its
+runs alternating with this one's, so a before/after pair shares the machine's load. Every
+command runs outside the checkouts with PYTHONPATH naming its checkout (the kernels inherit both)
+and its own bytecode cache, warmed by one untimed run of every command but the demo (a cold
+cache compiles papermill, nbconvert, ipykernel, pandas and altair from source: it would inflate
+the floor most, the first command timed).
 """
 
 from __future__ import annotations

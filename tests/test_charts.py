@@ -293,6 +293,21 @@ def test_a_chart_the_renderer_cannot_draw_raises_vl_converts_own_error_here(plan
     assert drawing.rendered == 1
 
 
+def test_charts_are_drawn_here_when_the_renderer_died(planted_table, drawing, tmp_path):
+    """A renderer that died is dropped: the chart (and its PDF) is drawn in this process, same bytes."""
+    import hashlib
+
+    from microctx.reports import renderer
+
+    drawing._process.kill()
+    drawing._process.wait()
+    assert drawing.svg({"mark": "point", "data": {"values": []}}) is None  # the conversation fails: dropped
+    png, svg = charts.save(charts.outcomes_by_kind(planted_table), "outcomes_by_kind", tmp_path)
+    assert (hashlib.sha256(svg.encode()).hexdigest(), hashlib.sha256(png).hexdigest()) == GRADE_CHART_PINS["outcomes_by_kind"]
+    assert (tmp_path / "outcomes_by_kind.pdf").read_bytes().startswith(b"%PDF")
+    assert drawing.rendered == 0 and renderer.current() is None
+
+
 def test_inline_data_names_and_cleans_values_as_altair_does():
     import altair as alt
 
