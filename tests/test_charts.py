@@ -254,6 +254,60 @@ def test_grade_report_charts_keep_their_bytes(planted_table, name):
     assert (hashlib.sha256(svg.encode()).hexdigest(), hashlib.sha256(png).hexdigest()) == GRADE_CHART_PINS[name]
 
 
+@pytest.fixture
+def drawing():
+    """A chart renderer process as a report's kernel starts one (`renderer.start`), this process's
+    for the test, closed after it."""
+    from microctx.reports import renderer
+
+    before = renderer._CURRENT
+    started = renderer.start()
+    assert started is not None and started is not before
+    yield started
+    started.close()
+    renderer._CURRENT = before
+
+
+def test_a_renderer_process_draws_the_same_bytes_and_writes_the_pdfs(planted_table, drawing, tmp_path):
+    """A report kernel's renderer runs vega and writes each PDF (issue 24); the SVG and PNG are the
+    pinned bytes, and the PDF is the column PDF of the SVG."""
+    import hashlib
+
+    for n, name in enumerate(sorted(GRADE_CHART_PINS), 1):
+        png, svg = charts.save(getattr(charts, name)(planted_table), name, tmp_path)
+        assert drawing.rendered == n  # vega ran in the renderer, not here
+        assert (hashlib.sha256(svg.encode()).hexdigest(), hashlib.sha256(png).hexdigest()) == GRADE_CHART_PINS[name]
+        assert (tmp_path / f"{name}.svg").read_text() == svg and (tmp_path / f"{name}.png").read_bytes() == png
+        pdf = (tmp_path / f"{name}.pdf").read_bytes()
+        assert pdf.startswith(b"%PDF") and len(pdf) > 5000
+    assert drawing.alive()
+
+
+def test_a_chart_the_renderer_cannot_draw_raises_vl_converts_own_error_here(planted_table, drawing):
+    """vega's error for a bad chart is raised by the process that asked (drawn here again), and the
+    renderer goes on drawing the next chart."""
+    with pytest.raises(ValueError):
+        charts.render(charts.Spec({"mark": "no such mark", "data": {"values": []}}))
+    assert drawing.alive() and drawing.rendered == 0
+    charts.render(charts.outcomes_by_kind(planted_table))
+    assert drawing.rendered == 1
+
+
+def test_charts_are_drawn_here_when_the_renderer_died(planted_table, drawing, tmp_path):
+    """A renderer that died is dropped: the chart (and its PDF) is drawn in this process, same bytes."""
+    import hashlib
+
+    from microctx.reports import renderer
+
+    drawing._process.kill()
+    drawing._process.wait()
+    assert drawing.svg({"mark": "point", "data": {"values": []}}) is None  # the conversation fails: dropped
+    png, svg = charts.save(charts.outcomes_by_kind(planted_table), "outcomes_by_kind", tmp_path)
+    assert (hashlib.sha256(svg.encode()).hexdigest(), hashlib.sha256(png).hexdigest()) == GRADE_CHART_PINS["outcomes_by_kind"]
+    assert (tmp_path / "outcomes_by_kind.pdf").read_bytes().startswith(b"%PDF")
+    assert drawing.rendered == 0 and renderer.current() is None
+
+
 def test_inline_data_names_and_cleans_values_as_altair_does():
     import altair as alt
 

@@ -71,14 +71,14 @@ def test_the_kernel_preloads_what_the_grade_notebook_imports_itself():
     )
 
 
-def _kernel_modules(km) -> set[str]:
+def _kernel_modules(km, code: str = "import sys; print(' '.join(sys.modules))") -> set[str]:
     client = km.blocking_client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
         out: list[str] = []
         hook = lambda msg: out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None  # noqa: E731
-        client.execute_interactive("import sys; print(' '.join(sys.modules))", timeout=60, output_hook=hook, store_history=False)
+        client.execute_interactive(code, timeout=60, output_hook=hook, store_history=False)
         return set("".join(out).split())
     finally:
         client.stop_channels()
@@ -86,8 +86,9 @@ def _kernel_modules(km) -> set[str]:
 
 @pytest.mark.slow
 def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path, s8f, s8f_answers):
-    """What the kernel loads as it starts (the notebook's imports, `LATER_IMPORTS`, vl-convert) is
-    a subset of what a plain kernel holds after running the grade notebook: no needless import."""
+    """What the kernel loads as it starts (the notebook's imports, `LATER_IMPORTS`; its chart
+    renderer process readies vl-convert) is a subset of what a plain kernel holds after running
+    the grade notebook: no needless import."""
     from microctx.contract.canonical import dumps
     from microctx.grading.examples import demo_submissions
     from microctx.reports import build
@@ -98,6 +99,7 @@ def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path
     try:
         preloaded.start(build.NOTEBOOKS_DIR / build.NOTEBOOKS["grade"], build.LATER_IMPORTS["grade"])
         loaded = _kernel_modules(preloaded.kernel())
+        drawing = _kernel_modules(preloaded.kernel(), "from microctx.reports import renderer; print(renderer.current().alive())")
         staging = tmp_path / "plain"
         staging.mkdir()
         params = {"public": str(s8f.public), "answers": str(s8f.answers), "submission": str(planted)}
@@ -106,7 +108,9 @@ def test_a_preloaded_kernel_imports_nothing_the_grade_notebook_does_not(tmp_path
     finally:
         preloaded.close()
         plain.close()
-    assert {"pandas", "vl_convert", "microctx.grading.ledger"} <= loaded
+    assert {"pandas", "microctx.reports.renderer", "microctx.grading.ledger"} <= loaded
+    # vega runs in the kernel's renderer process, started as the kernel starts (renderer.py)
+    assert "vl_convert" not in loaded and drawing == {"True"}
     # the grade report's charts are Vega-Lite dicts (no altair, 0.25 s); a kernel has threads, so
     # its statistics import the whole scipy.special (grading/special.py), preloaded as it starts
     assert "altair" not in loaded | used

@@ -73,3 +73,71 @@ def test_a_report_in_a_shared_kernel_is_byte_identical_to_one_in_a_fresh_kernel(
     counts = [c.execution_count for c in book.cells if c.cell_type == "code"]
     assert counts == list(range(1, len(counts) + 1))  # a new session: counted from 1, as a fresh kernel counts
     assert json.loads((tmp_path / "shared" / "report.json").read_text())["kind"] == "grade"
+
+
+@pytest.mark.slow
+def test_a_report_kernel_is_ready_without_waiting_for_iopub_to_fall_silent():
+    """The client papermill gets (`ready.ReadyClient`) checks readiness as jupyter_client does (a
+    `kernel_info` reply, then a message on IOPub) but never waits out an IOPub timeout once the
+    kernel replied (jupyter_client waits for 0.2 s of silence on every start); the first cell's
+    output still arrives."""
+    from jupyter_core.utils import run_sync
+
+    kernels = reports.SharedKernels()
+    try:
+        client = kernels.kernel().client()
+        waited: list[float | None] = []
+        get = client.iopub_channel.get_msg
+
+        async def watched(*args, **kw):
+            try:
+                return await get(*args, **kw)
+            except Exception:
+                waited.append(kw.get("timeout"))  # a wait that ended with no message
+                raise
+
+        client.start_channels()
+        client.iopub_channel.get_msg = watched
+        try:
+            run_sync(client.wait_for_ready)(timeout=60)
+            assert [t for t in waited if t] == []  # no idle wait: only non-blocking reads found nothing
+            reply = run_sync(client.execute_interactive)("print(6 * 7)", timeout=60, output_hook=lambda m: waited.append(m))
+        finally:
+            client.stop_channels()
+        assert reply["content"]["status"] == "ok"
+        assert any(m["msg_type"] == "stream" and m["content"]["text"] == "42\n" for m in waited if isinstance(m, dict))
+    finally:
+        kernels.close()
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    import os
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.slow
+def test_a_killed_report_kernel_takes_its_chart_renderer_with_it_and_close_reaps_it():
+    """`kill` (a report whose notebook ran) ends the kernel and its renderer process (one process
+    group) without waiting; `close` then reaps the kernel."""
+    from microctx.reports import build
+
+    kernels = reports.SharedKernels()
+    try:
+        kernels.start(build.NOTEBOOKS_DIR / build.NOTEBOOKS["grade"], build.LATER_IMPORTS["grade"])
+        km = kernels.kernel()
+        code = "import os\nfrom microctx.reports import renderer\nprint(os.getpid(), renderer.current()._process.pid)"
+        kernel_pid, renderer_pid = map(int, _run(km, code).split())
+        kernels.kill()
+        assert _gone(renderer_pid)
+    finally:
+        kernels.close()
+    assert _gone(kernel_pid, 1.0)  # reaped by close: no zombie left

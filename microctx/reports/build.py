@@ -249,7 +249,7 @@ def make_report(
                 kind, parameters, staging, progress=progress, keep_failed=failed_folder(destination), kernels=kernels
             )
             if own:
-                kernels.close()  # done with it: its CPU goes to the export
+                kernels.kill()  # done with it: its CPU goes to the export; `close` below reaps it
             return _publish(kind, executed, staging, parameters, inputs, start, statistics, figures_only)
     finally:
         if own:

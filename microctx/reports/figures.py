@@ -21,11 +21,13 @@ import json
 import math
 import os
 import re
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from microctx._io.atomic import atomic_write
 from microctx.contract.split import SPLITS
+from microctx.reports import renderer
 
 if TYPE_CHECKING:
     import altair as alt
@@ -87,11 +89,28 @@ def render(chart: alt.TopLevelMixin | Spec) -> tuple[bytes, str]:
 
 
 def _render_dict(spec: dict) -> tuple[bytes, str]:
+    svg = _svg(spec)
+    return _png(svg), svg
+
+
+def _svg(spec: dict) -> str:
+    """The chart's SVG: vega run by this kernel's renderer process (`renderer`), else here."""
+    themed_spec = themed(spec)
+    drawing = renderer.current()
+    svg = drawing.svg(themed_spec) if drawing is not None else None
+    if svg is None:
+        import vl_convert as vlc
+
+        svg = vlc.vegalite_to_svg(themed_spec)
+    return svg
+
+
+def _png(svg: str) -> bytes:
+    """The SVG rasterised at `png_scale` (rasterising the SVG skips a second vega run)."""
     import vl_convert as vlc
 
-    svg = vlc.vegalite_to_svg(themed(spec))
     width, height = svg_size(svg)
-    return vlc.svg_to_png(svg, scale=png_scale(width, height)), svg  # rasterising the SVG skips a second vega run
+    return vlc.svg_to_png(svg, scale=png_scale(width, height))
 
 
 _WARM_SPEC = {
@@ -104,8 +123,8 @@ _WARM_SPEC = {
 
 def warm_renderer() -> None:
     """Start vl-convert's engine with a one-point chart in the theme, through SVG, PNG and PDF: the
-    first render in a process costs about 0.5 s more than the next (a report's kernel does this
-    as it starts, `microctx.reports.kernel_start`; the charts' bytes do not depend on it)."""
+    first render in a process costs about 0.35 s more than the next (a report kernel's renderer
+    process does this as it starts, `microctx.reports.renderer`; the charts' bytes do not depend on it)."""
     import vl_convert as vlc
 
     svg = vlc.vegalite_to_svg(themed(_WARM_SPEC))
@@ -127,13 +146,19 @@ def render_spec(spec: dict) -> tuple[bytes, str]:
 
 def save(chart: alt.TopLevelMixin | Spec, name: str, charts_dir: str | os.PathLike) -> tuple[bytes, str]:
     """Render a chart and write `<name>.png`, `<name>.svg` and `<name>.pdf` (the figure for a
-    write-up: `column_pdf`) into `charts_dir`, each atomically."""
-    png, svg = render(chart)
+    write-up: `column_pdf`) into `charts_dir`, each atomically. With a renderer process (a
+    report's kernel), it writes the PDF while this process rasterises the PNG."""
+    svg = _svg(chart.spec if isinstance(chart, Spec) else chart.to_dict())
     folder = Path(charts_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / f"{name}.png", png)
-    atomic_write(folder / f"{name}.svg", svg.encode())
-    atomic_write(folder / f"{name}.pdf", column_pdf(svg))
+    pdf = folder / f"{name}.pdf"
+    drawing = renderer.current()
+    with drawing.pdf(svg, os.path.abspath(pdf)) if drawing is not None else nullcontext([False]) as written:
+        png = _png(svg)
+        atomic_write(folder / f"{name}.png", png)
+        atomic_write(folder / f"{name}.svg", svg.encode())
+    if not written[0]:
+        atomic_write(pdf, column_pdf(svg))
     return png, svg
 
 

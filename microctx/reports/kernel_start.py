@@ -1,6 +1,7 @@
 """Run inside a report's kernel as it starts (`microctx.reports.kernels.preload_arguments`), while
-the parent is still importing papermill and readying the HTML export: import the modules the
-notebook imports and start vl-convert's engine, so the notebook's cells find them ready.
+the parent is still importing papermill and readying the HTML export: start the chart renderer
+process (it readies vl-convert's engine) and import the modules the notebook imports, so the
+notebook's cells find them ready.
 
 Nothing here is needed for the notebook to run: it imports everything itself. A module that
 fails to import is skipped, and the notebook's own import reports it as a cell error.
@@ -13,8 +14,15 @@ from collections.abc import Sequence
 
 
 def preload(modules: Sequence[str]) -> None:
-    """Import each of `modules` ("a.b" for `from a import b`: the module `a.b`, or `a` when `b` is
-    not a module) and warm the chart renderer (`figures.warm_renderer`)."""
+    """Start the chart renderer process (`renderer.start`: it readies vl-convert on another core
+    while this kernel imports), then import each of `modules` ("a.b" for `from a import b`: the
+    module `a.b`, or `a` when `b` is not a module)."""
+    try:
+        from microctx.reports import renderer
+
+        renderer.start()
+    except Exception:  # noqa: BLE001  (the charts are then drawn in the kernel)
+        pass
     for name in modules:
         try:
             importlib.import_module(name)
@@ -24,12 +32,6 @@ def preload(modules: Sequence[str]) -> None:
                 _quietly(parent)
         except Exception:  # noqa: BLE001  (the notebook's own import reports it)
             pass
-    try:
-        from microctx.reports.figures import warm_renderer
-
-        warm_renderer()
-    except Exception:  # noqa: BLE001  (the first chart reports it)
-        pass
 
 
 def _quietly(name: str) -> None:

@@ -2,8 +2,9 @@
 
 Every report's kernel is started before the parent needs it (`Kernels.start`), so it boots while
 the parent imports papermill and readies the HTML export, and it imports what its notebook
-imports and starts vl-convert's engine as it starts (`notebook_imports`, run in the kernel by
-`microctx.reports.kernel_start`): the notebook's own imports then find their modules loaded. The
+imports and starts its chart renderer as it starts (`notebook_imports`, run in the kernel by
+`microctx.reports.kernel_start`; `renderer`): the notebook's own imports then find their modules
+loaded. Papermill talks to it through `ready.ReadyClient`. The
 notebook is unchanged and still imports everything itself, so it reruns anywhere (JupyterLab
 starts kernels without any of this). Reports made one after another in a thread (the demo) share
 the thread's kernel, reset to a new session between notebooks.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -98,7 +100,7 @@ class SharedKernels:
     """Kernels reports run in: one per thread, started on first use (or ahead of it, `start`), its
     namespace reset (`%reset`, a new session: execution counts from 1) before each next notebook;
     modules stay imported, which is the point for reports made one after another (the demo:
-    pandas, altair, scipy and vl-convert's engine are set up once per thread, not once per
+    pandas, altair, scipy and the chart renderer are set up once per thread, not once per
     report). `close()` shuts them down. A kernel that died is replaced."""
 
     def __init__(self) -> None:
@@ -109,15 +111,17 @@ class SharedKernels:
     def start(self, notebook: str | os.PathLike | None = None, later: Sequence[str] = ()) -> None:
         """Start this thread's kernel now, unless it has one, and return at once: the kernel boots
         while the caller goes on. With `notebook`, the kernel imports that notebook's modules (and
-        `later`) and starts vl-convert's engine as it starts (`preload_arguments`)."""
+        `later`) and starts its chart renderer as it starts (`preload_arguments`)."""
         from jupyter_client.manager import AsyncKernelManager
         from jupyter_core.utils import run_sync
+
+        from microctx.reports.ready import ReadyClient
 
         with self._lock:
             if threading.get_ident() in self._kernels:
                 return
         check_kernel()
-        km = AsyncKernelManager(kernel_name=KERNEL_NAME)
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME, client_factory=ReadyClient)  # no idle 0.2 s at readiness
         extra = preload_arguments(notebook, later) if notebook is not None else []
         run_sync(km.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, *extra], env=kernel_environment())
         with self._lock:
@@ -144,6 +148,20 @@ class SharedKernels:
         with self._lock:
             self._used.add(id(km))
         return km
+
+    def kill(self) -> None:
+        """Kill every kernel now, without waiting for it to end (a report whose notebook ran, issue
+        24): `close` then finds it gone and reaps it at once, where its own wait for the end polls
+        every 0.1 s."""
+        from jupyter_core.utils import run_sync
+
+        with self._lock:
+            kernels = list(self._kernels.values())
+        for km in kernels:
+            try:
+                run_sync(km.signal_kernel)(signal.SIGKILL)
+            except Exception:  # noqa: BLE001  (a kernel that is already gone: close reaps it)
+                pass
 
     def close(self) -> None:
         """Shut every kernel down (at once: nothing in them is worth waiting for)."""
