@@ -63,10 +63,18 @@ class ObjectStream:
     whose errors name the problem. Use as a context manager (the file is closed on exit).
     """
 
-    def __init__(self, path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, tail_keys: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        list_key: str,
+        block_size: int = 1 << 24,
+        *,
+        tail_keys: bool = True,
+        handle: BinaryIO | None = None,
+    ) -> None:
         self.list_key, self.block_size, self.tail_keys = list_key, block_size, tail_keys
         self.tail: dict | None = None  # set once every item was read
-        self._handle = open_input(path)
+        self._handle = handle if handle is not None else open_input(path)  # `handle`: the file opened (closed on exit)
         try:
             self.head = self._read_head()
         except BaseException:

@@ -77,6 +77,9 @@ class HashingReader:
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         return self._handle.seek(offset, whence)
 
+    def close(self) -> None:
+        self._handle.close()
+
     def hexdigest(self) -> str | None:
         """The file's SHA-256 when every byte of it has been read, else None."""
         return self._digest.hexdigest() if self._hashed == os.fstat(self._handle.fileno()).st_size else None
