@@ -197,19 +197,20 @@ def _grade_and_record(
 ) -> None:
     """The separate step, after the candidate is gone: open the answers, grade, record the look (into `outcome`)."""
     from microctx.contract.facts import write_grade
-    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.schemas import read_answers, read_submission
     from microctx.contract.score import grade
     from microctx.grading.ledger import looks_line, record_look
 
-    gold = load_answers(answers)
+    gold, answers_sha256 = read_answers(answers)  # the ledger records the digests of the bytes graded
     if gold["corpus_sha256"] != corpus_sha256:
         raise InputError(
             answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
         )
-    result = grade(gold, load_submission(submission))
+    given, submission_sha256 = read_submission(submission)
+    result = grade(gold, given)
     look = record_look(
-        answers_sha256=file_sha256(answers),
-        submission_sha256=manifest["submission_sha256"],
+        answers_sha256=answers_sha256,
+        submission_sha256=submission_sha256,
         candidate=candidate,
         config_digest=outcome["config_digest"],
         via="evaluate",
