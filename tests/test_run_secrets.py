@@ -52,3 +52,26 @@ def test_tail_redaction_drops_a_key_cut_by_the_window(tmp_path):
         tail = output_tail(output, [KEY])
         assert not any(KEY[i:] in tail for i in range(len(KEY) - 4)) and tail.endswith("b\n")
     assert redact(f"https://h/?key={KEY}&x={KEY.upper()}", [KEY]) == f"https://h/?key=[redacted]&x={KEY.upper()}"
+
+
+def test_the_key_cut_by_the_proxy_log_is_redacted(s8f, tmp_path, monkeypatch, capsys):
+    """Requests the proxy refuses are logged with their target and reason cut (200, 300
+    characters): the key is removed before the cut, wherever the cut falls in it."""
+    monkeypatch.setenv("LEAKY_KEY", KEY)
+    body = (
+        "import socket\n"
+        "def send(head):\n"
+        "    s = socket.create_connection(('127.0.0.1', 3128)); s.sendall(head.encode()); s.recv(100); s.close()\n"
+        "for pad in range(150, 185, 3):\n"
+        "    send(f'GET http://denied.example/{\"a\" * pad}{KEY} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"  # not allowed
+        "    send(f'GET http://denied.example/{\"a\" * pad}{KEY}\\nHost: x\\r\\n\\r\\n')\n"  # a bare LF
+        "    send(f'CONNECT {\"a\" * (pad - 100)}{KEY}:99999 HTTP/1.1\\r\\n\\r\\n')\n"  # a malformed target, in the reason
+    )
+    script = _script(tmp_path, body)
+    out = tmp_path / "out.json"
+    argv = ["run", "leak", "--public", str(s8f.public), "--submission", str(out), "--pass-env", "LEAKY_KEY"]
+    assert main([*argv, "--network", "record", "--allow-host", "example.org", "--cmd", f"python {script}"]) == 1
+    text = manifest_path(out).read_text()
+    denied = json.loads(text)["network"]["denied"]
+    assert len(denied) == 36 and all("[redacted]:99999" in d["reason"] for d in denied if d["method"] == "CONNECT")
+    assert KEY[:8] not in text and KEY[:8] not in capsys.readouterr().err
