@@ -88,3 +88,22 @@ def test_a_submission_changed_after_its_read_is_not_recorded_for_it(tmp_path, s8
     assert entry["submission_sha256"] == hashlib.sha256(graded).hexdigest()
     assert entry["answers_sha256"] == _sha(answers)
     assert entry["candidate"] == "cand-x"  # the manifest names the bytes graded
+
+
+@pytest.mark.parametrize("kind", ["grade", "corpus"])
+def test_a_report_refuses_standard_input_before_its_notebook_runs(tmp_path, s8f, kind):
+    """A report's notebook reads its inputs again by path: `-` was read by the parent's check and
+    the notebook then found it empty (a failed cell, a `.failed` folder). Refused up front."""
+    submission = _submission(tmp_path, s8f)
+    out = tmp_path / "report"
+    if kind == "grade":
+        args = ["report", "grade", "--public", s8f.public, "--answers", s8f.answers, "--submission", "-"]
+    else:
+        args = ["report", "corpus", "--public", "-"]
+    stdin = (submission if kind == "grade" else s8f.public).read_bytes()
+    done = _run([*args, "--out", out], stdin, tmp_path / "ledger.sqlite")
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "microctx report: -: a report's notebook reads its inputs by path: give a file, not standard input\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.json"]  # no report, no .failed folder, no ledger
