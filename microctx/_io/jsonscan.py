@@ -38,7 +38,9 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
         yield from _scan_array(handle, block_size)
 
 
-def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
+def read_object_streaming(
+    path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, handle: BinaryIO | None = None
+) -> dict:
     """Parse a JSON object whose last key is a large array, holding one block of the file at a time.
 
     `orjson.loads` of a whole file holds the file's bytes, the parser's own copy and the Python
@@ -46,7 +48,7 @@ def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: in
     items in batches (see `iter_json_array`). Anything else (another layout, keys after the
     array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
     """
-    with ObjectStream(path, list_key, block_size, tail_keys=False) as stream:
+    with ObjectStream(path, list_key, block_size, tail_keys=False, handle=handle) as stream:
         document = dict(stream.head)
         document[list_key] = list(stream.items())
     return document
