@@ -205,6 +205,32 @@ def test_answers_past_the_guards_walk_bounds_refuse_the_project(s8f, tmp_path, m
     assert str(caught.value).startswith(f"{data}: ") and "the answer guard cannot read" in str(caught.value)
 
 
+@pytest.mark.parametrize("shape", ["document", "json-lines"])
+def test_answers_past_the_guards_node_bound_refuse_the_project(s8f, tmp_path, monkeypatch, shape):
+    """The guard stopped its walk of a document after 5,000,000 lists and objects and called it
+    clean: the s8f answers beside `[[]] * 5_000_001` (14 MiB) reached the candidate. A document
+    the walk cannot finish is now refused, naming the file (here with the bound lowered)."""
+    import orjson
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    monkeypatch.setattr(answer_guard, "_MAX_NODES", 1000)
+    answers = orjson.loads(s8f.answers.read_bytes())["answers"]
+    data = tmp_path / "data"
+    data.mkdir()
+    notes = data / "notes.json"
+    document = orjson.dumps({"answers": answers, "pad": [[]] * 1001})
+    notes.write_bytes(document if shape == "document" else b"{}\n" + document + b"\n")
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(caught.value) == f"{notes}: more than 1,000 JSON lists and objects; the answer guard cannot read them all"
+    notes.write_bytes(orjson.dumps({"answers": answers[:10], "pad": [[]] * 900}))  # under the bound: read whole
+    with pytest.raises(InputError, match="test answer"):
+        make_project([], [str(data)], base=tmp_path)
+
+
 def _answer_lines(s8f) -> list[bytes]:
     import orjson
 

@@ -11,7 +11,8 @@ whole up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A larger file is rea
 whose first non-blank byte opens no JSON value passes (as it would below the limit: model weights,
 archives), JSON Lines are read line by line, and any other JSON over the limit is an InputError
 naming the file, not a pass. Likewise a folder the walk cannot finish (more than `MAX_FILES`
-files, or folders deeper than `_MAX_DEPTH` levels): answers past a bound would go unseen.
+files, or folders deeper than `_MAX_DEPTH` levels) and a document holding more than `_MAX_NODES`
+lists and objects: answers past a bound would go unseen.
 """
 
 from __future__ import annotations
@@ -30,13 +31,19 @@ _MAX_NODES = 5_000_000
 _MAX_DEPTH = 32
 
 
+class _Unchecked(Exception):
+    """A document with more than _MAX_NODES lists and objects: the walk would miss the rest."""
+
+
 def _is_answer(item: object) -> bool:
     return isinstance(item, dict) and "id" in item and item.get("split") == "test" and not _ANSWER_FIELDS.isdisjoint(item)
 
 
 def _holds(document: object) -> bool:
     stack, seen = [document], 0
-    while stack and seen < _MAX_NODES:
+    while stack:
+        if seen == _MAX_NODES:  # not a pass: answers past the bound would go unseen
+            raise _Unchecked
         node = stack.pop()
         seen += 1
         if isinstance(node, list):
@@ -160,10 +167,12 @@ def find_answers(paths: Iterable[Path]) -> list[Path]:
     found = []
     for path in walk_files(paths):
         data = read_bounded(path)
-        if data is not None:
-            holds = holds_answers(data)
-        else:
-            holds = _is_large_file(path) and _large_file_holds(path)
+        try:
+            holds = holds_answers(data) if data is not None else _is_large_file(path) and _large_file_holds(path)
+        except _Unchecked:
+            raise InputError(
+                path, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
+            ) from None
         if holds:
             found.append(path)
     return found
