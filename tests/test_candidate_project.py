@@ -231,6 +231,31 @@ def test_answers_past_the_guards_node_bound_refuse_the_project(s8f, tmp_path, mo
         make_project([], [str(data)], base=tmp_path)
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+@pytest.mark.parametrize("size", ["read whole", "over the read limit"])
+def test_answers_saved_with_a_byte_order_mark_are_found(s8f, tmp_path, monkeypatch, encoding, size):
+    """A copy of the answers saved as Windows tools save text (UTF-8 with a BOM, UTF-16, UTF-32)
+    passed the guard, which looked for `{` or `[` as the first byte; Python's `json.loads` of the
+    file's bytes reads it as it is. Found (read whole), or refused (over the read limit)."""
+    import json
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    copy = data / "copy.json"
+    copy.write_bytes(s8f.answers.read_text().encode(encoding))
+    assert len(json.loads(copy.read_bytes())["answers"]) > 0  # what a candidate would do
+    if size == "over the read limit":
+        monkeypatch.setattr(answer_guard, "FILE_LIMIT", 2048)
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    said = "the answer guard cannot read it whole" if size == "over the read limit" else "test answer"
+    assert str(copy) in str(caught.value) and said in str(caught.value)
+
+
 def _answer_lines(s8f) -> list[bytes]:
     import orjson
 

@@ -57,10 +57,20 @@ def _holds(document: object) -> bool:
     return False
 
 
+def _as_utf8(data: bytes) -> bytes:
+    """`data` as UTF-8 without a byte order mark: a copy saved with one (UTF-8 with BOM, UTF-16 or
+    UTF-32, as Windows tools write it) is JSON that Python's `json.loads` reads as it is."""
+    import json
+
+    encoding = json.detect_encoding(data)
+    return data if encoding == "utf-8" else data.decode(encoding, errors="replace").encode()
+
+
 def holds_answers(data: bytes) -> bool:
     """True when `data` is JSON or JSON Lines holding test answer records (see the module's docstring)."""
     import orjson
 
+    data = _as_utf8(data)
     stripped = data.lstrip()
     if stripped[:1] not in (b"{", b"["):
         return False
@@ -111,6 +121,8 @@ def _large_file_holds(path: Path) -> bool:
                 return False
             first = chunk.lstrip()[:1]
         if first not in (b"{", b"["):
+            if _as_utf8(chunk[:4096]).lstrip()[:1] in (b"{", b"["):  # JSON with a byte order mark
+                raise InputError(path, too_big.replace("not JSON Lines", "not UTF-8"))
             return False
         handle.seek(0)
         while line := handle.readline(FILE_LIMIT + 1):
