@@ -256,6 +256,33 @@ def test_answers_saved_with_a_byte_order_mark_are_found(s8f, tmp_path, monkeypat
     assert str(copy) in str(caught.value) and said in str(caught.value)
 
 
+@pytest.mark.parametrize("shape", ["indented", "compact", "lines"])
+def test_answers_beside_a_nan_are_found(s8f, tmp_path, shape):
+    """Python's json.dump writes NaN and Infinity, which orjson refuses: a results file holding
+    the answers and a NaN metric (pretty or compact, or JSON Lines with an Infinity on each line)
+    passed the guard, and json.load reads it. Now it is parsed as Python's json parses it."""
+    import json
+
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    answers = json.loads(s8f.answers.read_bytes())["answers"]
+    data = tmp_path / "data"
+    data.mkdir()
+    results = data / "results.json"
+    document = {"f1": float("nan"), "answers": answers}
+    results.write_text(
+        json.dumps(document, indent=2)
+        if shape == "indented"
+        else json.dumps(document)
+        if shape == "compact"
+        else "\n".join(json.dumps({**a, "weight": float("inf")}) for a in answers)
+    )
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(results) in str(caught.value) and "test answer" in str(caught.value)
+
+
 def _answer_lines(s8f) -> list[bytes]:
     import orjson
 

@@ -66,24 +66,38 @@ def _as_utf8(data: bytes) -> bytes:
     return data if encoding == "utf-8" else data.decode(encoding, errors="replace").encode()
 
 
-def holds_answers(data: bytes) -> bool:
-    """True when `data` is JSON or JSON Lines holding test answer records (see the module's docstring)."""
+def _loads(data: bytes) -> object:
+    """`data` parsed as orjson parses it, or as Python's `json` does (NaN and Infinity, which
+    `json.dump` writes and orjson refuses); ValueError when neither can."""
+    import json
+
     import orjson
 
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(data)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
+
+
+def holds_answers(data: bytes) -> bool:
+    """True when `data` is JSON or JSON Lines holding test answer records (see the module's docstring)."""
     data = _as_utf8(data)
     stripped = data.lstrip()
     if stripped[:1] not in (b"{", b"["):
         return False
     try:
-        return _holds(orjson.loads(data))
-    except orjson.JSONDecodeError:
+        return _holds(_loads(data))
+    except ValueError:
         pass
     for line in data.splitlines():
         if line.strip()[:1] in (b"{", b"["):
             try:
-                if _holds(orjson.loads(line)):
+                if _holds(_loads(line)):
                     return True
-            except orjson.JSONDecodeError:
+            except ValueError:
                 continue
     return False
 
