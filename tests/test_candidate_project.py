@@ -283,6 +283,35 @@ def test_answers_beside_a_nan_are_found(s8f, tmp_path, shape):
     assert str(results) in str(caught.value) and "test answer" in str(caught.value)
 
 
+@pytest.mark.parametrize("form", ["columns", "split", "csv", "tsv"])
+def test_answers_as_a_table_are_found(s8f, tmp_path, form):
+    """A pandas DataFrame of the answers saved as it saves by default (`to_json()`: one object per
+    column), with `orient="split"`, or as CSV/TSV, held no answer record object and passed the
+    guard. Found now; the same table of train and tune records still passes."""
+    import pandas as pd
+
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    frame = pd.DataFrame(json.loads(s8f.answers.read_bytes())["answers"])
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def save(table) -> None:
+        table = table.astype(str)
+        if form in ("csv", "tsv"):
+            table.to_csv(data / "table.txt", sep="," if form == "csv" else "\t")
+        else:
+            table.to_json(data / "table.txt", orient=form)
+
+    save(frame[frame["split"] != "test"])
+    make_project([], [str(data)], base=tmp_path)  # passes: nothing held out in it
+    save(frame)
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(data / "table.txt") in str(caught.value) and "test answer" in str(caught.value)
+
+
 def _answer_lines(s8f) -> list[bytes]:
     import orjson
 

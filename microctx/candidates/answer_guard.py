@@ -4,7 +4,9 @@
 which is a list of answer records: objects with an `id`, a `split` of "test" and at least one of
 the answer fields (`state`, `labels`, `references`, `duplicate_targets`, `scope_contradictions`).
 The schema string, the file name and the serialisation do not matter: an `answers.json.bak`, a
-re-serialised or re-indented copy, a bare list of records, one record per line are all found;
+re-serialised or re-indented copy, a bare list of records, one record per line, a table of them
+(a pandas DataFrame's `to_json()` by columns or `orient="split"`, CSV or TSV with a header), a
+copy with a byte order mark (UTF-16) or a NaN (`json.dump` writes one) are all found;
 a helper file that merely mentions the schema's name is not. A devkit (train and tune answers
 only) passes. `find_answers(paths)` walks folders without following links, reads regular files
 whole up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A larger file is read in pieces: one
@@ -39,6 +41,41 @@ def _is_answer(item: object) -> bool:
     return isinstance(item, dict) and "id" in item and item.get("split") == "test" and not _ANSWER_FIELDS.isdisjoint(item)
 
 
+def _names_answers(names: object) -> bool:
+    return isinstance(names, (list, dict)) and "id" in names and "split" in names and not _ANSWER_FIELDS.isdisjoint(names)
+
+
+def _is_answer_table(node: dict) -> bool:
+    """Answer records as columns: `{"id": {...}, "split": {"0": "test", ...}, "state": ...}` (a
+    pandas DataFrame's `to_json()`, by default) or `{"columns": [...], "data": [[...], ...]}`
+    (its `orient="split"`)."""
+    if _names_answers(node):
+        split = node["split"]
+        return "test" in (split.values() if isinstance(split, dict) else split if isinstance(split, list) else ())
+    columns, rows = node.get("columns"), node.get("data")
+    if not (_names_answers(columns) and isinstance(columns, list) and isinstance(rows, list)):
+        return False
+    at = columns.index("split")
+    return any(isinstance(row, list) and len(row) > at and row[at] == "test" for row in rows)
+
+
+def _csv_holds(data: bytes) -> bool:
+    """A CSV (or TSV) table of answer records: a header naming `id`, `split` and an answer field,
+    and a row whose split is "test"."""
+    import csv
+    import io
+
+    end = data.find(b"\n", 0, 1 << 16)  # the header first: a binary file is not decoded whole
+    first = data[: end if end >= 0 else 1 << 16].decode("utf-8", errors="replace")
+    delimiter = max(",\t;|", key=first.count)
+    header = [name.strip() for name in next(csv.reader([first], delimiter=delimiter), [])]
+    if not _names_answers(header):
+        return False
+    at = header.index("split")
+    rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")), delimiter=delimiter)
+    return any(len(row) > at and row[at].strip() == "test" for row in rows)
+
+
 def _holds(document: object) -> bool:
     stack, seen = [document], 0
     while stack:
@@ -51,7 +88,7 @@ def _holds(document: object) -> bool:
                 return True
             stack += [item for item in node if isinstance(item, (list, dict))]
         elif isinstance(node, dict):
-            if _is_answer(node):
+            if _is_answer(node) or _is_answer_table(node):
                 return True
             stack += [value for value in node.values() if isinstance(value, (list, dict))]
     return False
@@ -87,7 +124,7 @@ def holds_answers(data: bytes) -> bool:
     data = _as_utf8(data)
     stripped = data.lstrip()
     if stripped[:1] not in (b"{", b"["):
-        return False
+        return _csv_holds(data)
     try:
         return _holds(_loads(data))
     except ValueError:
