@@ -107,3 +107,14 @@ def test_a_report_refuses_standard_input_before_its_notebook_runs(tmp_path, s8f,
         "microctx report: -: a report's notebook reads its inputs by path: give a file, not standard input\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.json"]  # no report, no .failed folder, no ledger
+
+
+def test_export_takes_a_submission_on_standard_input(tmp_path, s8f, monkeypatch):
+    """`microctx export --submission -` failed as grade did: its look hashed `-` by name."""
+    submission = _submission(tmp_path, s8f)
+    args = ["export", "--public", s8f.public, "--answers", s8f.answers, "--submission", "-"]
+    done = _run([*args, "--output", tmp_path / "eee.json", "--n-boot", "20"], submission.read_bytes(), tmp_path / "ledger.sqlite")
+    assert done.returncode == 0, done.stderr.decode()
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
+    [entry] = ledger.entries()
+    assert (entry["via"], entry["submission_sha256"]) == ("export", _sha(submission))
