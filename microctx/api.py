@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from microctx.contract.schemas import load_answers as load_answers
 from microctx.contract.schemas import load_submission as load_submission
+from microctx.contract.schemas import read_answers, read_submission
 from microctx.contract.score import GradeResult as GradeResult
 from microctx.contract.score import grade as _grade
 from microctx.corpus.export import RawIssue, check_enough, parse_export, read_export
@@ -77,23 +78,27 @@ def grade(answers: PathLike | dict, submission: PathLike | dict, *, record_look:
     cases only: a check of the grader itself (the oracle self-check), never to take a look unseen."""
     answers_path = None if isinstance(answers, dict) else answers
     submission_path = None if isinstance(submission, dict) else submission
-    gold = answers if isinstance(answers, dict) else load_answers(answers)
-    given = submission if isinstance(submission, dict) else load_submission(submission)
+    # each file read once, with the digest of the bytes graded (what the ledger records)
+    gold, gold_sha = (answers, None) if isinstance(answers, dict) else read_answers(answers)
+    given, given_sha = (submission, None) if isinstance(submission, dict) else read_submission(submission)
     result = _grade(gold, given)
     graded = Grade(result.grade, result.facts)
     if record_look:
-        graded.look = _record_look(gold, given, answers_path, submission_path, graded.grade)
+        graded.look = _record_look(gold, given, (answers_path, gold_sha), (submission_path, given_sha), graded.grade)
     return graded
 
 
-def _record_look(answers: dict, submission: dict, answers_path, submission_path, grade: dict) -> dict:
+def _record_look(answers: dict, submission: dict, answers_read: tuple, submission_read: tuple, grade: dict) -> dict:
+    """The look: `answers_read` and `submission_read` are (path, SHA-256 of the bytes graded), or
+    (None, None) for a document given parsed."""
     from microctx.contract.canonical import dumps
     from microctx.contract.digests import sha256_hex
     from microctx.contract.records import read_manifest
     from microctx.grading.examples import look_mark
     from microctx.grading.ledger import record_grade
 
-    manifest = read_manifest(submission_path) if submission_path is not None else None
+    (answers_path, answers_sha), (submission_path, submission_sha) = answers_read, submission_read
+    manifest = read_manifest(submission_path, sha256=submission_sha) if submission_path is not None else None
     return record_grade(
         answers_path,
         grade,
@@ -102,7 +107,8 @@ def _record_look(answers: dict, submission: dict, answers_path, submission_path,
         submission=None if submission_path is not None else submission,
         manifest=manifest,
         marked=look_mark(answers, submission, manifest),
-        answers_sha256=None if answers_path is not None else sha256_hex(dumps(answers)),
+        answers_sha256=answers_sha if answers_path is not None else sha256_hex(dumps(answers)),
+        submission_sha256=submission_sha,
     )
 
 

@@ -83,18 +83,24 @@ def scrub_urls(text: str) -> str:
 SECRET_SHOWN_AS = "[token hidden]"
 
 
+_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;"}  # HTML's named references
+
+
 def _escaped_char(char: str) -> str:
     """A regex for one character as itself or escaped: percent-encoded, a JSON or Python `\\uXXXX`
-    / `\\xXX` escape, an HTML character reference (hex digits in either case)."""
+    / `\\xXX` escape (and JSON's `\\/`), an HTML character reference (escapes in either case)."""
     code = ord(char)
-    forms = [re.escape(char), f"%{code:02x}", f"\\\\u{code:04x}", f"\\\\x{code:02x}", f"&#0*{code};", f"&#x0*{code:x};"]
-    return "(?:" + "|".join(forms) + ")"
+    forms = [f"%{code:02x}", f"\\\\u{code:04x}", f"\\\\x{code:02x}", f"&#0*{code};", f"&#x0*{code:x};"]
+    forms += ["\\\\/"] if char == "/" else []
+    forms += [_NAMED[char]] if char in _NAMED else []
+    return "(?:(?i:" + "|".join(forms) + ")|" + re.escape(char) + ")"
 
 
-def secret_pattern(value: str) -> re.Pattern[str]:
-    """A pattern matching `value` in any mix of its raw and escaped forms (case-insensitively, so
-    an over-match hides a little more, never less)."""
-    return re.compile("".join(_escaped_char(c) for c in value), re.IGNORECASE)
+def secret_pattern(value: str, *, exact_case: bool = False) -> re.Pattern[str]:
+    """A pattern matching `value` in any mix of its raw and escaped forms (escapes in any case;
+    the raw characters case-insensitively unless `exact_case`: an over-match hides a little
+    more, never less)."""
+    return re.compile("".join(_escaped_char(c) for c in value), 0 if exact_case else re.IGNORECASE)
 
 
 def scrub_secret(text: str, pattern: re.Pattern[str] | None) -> str:

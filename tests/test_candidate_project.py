@@ -205,6 +205,113 @@ def test_answers_past_the_guards_walk_bounds_refuse_the_project(s8f, tmp_path, m
     assert str(caught.value).startswith(f"{data}: ") and "the answer guard cannot read" in str(caught.value)
 
 
+@pytest.mark.parametrize("shape", ["document", "json-lines"])
+def test_answers_past_the_guards_node_bound_refuse_the_project(s8f, tmp_path, monkeypatch, shape):
+    """The guard stopped its walk of a document after 5,000,000 lists and objects and called it
+    clean: the s8f answers beside `[[]] * 5_000_001` (14 MiB) reached the candidate. A document
+    the walk cannot finish is now refused, naming the file (here with the bound lowered)."""
+    import orjson
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    monkeypatch.setattr(answer_guard, "_MAX_NODES", 1000)
+    answers = orjson.loads(s8f.answers.read_bytes())["answers"]
+    data = tmp_path / "data"
+    data.mkdir()
+    notes = data / "notes.json"
+    document = orjson.dumps({"answers": answers, "pad": [[]] * 1001})
+    notes.write_bytes(document if shape == "document" else b"{}\n" + document + b"\n")
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(caught.value) == f"{notes}: more than 1,000 JSON lists and objects; the answer guard cannot read them all"
+    notes.write_bytes(orjson.dumps({"answers": answers[:10], "pad": [[]] * 900}))  # under the bound: read whole
+    with pytest.raises(InputError, match="test answer"):
+        make_project([], [str(data)], base=tmp_path)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+@pytest.mark.parametrize("size", ["read whole", "over the read limit"])
+def test_answers_saved_with_a_byte_order_mark_are_found(s8f, tmp_path, monkeypatch, encoding, size):
+    """A copy of the answers saved as Windows tools save text (UTF-8 with a BOM, UTF-16, UTF-32)
+    passed the guard, which looked for `{` or `[` as the first byte; Python's `json.loads` of the
+    file's bytes reads it as it is. Found (read whole), or refused (over the read limit)."""
+    import json
+
+    from microctx.candidates import answer_guard
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    copy = data / "copy.json"
+    copy.write_bytes(s8f.answers.read_text().encode(encoding))
+    assert len(json.loads(copy.read_bytes())["answers"]) > 0  # what a candidate would do
+    if size == "over the read limit":
+        monkeypatch.setattr(answer_guard, "FILE_LIMIT", 2048)
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    said = "the answer guard cannot read it whole" if size == "over the read limit" else "test answer"
+    assert str(copy) in str(caught.value) and said in str(caught.value)
+
+
+@pytest.mark.parametrize("shape", ["indented", "compact", "lines"])
+def test_answers_beside_a_nan_are_found(s8f, tmp_path, shape):
+    """Python's json.dump writes NaN and Infinity, which orjson refuses: a results file holding
+    the answers and a NaN metric (pretty or compact, or JSON Lines with an Infinity on each line)
+    passed the guard, and json.load reads it. Now it is parsed as Python's json parses it."""
+    import json
+
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    answers = json.loads(s8f.answers.read_bytes())["answers"]
+    data = tmp_path / "data"
+    data.mkdir()
+    results = data / "results.json"
+    document = {"f1": float("nan"), "answers": answers}
+    results.write_text(
+        json.dumps(document, indent=2)
+        if shape == "indented"
+        else json.dumps(document)
+        if shape == "compact"
+        else "\n".join(json.dumps({**a, "weight": float("inf")}) for a in answers)
+    )
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(results) in str(caught.value) and "test answer" in str(caught.value)
+
+
+@pytest.mark.parametrize("form", ["columns", "split", "csv", "tsv"])
+def test_answers_as_a_table_are_found(s8f, tmp_path, form):
+    """A pandas DataFrame of the answers saved as it saves by default (`to_json()`: one object per
+    column), with `orient="split"`, or as CSV/TSV, held no answer record object and passed the
+    guard. Found now; the same table of train and tune records still passes."""
+    import pandas as pd
+
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    frame = pd.DataFrame(json.loads(s8f.answers.read_bytes())["answers"])
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def save(table) -> None:
+        table = table.astype(str)
+        if form in ("csv", "tsv"):
+            table.to_csv(data / "table.txt", sep="," if form == "csv" else "\t")
+        else:
+            table.to_json(data / "table.txt", orient=form)
+
+    save(frame[frame["split"] != "test"])
+    make_project([], [str(data)], base=tmp_path)  # passes: nothing held out in it
+    save(frame)
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(data / "table.txt") in str(caught.value) and "test answer" in str(caught.value)
+
+
 def _answer_lines(s8f) -> list[bytes]:
     import orjson
 

@@ -252,3 +252,50 @@ def test_a_set_published_inside_a_staging_folder_by_another_process_does_not_wai
         (staging / "report.json").write_text('{"schema": "microctx-report/1"}')
     assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == ["grade.facts.csv", "grade.json", "report.json"]
     assert litter(tmp_path) == []
+
+
+def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f):
+    """evaluation.json names the grade beside it (grade.json and its fact table): one set. They
+    were published apart, so a re-evaluation killed between them left the new grade.json under
+    the old evaluation.json (another configuration, another exact count)."""
+    from microctx.candidates.devkit import make_devkit
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.corpus.public import load_corpus
+
+    devkit = tmp_path / "devkit.json"
+    devkit.write_bytes(dumps(make_devkit(load_answers(s8f.answers), corpus=load_corpus(s8f.public))))
+    for miss in (6, 0):
+        spec = tmp_path / f"s{miss}.toml"
+        spec.write_text(
+            f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n[grid]\nmiss = [{miss}]\n'
+            '[select]\nmetric = "f1"\nrule = "max"\n'
+        )
+        done = cli("sweep", spec, "--public", s8f.public, "--devkit", devkit, "--out", tmp_path / f"sw{miss}", "--workers", "1")
+        assert done.returncode == 0, done.stderr
+
+    def evaluate(miss: int, out: Path, kill_at=None):
+        selected = tmp_path / f"sw{miss}" / "selected.json"
+        return cli("evaluate", selected, "--public", s8f.public, "--answers", s8f.answers, "--out", out, kill_at=kill_at)
+
+    names = ("evaluation.json", "grade.json", "grade.facts.csv")
+    folder, expected = tmp_path / "ev", tmp_path / "expected"
+    assert evaluate(6, folder).returncode in (0, 1)
+    old = contents(folder, names)
+    shutil.copytree(folder, expected)
+    assert evaluate(0, expected).returncode in (0, 1)
+    new = contents(expected, names)
+    assert old["grade.json"] != new["grade.json"]
+
+    def classify(got: dict) -> str | None:
+        """Old byte for byte, or new: the new grade and fact table under an evaluation.json of the
+        new configuration (its look and times differ from run to run) naming the same grade."""
+        if got == old:
+            return "old"
+        evaluation = json.loads(got["evaluation.json"])
+        same = all(got[name] == new[name] for name in names[1:])
+        agree = evaluation["grade"] == json.loads(got["grade.json"]) and evaluation["parameters"] == {"miss": 0}
+        return "new" if same and agree else None
+
+    assert classify(new) == "new"
+    kill_every_rename(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)

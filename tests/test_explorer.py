@@ -205,3 +205,25 @@ def test_marks_nest_escape_and_keep_their_offsets():
     # a duplicate marker cut by the title's end is marked on both sides
     title, body = _record_marked("Closing: duplicate of", "#12 as said")
     assert title == f"Closing: {dup}duplicate of</mark>" and body == f"{dup}{ref}#12</mark></mark> as said"
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("javascript:alert(document.domain)//", "#"),
+        (" JavaScript:alert(1)", "#"),
+        ("data:text/html,<script>alert(1)</script>", "#"),
+        ("https://github.com/o/r/issues/1?a=1&b='2'", "https://github.com/o/r/issues/1?a=1&amp;b=&#x27;2&#x27;"),
+    ],
+)
+def test_a_record_link_is_live_only_when_http(tmp_path, synthetic, url, shown):
+    """The corpus is data: a record's `url` that is not http(s) (a `javascript:` link, which in
+    JupyterLab runs with the server's token) shows as `#`, as in the reports."""
+    import orjson
+
+    document = orjson.loads(synthetic.public.read_bytes())
+    document["records"][0]["url"] = url
+    public = tmp_path / "public.json"
+    public.write_bytes(orjson.dumps(document))
+    page = ExplorerData(microctx.load_corpus(public)).record_html(0)
+    assert re.findall(r"<a href='([^']*)'", page) == [shown]

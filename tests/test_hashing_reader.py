@@ -46,3 +46,31 @@ def test_a_read_past_unread_bytes_is_refused(data_file):
         reader.seek(100)
         with pytest.raises(ValueError):
             reader.read(10)
+
+
+def test_verify_hashes_the_public_bytes_it_parses(tmp_path, s8f, monkeypatch):
+    """A large public corpus parsed in batches is hashed as it is read: a file replaced between
+    a hash by name and the parse was checked as one file and named by the other's digest."""
+    import hashlib
+
+    import orjson
+
+    from microctx._io import jsonscan
+    from microctx.corpus import verify as verifying
+
+    public = tmp_path / "public.json"
+    first = s8f.public.read_bytes()
+    document = orjson.loads(first)
+    document["records"] = document["records"][:-1]
+    second = orjson.dumps(document)
+    public.write_bytes(first)
+    real = jsonscan.read_object_streaming
+
+    def replaced_first(*args, **kwargs):  # the file changes as its parse begins
+        public.write_bytes(second)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verifying, "STREAM_PUBLIC_FROM_BYTES", 0)
+    monkeypatch.setattr(verifying, "read_object_streaming", replaced_first)
+    digest, parsed = verifying._load_public(public)
+    assert parsed == document and digest == hashlib.sha256(second).hexdigest()

@@ -52,3 +52,57 @@ def test_tail_redaction_drops_a_key_cut_by_the_window(tmp_path):
         tail = output_tail(output, [KEY])
         assert not any(KEY[i:] in tail for i in range(len(KEY) - 4)) and tail.endswith("b\n")
     assert redact(f"https://h/?key={KEY}&x={KEY.upper()}", [KEY]) == f"https://h/?key=[redacted]&x={KEY.upper()}"
+
+
+def test_the_key_cut_by_the_proxy_log_is_redacted(s8f, tmp_path, monkeypatch, capsys):
+    """Requests the proxy refuses are logged with their target and reason cut (200, 300
+    characters): the key is removed before the cut, wherever the cut falls in it."""
+    monkeypatch.setenv("LEAKY_KEY", KEY)
+    body = (
+        "import socket\n"
+        "def send(head):\n"
+        "    s = socket.create_connection(('127.0.0.1', 3128)); s.sendall(head.encode()); s.recv(100); s.close()\n"
+        "for pad in range(150, 185, 3):\n"
+        "    send(f'GET http://denied.example/{\"a\" * pad}{KEY} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"  # not allowed
+        "    send(f'GET http://denied.example/{\"a\" * pad}{KEY}\\nHost: x\\r\\n\\r\\n')\n"  # a bare LF
+        "    send(f'CONNECT {\"a\" * (pad - 100)}{KEY}:99999 HTTP/1.1\\r\\n\\r\\n')\n"  # a malformed target, in the reason
+    )
+    script = _script(tmp_path, body)
+    out = tmp_path / "out.json"
+    argv = ["run", "leak", "--public", str(s8f.public), "--submission", str(out), "--pass-env", "LEAKY_KEY"]
+    assert main([*argv, "--network", "record", "--allow-host", "example.org", "--cmd", f"python {script}"]) == 1
+    text = manifest_path(out).read_text()
+    denied = json.loads(text)["network"]["denied"]
+    assert len(denied) == 36 and all("[redacted]:99999" in d["reason"] for d in denied if d["method"] == "CONNECT")
+    assert KEY[:8] not in text and KEY[:8] not in capsys.readouterr().err
+
+
+def test_every_escaped_form_of_a_key_is_redacted(tmp_path):
+    """Percent-encoding in lower case, JSON's `\\/`, HTML's named and numeric references, `\\u`
+    escapes (any mix): each is removed, as the fetch token's are; the raw key only in its case."""
+    import html
+    import re
+    from urllib.parse import quote, quote_plus
+
+    key = "Ab+cd/ef=gh&ij<kl 0123456789=="
+    pct = quote(key, safe="")
+    forms = [
+        key,
+        pct,
+        re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), pct),
+        quote_plus(key),
+        json.dumps(key)[1:-1],
+        json.dumps(key)[1:-1].replace("/", "\\/"),
+        html.escape(key),
+        "".join(f"&#{ord(c)};" for c in key),
+        "".join(f"\\u{ord(c):04x}" for c in key),
+        key[:9] + pct[pct.index("%3D") + 3 :].replace("%3D", "%3d"),  # a mix
+    ]
+    for form in forms:
+        assert redact(f"<{form}>", [key]) == "<[redacted]>", form
+    assert redact(key.upper(), [key]) == key.upper()
+    output = tmp_path / "output.txt"
+    for shift in range(0, 200, 7):  # the window's margin covers the longest form
+        output.write_text("a" * 50_000 + forms[8] + "b" * (16_000 - shift) + "\n")
+        tail = output_tail(output, [key])
+        assert "\\u0030\\u0031" not in tail and tail.endswith("b\n")

@@ -74,6 +74,34 @@ def test_a_client_slow_with_its_headers_is_cut_off(built, monkeypatch):
         assert get(running.url, "/v1/leaderboard").status_code == 200  # and others are served
 
 
+def test_a_request_framed_two_ways_is_refused_and_its_connection_closed(built):
+    """Transfer-Encoding and Content-Length together (a CL.TE smuggling attempt through a proxy
+    that frames by length): 400, and the request pipelined after it on the same connection is
+    never served (h11 read the body as chunked, scored it as 422 and served the next request)."""
+    token = add_team(str(built.engine.url), "smuggler")
+    document = b'{"corpus_sha256": "x", "answers": []}'  # small: read whole, so the close is clean
+    chunked = f"{len(document):x}".encode() + b"\r\n" + document + b"\r\n0\r\n\r\n"
+    auth = f"Authorization: Bearer {token}\r\n".encode()
+    with InProcessService(built) as running:
+        sock = _connect(running.url)
+        sock.sendall(
+            b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\n"
+            + auth
+            + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunked
+            + b"GET /v1/quota HTTP/1.1\r\nHost: x\r\n"
+            + auth
+            + b"\r\n"
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        sock.close()
+        assert received.startswith(b"HTTP/1.1 400 ") and received.count(b"HTTP/1.1 ") == 1
+        assert b"ambiguous framing" in received
+        assert get(running.url, "/v1/quota", token).json()["used_today"] == 0  # nothing scored, nothing counted
+
+
 def test_a_client_slow_with_its_body_gets_408(built, s8f_answers):
     token = add_team(str(built.engine.url), "slow")
     built.body_timeout = 1.0

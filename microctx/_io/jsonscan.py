@@ -38,7 +38,9 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
         yield from _scan_array(handle, block_size)
 
 
-def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
+def read_object_streaming(
+    path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, handle: BinaryIO | None = None
+) -> dict:
     """Parse a JSON object whose last key is a large array, holding one block of the file at a time.
 
     `orjson.loads` of a whole file holds the file's bytes, the parser's own copy and the Python
@@ -46,7 +48,7 @@ def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: in
     items in batches (see `iter_json_array`). Anything else (another layout, keys after the
     array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
     """
-    with ObjectStream(path, list_key, block_size, tail_keys=False) as stream:
+    with ObjectStream(path, list_key, block_size, tail_keys=False, handle=handle) as stream:
         document = dict(stream.head)
         document[list_key] = list(stream.items())
     return document
@@ -63,10 +65,18 @@ class ObjectStream:
     whose errors name the problem. Use as a context manager (the file is closed on exit).
     """
 
-    def __init__(self, path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, tail_keys: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        list_key: str,
+        block_size: int = 1 << 24,
+        *,
+        tail_keys: bool = True,
+        handle: BinaryIO | None = None,
+    ) -> None:
         self.list_key, self.block_size, self.tail_keys = list_key, block_size, tail_keys
         self.tail: dict | None = None  # set once every item was read
-        self._handle = open_input(path)
+        self._handle = handle if handle is not None else open_input(path)  # `handle`: the file opened (closed on exit)
         try:
             self.head = self._read_head()
         except BaseException:

@@ -105,6 +105,7 @@ class RecordingProxy:
         self.dropped = 0
         self.overload = ""  # a bound of the proxy's own work the candidate passed (the run fails)
         self.gateway: Any = None  # a microctx.candidates.gateway.Gateway serving http://model.gateway
+        self.secrets: list[str] = []  # passed secrets' values: removed from what is logged before it is cut
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._open: dict[int, dict] = {}  # requests in flight, by id
@@ -168,6 +169,8 @@ class RecordingProxy:
         with self._lock:
             entry = self._open.pop(request_id, None)
         if entry is not None:
+            if "error" in fields:
+                fields["error"] = self.shown(fields["error"], 300)
             entry.update(fields)
             self._append(self.requests, _finished(entry))
 
@@ -177,8 +180,22 @@ class RecordingProxy:
         self.end(request_id, status=status, bytes_out=bytes_out, bytes_in=bytes_in, started=time.monotonic() - seconds, **fields)
 
     def deny(self, host, port, method, target, reason) -> None:
-        entry = {"host": host, "port": port, "method": method, "target": str(target)[:200], "reason": reason}
+        entry = {
+            "host": host,
+            "port": port,
+            "method": method,
+            "target": self.shown(target, 200),
+            "reason": self.shown(reason, 300),
+        }
         self._append(self.denied, entry)
+
+    def shown(self, text: object, limit: int) -> str:
+        """`text` as the log keeps it: every passed secret's value removed, then cut to `limit`
+        characters (in that order: a secret cut in half no longer matches). The proxy's code cuts
+        nothing a candidate sent before it reaches here."""
+        from microctx.candidates.run_files import redact
+
+        return redact(str(text), self.secrets)[:limit]
 
     # --- serving ---------------------------------------------------------------------------
 

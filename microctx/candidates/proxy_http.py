@@ -72,23 +72,21 @@ def _read_head(client: socket.socket) -> tuple[bytes, bytes]:
     data = b""
     while b"\r\n\r\n" not in data:
         if _BARE.search(data):  # refused at once, before the head is complete
-            raise Refused(
-                400, "a bare LF or CR in the request head (refused: strict framing)", target=data[:200].decode("latin-1")
-            )
+            raise Refused(400, "a bare LF or CR in the request head (refused: strict framing)", target=data.decode("latin-1"))
         try:
             chunk = client.recv(65536)
         except TimeoutError:
             chunk = b""
         if not chunk:
             why = "a bare LF in the request head" if b"\n\n" in data else "the request head was not complete HTTP"
-            raise Refused(400, why, target=data[:200].decode("latin-1"))
+            raise Refused(400, why, target=data.decode("latin-1"))
         data += chunk
         if len(data) > _HEAD_LIMIT and b"\r\n\r\n" not in data[: _HEAD_LIMIT + 4]:
             raise Refused(400, f"the request head is longer than {_HEAD_LIMIT} bytes")
     head, rest = data.split(b"\r\n\r\n", 1)
     lines = head.replace(b"\r\n", b"")
     if b"\n" in lines or b"\r" in lines:
-        raise Refused(400, "a bare LF or CR in the request head (refused: strict framing)", target=head[:200].decode("latin-1"))
+        raise Refused(400, "a bare LF or CR in the request head (refused: strict framing)", target=head.decode("latin-1"))
     return head + b"\r\n\r\n", rest
 
 
@@ -99,7 +97,7 @@ def _handle(proxy: Any, client: socket.socket) -> None:
     try:
         event = conn.next_event()
     except h11.RemoteProtocolError as exc:
-        raise Refused(400, f"not an HTTP request: {exc}", target=head.split(b"\r\n")[0][:200].decode("latin-1")) from None
+        raise Refused(400, f"not an HTTP request: {exc}", target=head.split(b"\r\n")[0].decode("latin-1")) from None
     if not isinstance(event, h11.Request):
         raise Refused(400, "not an HTTP request line")
     method, target = event.method.decode("ascii", "replace"), event.target.decode("latin-1")
@@ -126,24 +124,24 @@ def split_host_port(text: str, default_port: int | None = None) -> tuple[str, in
     if text.startswith("["):
         end = text.find("]")
         if end < 0:
-            raise ValueError(f"unclosed bracket in {text[:100]!r}")
+            raise ValueError(f"unclosed bracket in {text!r}")
         host, rest = text[1:end], text[end + 1 :]
         if rest:
             if not rest.startswith(":"):
-                raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
+                raise ValueError(f"expected HOST[:PORT], got {text!r}")
             port = rest[1:]
     elif text.count(":") == 1:
         host, port = text.split(":")
     elif ":" in text:
-        raise ValueError(f"an IPv6 address must be in brackets: {text[:100]!r}")
+        raise ValueError(f"an IPv6 address must be in brackets: {text!r}")
     if not host or any(c in host for c in "/ @?#[]\\") or any(ord(c) < 33 or ord(c) > 126 for c in host):
-        raise ValueError(f"expected HOST[:PORT], got {text[:100]!r}")
+        raise ValueError(f"expected HOST[:PORT], got {text!r}")
     if port is None:
         if default_port is None:
-            raise ValueError(f"a port is needed in {text[:100]!r}")
+            raise ValueError(f"a port is needed in {text!r}")
         return host, default_port
     if not (port.isascii() and port.isdigit()) or len(port) > 5 or not 0 < int(port) < 65536:
-        raise ValueError(f"port must be 1-65535 in {text[:100]!r}")
+        raise ValueError(f"port must be 1-65535 in {text!r}")
     return host, int(port)
 
 
@@ -164,7 +162,7 @@ def _tunnel(proxy: Any, client: socket.socket, target: str, rest: bytes) -> None
     try:
         upstream = _connect(proxy, host, port)
     except (OSError, ValueError) as exc:
-        proxy.log(host, port, "CONNECT", target, 502, 0, 0, time.monotonic() - started, error=str(exc)[:200])
+        proxy.log(host, port, "CONNECT", target, 502, 0, 0, time.monotonic() - started, error=str(exc))
         reply(client, 502, "Bad Gateway")
         return
     request_id = proxy.begin(host, port, "CONNECT", target)
@@ -250,7 +248,7 @@ def _forward(proxy: Any, client: socket.socket, conn: h11.Connection, request: h
     try:
         upstream = _connect(proxy, host, port)
     except (OSError, ValueError) as exc:
-        proxy.log(host, port, method, target, 502, 0, 0, time.monotonic() - started, error=str(exc)[:200], path=path)
+        proxy.log(host, port, method, target, 502, 0, 0, time.monotonic() - started, error=str(exc), path=path)
         reply(client, 502, "Bad Gateway")
         return
     request_id = proxy.begin(host, port, method, target)
@@ -304,9 +302,9 @@ def relay_response(
             else:
                 return {"status": status, "bytes_in": sent, "error": "the host closed the connection mid-response"}
     except h11.RemoteProtocolError as exc:
-        return {"status": status, "bytes_in": sent, "error": f"a malformed response from the host: {exc}"[:300]}
+        return {"status": status, "bytes_in": sent, "error": f"a malformed response from the host: {exc}"}
     except (OSError, h11.LocalProtocolError) as exc:
-        return {"status": status, "bytes_in": sent, "error": f"the exchange broke off: {exc}"[:300]}
+        return {"status": status, "bytes_in": sent, "error": f"the exchange broke off: {exc}"}
     finally:
         proxy.release(reserved)
 

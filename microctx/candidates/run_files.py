@@ -32,19 +32,22 @@ def submission_limit(memory_bytes: int, max_file_bytes: int) -> int:
 
 
 def secret_forms(secret: str) -> set[str]:
-    """The ways a secret's value shows in text: as it is, URL-quoted, JSON-escaped."""
-    import json
-    from urllib.parse import quote, quote_plus
-
-    return {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+    """The longest ways a secret's value shows in text, each character escaped (what
+    `errors.secret_pattern` matches, but for zero-padded HTML references): their lengths bound
+    the margin `output_tail` reads before its window."""
+    return {"".join(max(f"&#{ord(c)};", f"\\u{ord(c):04x}", f"&#x{ord(c):x};", key=len) for c in secret)}
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """`text` with every secret's value (4 characters or more, in each of its `secret_forms`)
-    replaced by [redacted]."""
-    forms = {form for secret in secrets if len(secret) >= 4 for form in secret_forms(secret)}
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, REDACTED)
+    """`text` with every secret's value (4 characters or more) replaced by [redacted], in any mix
+    of its raw (exact case) and escaped forms (percent-encoded in either case, JSON, Python and
+    HTML escapes: `errors.secret_pattern`), and URL-quoted with `+` for a space."""
+    from urllib.parse import quote_plus
+
+    from microctx.errors import secret_pattern
+
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = secret_pattern(secret, exact_case=True).sub(REDACTED, text).replace(quote_plus(secret), REDACTED)
     return text
 
 

@@ -368,6 +368,7 @@ def run_candidate(
         workdir, proxy_dir, cache_dir = _make_run_folder(run, root)
         if proxy_dir is not None:
             proxy = _start_proxy(settings, proxy_dir)
+            proxy.secrets = run.secret_values()  # removed from its log before any cut
         argv, env = _launch_plan(run, root, proxy_dir, cache_dir)
         limits = sb.Limits(settings, root.name)
         if proxy is not None and proxy.gateway is not None:

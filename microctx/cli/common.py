@@ -71,16 +71,26 @@ def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None
     check_paths(inputs, outputs or {}, folders)
 
 
-def _held_out_look(
-    answers: str, grade: dict, via: str, submission: str, config: str | None = None, marked: str | None = None
-) -> str:
-    """Append a look at the test answers to the held-out ledger (before any grade is written); its line."""
-    from microctx.contract.records import read_manifest
+def _held_out_look(answers: str, grade: dict, via: str, submission: str, *, digests: tuple[str, str], manifest, marked) -> str:
+    """Append a look at the test answers to the held-out ledger (before any grade is written); its
+    line. `digests`: the SHA-256 of the answers' and the submission's bytes as they were read and
+    graded (a file is not hashed again by name: `-` cannot be read twice, and a file changed
+    since is not the one graded); `manifest`: the submission's run manifest (`read_manifest`
+    with the submission's digest) or None."""
     from microctx.grading.ledger import looks_line, record_grade
 
-    manifest = read_manifest(submission)
+    answers_sha256, submission_sha256 = digests
     return looks_line(
-        record_grade(answers, grade, via=via, submission_path=submission, config=config, manifest=manifest, marked=marked)
+        record_grade(
+            answers,
+            grade,
+            via=via,
+            submission_path=submission,
+            manifest=manifest,
+            marked=marked,
+            answers_sha256=answers_sha256,
+            submission_sha256=submission_sha256,
+        )
     )
 
 

@@ -97,6 +97,7 @@ def _grade_streamed(args) -> int:
     the bundle nor parsed answers (issue 24). Raises IrregularJSON
     (before anything is written or looked at) when the bundle's layout needs a whole parse."""
     from microctx._io.jsonio import gc_paused
+    from microctx._io.jsonscan import IrregularJSON
     from microctx.contract.facts import StreamedFacts
     from microctx.contract.records import read_manifest
     from microctx.contract.schemas import AnswerStream, read_submission_compact
@@ -105,12 +106,18 @@ def _grade_streamed(args) -> int:
 
     with AnswerStream(args.answers) as stream:  # its schema and digest are checked before the submission
         submission = read_submission_compact(args.submission)  # each answer held as its JSON bytes
-        mark = LookMark(submission.top, submission.encoded, stream.corpus_sha256, read_manifest(args.submission))
+        manifest = read_manifest(args.submission, sha256=submission.sha256)
+        mark = LookMark(submission.top, submission.encoded, stream.corpus_sha256, manifest)
         with StreamedFacts(args.output) as table, gc_paused():  # the fact rows are written as they are made
             gold = mark.feed(stream.answers())
             result = score_stream(stream.corpus_sha256, gold, stream.aggregates, submission, rows_to=table)
             marked = mark.finish(stream.aggregates())
-            look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
+            if stream.sha256 is None or submission.sha256 is None:  # the bundle changed size as it was read
+                raise IrregularJSON  # nothing is written nor looked at: read whole
+            digests = (stream.sha256, submission.sha256)
+            look = _held_out_look(
+                args.answers, result.grade, "grade", args.submission, digests=digests, manifest=manifest, marked=marked
+            )
             table.grade = result.grade
     print(result.summary())
     print(look)
@@ -122,16 +129,20 @@ def _grade_whole(args) -> int:
     streaming reader cannot take)."""
     from microctx.contract.facts import StreamedFacts
     from microctx.contract.records import read_manifest
-    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.schemas import read_answers, read_submission
     from microctx.contract.score import grade
     from microctx.grading.examples import look_mark
 
-    answers, submission = load_answers(args.answers), load_submission(args.submission)
+    (answers, answers_sha256), (submission, submission_sha256) = read_answers(args.answers), read_submission(args.submission)
     with StreamedFacts(args.output) as table:  # the fact rows are written as they are made
         result = grade(answers, submission, rows_to=table)
         layer = _semantic_layer(args, answers, submission)
-        marked = look_mark(answers, submission, read_manifest(args.submission))
-        look = _held_out_look(args.answers, result.grade, "grade", args.submission, marked=marked)
+        manifest = read_manifest(args.submission, sha256=submission_sha256)
+        marked = look_mark(answers, submission, manifest)
+        digests = (answers_sha256, submission_sha256)
+        look = _held_out_look(
+            args.answers, result.grade, "grade", args.submission, digests=digests, manifest=manifest, marked=marked
+        )
         table.grade = result.grade
     print(result.summary())
     print(look)

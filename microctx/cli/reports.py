@@ -67,14 +67,15 @@ def cmd_slices(args) -> int:
         return _slices(args, _stats_kw(args))
 
 
-def _answers_after_corpus(public: str, answers: str) -> dict:
-    """The answer bundle, read before the public corpus (whose cheaper reading needs its digest),
-    its errors still named after the corpus's: a bad corpus is reported first, as when it was read first."""
-    from microctx.contract.schemas import load_answers
+def _answers_after_corpus(public: str, answers: str) -> tuple[dict, str]:
+    """The answer bundle and the digest of its bytes, read before the public corpus (whose cheaper
+    reading needs its digest), its errors still named after the corpus's: a bad corpus is
+    reported first, as when it was read first."""
+    from microctx.contract.schemas import read_answers
     from microctx.errors import InputError
 
     try:
-        return load_answers(answers)
+        return read_answers(answers)
     except InputError:
         from microctx.corpus.public import load_corpus
 
@@ -88,23 +89,27 @@ def _slices(args, kw: dict) -> int:
     from microctx._io.atomic import atomic_write
     from microctx._io.csvout import columns_csv_bytes
     from microctx.contract.records import read_manifest
-    from microctx.contract.schemas import load_submission
+    from microctx.contract.schemas import read_submission
     from microctx.contract.score import grade
     from microctx.grading.counts import FactCells, prepare_cells
     from microctx.grading.examples import look_mark
     from microctx.grading.records import bound_record_columns
     from microctx.grading.table import slice_columns
 
-    answers = _answers_after_corpus(args.public, args.answers)
+    answers, answers_sha256 = _answers_after_corpus(args.public, args.answers)
     records = bound_record_columns(args.public, answers)  # the derived fields read from bound answers
-    submission = load_submission(args.submission)
+    submission, submission_sha256 = read_submission(args.submission)
     facts = FactCells()  # the fact rows as plain cells: no FactRow per fact
     result = grade(answers, submission, rows_to=facts)
     table = slice_columns(prepare_cells(facts.cells, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
     # a grade on test: one look, marked as grade marks it (an example submission's is kept, not counted)
-    marked = look_mark(answers, submission, read_manifest(args.submission))
-    look = _held_out_look(args.answers, result.grade, "slices", args.submission, marked=marked)
+    manifest = read_manifest(args.submission, sha256=submission_sha256)
+    marked = look_mark(answers, submission, manifest)
+    digests = (answers_sha256, submission_sha256)
+    look = _held_out_look(
+        args.answers, result.grade, "slices", args.submission, digests=digests, manifest=manifest, marked=marked
+    )
     atomic_write(args.output, columns_csv_bytes(table))
     judged = int((~np.isnan(table["p_value"])).sum())  # the slices the table judged (the method text's count)
     print(

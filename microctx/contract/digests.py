@@ -62,6 +62,7 @@ class HashingReader:
 
     def __init__(self, handle: BinaryIO) -> None:
         self._handle, self._digest, self._hashed = handle, hashlib.sha256(), 0
+        self._closed_digest: str | None = None  # hexdigest() as it was when closed
 
     def read(self, size: int = -1) -> bytes:
         at = self._handle.tell()
@@ -77,6 +78,14 @@ class HashingReader:
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         return self._handle.seek(offset, whence)
 
+    def close(self) -> None:
+        """Close the file; `hexdigest` still answers (as it would have just before)."""
+        if not self._handle.closed:
+            self._closed_digest = self.hexdigest()
+            self._handle.close()
+
     def hexdigest(self) -> str | None:
         """The file's SHA-256 when every byte of it has been read, else None."""
+        if self._handle.closed:
+            return self._closed_digest
         return self._digest.hexdigest() if self._hashed == os.fstat(self._handle.fileno()).st_size else None

@@ -58,13 +58,17 @@ class GradeLike(Protocol):
     def facts(self) -> list[FactRow]: ...
 
 
-def write_grade(result: GradeLike, grade_path: str | os.PathLike[str]) -> None:
+def write_grade(result: GradeLike, grade_path: str | os.PathLike[str], into: AtomicOutputs | None = None) -> None:
     """Write `grade_path` (the contract's grade JSON of a GradeResult) and its fact table beside
-    it (`<grade>.facts.csv`), together: both or neither."""
+    it (`<grade>.facts.csv`), together: both or neither; `into`: staged in a larger set of the
+    caller's (published with it)."""
     Path(grade_path).parent.mkdir(parents=True, exist_ok=True)
-    with AtomicOutputs() as out:
-        out.write(grade_path, dumps(result.grade))
-        out.write(facts_path(grade_path), facts_csv_chunks(result.facts))
+    if into is None:
+        with AtomicOutputs() as out:
+            write_grade(result, grade_path, out)
+        return
+    into.write(grade_path, dumps(result.grade))
+    into.write(facts_path(grade_path), facts_csv_chunks(result.facts))
 
 
 class StreamedFacts:

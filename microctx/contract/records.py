@@ -332,21 +332,24 @@ def manifest_path(submission: str | os.PathLike[str]) -> Path:
     return Path((text[:-5] if text.endswith(".json") else text) + ".run.json")
 
 
-def read_manifest_document(submission: str | os.PathLike[str], *, strict: bool = False) -> dict[str, Any] | None:
+def read_manifest_document(
+    submission: str | os.PathLike[str], *, strict: bool = False, sha256: str | None = None
+) -> dict[str, Any] | None:
     """The run manifest beside a submission as the JSON object it is, checked as a `RunManifest`
     (for callers that pass manifests on as documents); see `read_manifest`. A manifest whose
-    `submission_sha256` differs from the file beside it (a run killed between its two renames)
-    is no manifest."""
+    `submission_sha256` differs from the file beside it (a run killed between its two renames),
+    or from `sha256` (the digest of the bytes the caller read), is no manifest. Standard input
+    (`-`) has none."""
     from microctx._io.jsonio import read_json
 
     path = manifest_path(submission)
-    if not path.is_file():
+    if os.fspath(submission) == "-" or not path.is_file():
         return None
     try:
         document = read_json(path)
         as_record(document, RunManifest, path)
         assert isinstance(document, dict)  # as_record refuses anything else
-        if not _belongs(document, Path(submission)):
+        if not _belongs(document, Path(submission), sha256):
             raise InputError(
                 path, "does not belong to the submission beside it (its submission_sha256 differs): a run was cut off"
             )
@@ -357,11 +360,14 @@ def read_manifest_document(submission: str | os.PathLike[str], *, strict: bool =
     return document
 
 
-def _belongs(manifest: dict[str, Any], submission: Path) -> bool:
-    """False when the manifest names a submission digest and the file beside it has another one."""
+def _belongs(manifest: dict[str, Any], submission: Path, sha256: str | None) -> bool:
+    """False when the manifest names a submission digest and the file beside it (the bytes read:
+    `sha256`) has another one."""
     from microctx.contract.digests import file_sha256
 
     digest = manifest.get("submission_sha256")
+    if sha256 is not None and isinstance(digest, str):
+        return digest == sha256
     if not isinstance(digest, str) or not submission.is_file():
         return True
     try:
@@ -370,14 +376,14 @@ def _belongs(manifest: dict[str, Any], submission: Path) -> bool:
         return False
 
 
-def read_manifest(submission: str | os.PathLike[str], *, strict: bool = False) -> RunManifest | None:
+def read_manifest(submission: str | os.PathLike[str], *, strict: bool = False, sha256: str | None = None) -> RunManifest | None:
     """The run manifest beside a submission (`manifest_path`), or None when there is none.
 
     An unreadable manifest (not JSON, not an object, another schema, an unknown field or one
     of the wrong type) raises InputError when `strict` (a report that shows its costs), and is
     taken as no manifest otherwise (the ledger: a look is recorded all the same, without the
     run's candidate and configuration)."""
-    document = read_manifest_document(submission, strict=strict)
+    document = read_manifest_document(submission, strict=strict, sha256=sha256)
     return None if document is None else msgspec.convert(document, RunManifest, strict=True)
 
 

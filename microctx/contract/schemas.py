@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 # microctx.errors is imported by the validators, not here: a sandboxed candidate that needs only a
 # schema id (exact-sql) imports this module alone.
@@ -239,10 +239,13 @@ class AnswerStream:
     then reads the bundle whole (`load_answers`), whose errors name the problem."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from microctx._io.jsonio import open_input
         from microctx._io.jsonscan import IrregularJSON, ObjectStream
+        from microctx.contract.digests import HashingReader
 
         self.path = path
-        self._stream = ObjectStream(path, "answers")
+        self._reader = HashingReader(open_input(path))  # the bundle hashed as it is read: the digest of the bytes graded
+        self._stream = ObjectStream(path, "answers", handle=cast(BinaryIO, self._reader))
         head = self._stream.head
         if "schema" not in head or "corpus_sha256" not in head:
             self._stream.__exit__()
@@ -267,6 +270,11 @@ class AnswerStream:
         checked = check_aggregates(document.get("aggregates"), self.path, gold=True)
         assert checked is not None
         return checked
+
+    @property
+    def sha256(self) -> str | None:
+        """The SHA-256 of the bytes read, once the whole bundle was read (`aggregates()`), else None."""
+        return self._reader.hexdigest()
 
     def __enter__(self) -> AnswerStream:
         return self
@@ -300,22 +308,23 @@ class CompactSubmission:
 
     `top`: the document without its answers (its keys in the file's order, `answers` None);
     `encoded`: each answer's `orjson.dumps` bytes, None when the document has no answer list;
-    `ids`: each answer's id, in order."""
+    `ids`: each answer's id, in order; `sha256`: the digest of the bytes it was read from (what
+    the held-out ledger records), None when it was made from a document."""
 
-    def __init__(self, top: dict[str, Any], encoded: list[bytes] | None, ids: list[str]) -> None:
-        self.top, self.encoded, self.ids = top, encoded, ids
+    def __init__(self, top: dict[str, Any], encoded: list[bytes] | None, ids: list[str], sha256: str | None = None) -> None:
+        self.top, self.encoded, self.ids, self.sha256 = top, encoded, ids, sha256
         self._last = {rid: index for index, rid in enumerate(ids)}  # the last answer of an id counts
 
     @classmethod
-    def of(cls, document: dict[str, Any]) -> CompactSubmission:
-        """The compact form of a parsed (validated) submission."""
+    def of(cls, document: dict[str, Any], sha256: str | None = None) -> CompactSubmission:
+        """The compact form of a parsed (validated) submission (read from bytes of digest `sha256`)."""
         import orjson
 
         answers = document.get("answers")
         top = {key: None if key == "answers" else value for key, value in document.items()}
         if not isinstance(answers, list):
-            return cls(top, None, [])
-        return cls(top, [_compact(orjson.dumps(a)) for a in answers], [a["id"] for a in answers])
+            return cls(top, None, [], sha256)
+        return cls(top, [_compact(orjson.dumps(a)) for a in answers], [a["id"] for a in answers], sha256)
 
     @property
     def corpus_sha256(self) -> object:
@@ -345,12 +354,15 @@ def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
     before the corpus digest, bad JSON) is read whole with `load_submission`."""
     import orjson
 
+    from microctx._io.jsonio import open_input
     from microctx._io.jsonscan import IrregularJSON, ObjectStream
+    from microctx.contract.digests import HashingReader
 
     if os.fspath(path) == "-":  # standard input cannot be read a second time: parsed whole
-        return CompactSubmission.of(load_submission(path))
+        return CompactSubmission.of(*read_submission(path))
     try:
-        with ObjectStream(path, "answers") as stream:
+        reader = HashingReader(open_input(path))  # hashed as it is read: the digest of the bytes graded
+        with ObjectStream(path, "answers", handle=cast(BinaryIO, reader)) as stream:
             if "corpus_sha256" not in stream.head:
                 raise IrregularJSON
             _check_submission_head(stream.head, path)
@@ -360,21 +372,40 @@ def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
                 encoded.append(_compact(orjson.dumps(answer)))
             assert stream.tail is not None
             top = {**stream.head, "answers": None, **stream.tail}
+            sha256 = reader.hexdigest()
+            if sha256 is None:  # the file grew while it was read: read (and hashed) whole
+                raise IrregularJSON
     except IrregularJSON:
-        return CompactSubmission.of(load_submission(path))
+        return CompactSubmission.of(*read_submission(path))
     check_aggregates(top.get("aggregates"), path, gold=False)
-    return CompactSubmission(top, encoded, ids)
+    return CompactSubmission(top, encoded, ids, sha256)
 
 
 def load_answers(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate an answer bundle (schema fak-microcontext-answers/1)."""
-    from microctx._io.jsonio import parse_json, read_bytes  # loaded when a file is read, not for the schema ids
-
-    return check_answers_document(parse_json(read_bytes(path), path), path)
+    return read_answers(path)[0]
 
 
 def load_submission(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a submission (schema fak-microcontext-submission/1)."""
-    from microctx._io.jsonio import parse_json, read_bytes
+    return read_submission(path)[0]
 
-    return check_submission_document(parse_json(read_bytes(path), path), path)
+
+def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
+    """`load_answers`, and the SHA-256 of the bytes it parsed (what the held-out ledger records:
+    the file is read once, so standard input works and a file changed after its read is not
+    taken for the one graded)."""
+    from microctx._io.jsonio import parse_json, read_bytes  # loaded when a file is read, not for the schema ids
+    from microctx.contract.digests import sha256_hex
+
+    data = read_bytes(path)
+    return check_answers_document(parse_json(data, path), path), sha256_hex(data)
+
+
+def read_submission(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
+    """`load_submission`, and the SHA-256 of the bytes it parsed (see `read_answers`)."""
+    from microctx._io.jsonio import parse_json, read_bytes
+    from microctx.contract.digests import sha256_hex
+
+    data = read_bytes(path)
+    return check_submission_document(parse_json(data, path), path), sha256_hex(data)

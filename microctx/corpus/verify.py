@@ -75,7 +75,12 @@ def _load_public(path) -> tuple[str, object]:
     try:
         if os.path.getsize(path) < STREAM_PUBLIC_FROM_BYTES:
             return _load(path)
-        return file_sha256(path), read_object_streaming(path, "records")
+        reader = HashingReader(open_input(path))  # hashed as it is parsed: the digest of the bytes checked
+        document = read_object_streaming(path, "records", handle=cast(BinaryIO, reader))
+        digest = reader.hexdigest()
+        if digest is None:  # not read to its end, or it grew meanwhile
+            raise IrregularJSON
+        return digest, document
     except (IrregularJSON, OSError):
         return _load(path)  # whose errors name the problem
 

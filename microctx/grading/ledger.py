@@ -286,8 +286,8 @@ def record_report_look(inputs: Any, name: str, result: GradeResult, via: str) ->
     from microctx.contract.records import read_manifest
     from microctx.grading.examples import look_mark
 
-    path = inputs.paths.get(name)
-    manifest = read_manifest(path) if path else None
+    path, digest = inputs.paths.get(name), inputs.digests.get(name)  # the digest of the bytes graded
+    manifest = read_manifest(path, sha256=digest) if path else None
     return record_grade(
         inputs.answers_path,
         result.grade,
@@ -297,6 +297,8 @@ def record_report_look(inputs: Any, name: str, result: GradeResult, via: str) ->
         candidate=name,
         manifest=manifest,
         marked=look_mark(inputs.answers, inputs.submissions[name], manifest),
+        answers_sha256=inputs.answers_sha256,
+        submission_sha256=digest,
     )
 
 
@@ -363,16 +365,19 @@ def looks_line(entry: dict[str, Any]) -> str:
 
 
 def submission_identity(
-    submission_path: str | os.PathLike[str], manifest: RunManifest | dict[str, Any] | None = None
+    submission_path: str | os.PathLike[str],
+    manifest: RunManifest | dict[str, Any] | None = None,
+    sha256: str | None = None,
 ) -> tuple[str, str | None, str | None]:
     """(submission SHA-256, candidate, configuration digest) of a submission file; the last two
     from its run `manifest` when the caller found one (microctx.contract.records.read_manifest:
-    the grading layer does not know where runs put their manifests)."""
+    the grading layer does not know where runs put their manifests). `sha256`: the digest of the
+    bytes the caller graded (`schemas.read_submission`), the file hashed only without it."""
     from microctx.contract.records import RunManifest, as_record
 
     record = as_record(manifest, RunManifest, "the run manifest") if isinstance(manifest, dict) and manifest else manifest
     candidate = record.candidate if isinstance(record, RunManifest) else None
-    return file_sha256(submission_path), candidate, config_digest(record or None)
+    return sha256 or file_sha256(submission_path), candidate, config_digest(record or None)
 
 
 def record_grade(
@@ -387,14 +392,17 @@ def record_grade(
     manifest: RunManifest | dict[str, Any] | None = None,
     marked: str | None = None,
     answers_sha256: str | None = None,
+    submission_sha256: str | None = None,
 ) -> dict[str, Any]:
-    """Append the look that grading `submission_path` (or the `submission` document) on test was.
+    """Append the look that grading `submission_path` (or the `submission` document) on test was;
+    `answers_sha256` and `submission_sha256` are the digests of the bytes graded, when the caller
+    read them (a file is hashed by name only without them: `-` cannot be read twice).
 
     The candidate and configuration come from the submission's run `manifest` when the caller
     read one (`microctx.contract.records.read_manifest(submission_path)`); otherwise the
     candidate is the given name (or the file name), the configuration `config`."""
     sub_sha, found_candidate, found_config = (
-        submission_identity(submission_path, manifest)
+        submission_identity(submission_path, manifest, submission_sha256)
         if submission_path is not None
         else (sha256_hex(dumps(submission)) if submission is not None else None, None, None)
     )

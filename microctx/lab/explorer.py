@@ -200,6 +200,8 @@ class ExplorerData:
         return [j for j in dict.fromkeys(refs + cited_by + same) if j != i]
 
     def record_html(self, i: int) -> str:
+        from microctx.reports.text import safe_url  # a link from data is live only when http(s)
+
         record = self.corpus.records[i]
         t = self.table
         labels = (
@@ -235,7 +237,7 @@ class ExplorerData:
             f"<div>{html.escape(record['id'])} · split <b>{record['split']}</b> · state <b>{html.escape(record['state'])}</b>"
             f" · created {html.escape(record['created_at'])}"
             + (f" · closed {html.escape(record['closed_at'])}" if record.get("closed_at") else "")
-            + f" · <a href='{html.escape(record['url'])}' target='_blank' rel='noopener'>source</a></div>"
+            + f" · <a href='{html.escape(safe_url(record['url']))}' target='_blank' rel='noopener'>source</a></div>"
             f"<div style='margin:4px 0'>{labels}</div>"
             f"<div>references: {', '.join(f'#{n}' for n in refs) or 'none'} · duplicate of: "
             f"{', '.join(f'#{n}' for n in dups) or 'none'} · cue words: {', '.join(cues) or 'none'} · component of "

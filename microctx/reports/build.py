@@ -315,10 +315,14 @@ def input_digests(parameters: dict) -> dict:
 
 
 def _checked_inputs(public: str, answers: str = "", submissions: Sequence[str] = ()) -> None:
-    """Load every input once before starting a kernel, so bad input fails fast as an InputError."""
+    """Load every input once before starting a kernel, so bad input fails fast as an InputError.
+    Standard input (`-`) is refused: the notebook reads each input again by its path."""
     from microctx.contract.schemas import load_answers, load_submission
     from microctx.corpus.public import load_corpus
 
+    for path in (public, answers, *submissions):
+        if os.fspath(path) == "-":
+            raise InputError(path, "a report's notebook reads its inputs by path: give a file, not standard input")
     corpus = load_corpus(public)
     if not answers:
         return

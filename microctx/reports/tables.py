@@ -36,6 +36,10 @@ class Inputs:
     answers: dict
     submissions: dict
     paths: dict = field(default_factory=dict)  # name -> submission file (none for demo submissions)
+    # the SHA-256 of the bytes each file was parsed from (what the held-out ledger records): the
+    # answers' (None for the defaults' parse) and name -> a submission file's
+    answers_sha256: str | None = None
+    digests: dict = field(default_factory=dict)
 
 
 def default_paths():
@@ -55,7 +59,7 @@ def load_inputs(
     """Load the corpus, the answers and each submission; empty paths mean the s8f artifacts,
     and no submissions mean the `default` demo submissions ("oracle": the published answers,
     "planted": `demo.planted_submission`)."""
-    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.schemas import read_answers, read_submission
     from microctx.corpus.public import load_corpus
 
     if not public or not answers:
@@ -63,18 +67,21 @@ def load_inputs(
         public = public or str(paths.public)
         answers = answers or str(paths.answers)
     corpus = load_corpus(public)
-    gold = load_answers(answers)
+    gold, answers_sha256 = read_answers(answers)
+    digests = {}
     if submissions:
         names = list(names) or candidate_names(submissions)
         if len(names) != len(submissions):
             raise InputError(names, f"{len(names)} names for {len(submissions)} submissions")
-        loaded = {name: load_submission(path) for name, path in zip(names, submissions)}
+        read = {name: read_submission(path) for name, path in zip(names, submissions)}
+        loaded = {name: document for name, (document, _) in read.items()}
+        digests = {name: digest for name, (_, digest) in read.items()}
     else:
         from microctx.grading.examples import demo_submissions
 
         loaded = {name: sub for name, sub in demo_submissions(gold).items() if name in default}
     paths = dict(zip(names, map(str, submissions))) if submissions else {}
-    return Inputs(public, answers, corpus, gold, loaded, paths)
+    return Inputs(public, answers, corpus, gold, loaded, paths, answers_sha256, digests)
 
 
 def candidate_names(paths: Sequence[str]) -> list[str]:

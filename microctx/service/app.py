@@ -200,8 +200,31 @@ async def get_public_key(request: Request) -> Response:
     return JSONResponse({"key": await run_in_threadpool(_key, request.app.state.service)})
 
 
+class _OneFraming:
+    """A request carrying both `Transfer-Encoding` and `Content-Length` is refused (400) and its
+    connection closed (RFC 9112, 6.3): a proxy in front that framed it by its length would read
+    the rest of the chunked body as the start of the next request (request smuggling); h11 reads
+    it as chunked and served the request pipelined after it on the same connection."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        names = {name.lower() for name, _ in scope.get("headers", ())} if scope["type"] == "http" else set()
+        if {b"transfer-encoding", b"content-length"} <= names:
+            body = orjson.dumps({"error": "both Transfer-Encoding and Content-Length: refused (ambiguous framing)"})
+            headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
 def create_app(service: Service) -> Starlette:
+    from starlette.middleware import Middleware
+
     app = Starlette(
+        middleware=[Middleware(_OneFraming)],
         routes=[
             Route("/", get_page, methods=["GET"]),
             Route("/v1/submissions", post_submission, methods=["POST"]),
@@ -209,7 +232,7 @@ def create_app(service: Service) -> Starlette:
             Route("/v1/quota", get_quota, methods=["GET"]),
             Route("/v1/leaderboard", get_leaderboard, methods=["GET"]),
             Route("/v1/public-key", get_public_key, methods=["GET"]),
-        ]
+        ],
     )
     app.state.service = service
     return app

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from microctx.candidates.sandbox import SandboxSettings
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import EVALUATION_SCHEMA
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx._io.atomic import AtomicOutputs
 
 __all__ = ["EVALUATION_SCHEMA", "MARKER", "evaluate_selected", "load_selected", "selected_project", "selected_sandbox"]
 MARKER = "evaluation.json"
@@ -193,36 +197,45 @@ def _run_selected(
 
 
 def _grade_and_record(
-    outcome: dict, manifest: dict, answers: Path, submission: Path, out: Path, corpus_sha256: str | None, candidate: str
+    outcome: dict,
+    manifest: dict,
+    answers: Path,
+    submission: Path,
+    out: Path,
+    corpus_sha256: str | None,
+    candidate: str,
+    files: AtomicOutputs,
 ) -> None:
-    """The separate step, after the candidate is gone: open the answers, grade, record the look (into `outcome`)."""
+    """The separate step, after the candidate is gone: open the answers, grade, record the look (into
+    `outcome`); the grade and its fact table are staged in `files` (published with evaluation.json)."""
     from microctx.contract.facts import write_grade
-    from microctx.contract.schemas import load_answers, load_submission
+    from microctx.contract.schemas import read_answers, read_submission
     from microctx.contract.score import grade
     from microctx.grading.ledger import looks_line, record_look
 
-    gold = load_answers(answers)
+    gold, answers_sha256 = read_answers(answers)  # the ledger records the digests of the bytes graded
     if gold["corpus_sha256"] != corpus_sha256:
         raise InputError(
             answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
         )
-    result = grade(gold, load_submission(submission))
+    given, submission_sha256 = read_submission(submission)
+    result = grade(gold, given)
     look = record_look(
-        answers_sha256=file_sha256(answers),
-        submission_sha256=manifest["submission_sha256"],
+        answers_sha256=answers_sha256,
+        submission_sha256=submission_sha256,
         candidate=candidate,
         config_digest=outcome["config_digest"],
         via="evaluate",
         grade=result.grade,
     )
-    write_grade(result, out / "grade.json")
+    write_grade(result, out / "grade.json", into=files)
     outcome.update(grade=result.grade, ledger=look, summary=result.summary(), look_line=looks_line(look))
 
 
 def evaluate_selected(selected_path, public, answers, out, *, timeout: float | None = None, allow_process: bool = False) -> dict:
     """Run the frozen configuration once, then (only then) open the answers, grade it on test and
     record the look; returns the outcome."""
-    from microctx._io.atomic import atomic_write
+    from microctx._io.atomic import AtomicOutputs
     from microctx.candidates.runner import manifest_path
     from microctx.grading.ledger import config_digest
 
@@ -256,7 +269,8 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         "isolation": manifest["isolation"],
         "isolation_warning": warning,
     }
-    if manifest["ok"]:
-        _grade_and_record(outcome, manifest, answers, submission, out, corpus_sha256, cand["name"])
-    atomic_write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
+    with AtomicOutputs() as files:  # grade.json, its fact table and evaluation.json: one set, old or new under a kill
+        if manifest["ok"]:
+            _grade_and_record(outcome, manifest, answers, submission, out, corpus_sha256, cand["name"], files)
+        files.write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
     return outcome
