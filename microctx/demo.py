@@ -31,10 +31,9 @@ from pathlib import Path
 from microctx._io.atomic import atomic_write
 from microctx.contract.canonical import dumps
 from microctx.contract.schemas import DEMO_SCHEMA
-from microctx.grading.examples import demo_submissions
+from microctx.grading.examples import DEMO_CANDIDATES, demo_submissions
 
 DEMO_MANIFEST = "demo.json"
-BUILTIN_CANDIDATES = ("exact-sql", "text-only")
 
 
 def _say(message: str) -> None:
@@ -81,7 +80,7 @@ def make_submissions(mode: str, paths, answers: dict, folder: Path, timeout: flo
 
     devkit = folder.parent / "devkit.json"
     atomic_write(devkit, dumps(make_devkit(answers)))
-    for name in BUILTIN_CANDIDATES:
+    for name in DEMO_CANDIDATES:
         _say(f"demo: running candidate {name}")
         manifest = run_candidate(name, paths.public, folder / f"{name}.json", devkit=devkit, timeout=timeout)
         if manifest.get("ok"):

@@ -190,11 +190,43 @@ def test_the_python_api_counts_each_test_grading(s8f, tmp_path, monkeypatch):
     assert example.look["marked"] == "planted" and example.look["answers_looks"] == 2
     assert microctx.grade(answers, oracle_submission(answers), record_look=False).look is None
     monkeypatch.setenv(DEMO_ENV, "1")
-    assert microctx.grade(s8f.answers, submission).look["marked"] == "demo"
+    # the demo's variable marks only runs of the demo's own baselines: "mine" is still counted
+    assert microctx.grade(s8f.answers, submission).look["marked"] is None
     rows = ledger.entries()
-    assert [r["marked"] for r in rows] == [None, None, "planted", "demo"] and ledger.looks(file_sha256(s8f.answers)) == 2
+    assert [r["marked"] for r in rows] == [None, None, "planted", None] and ledger.looks(file_sha256(s8f.answers)) == 3
     assert [r["id"] for r in ledger.entries(candidate="mine")] == [1, 2, 4]
     assert len(ledger.entries(config=first.look["config_digest"][:10])) == 3
+
+
+@pytest.mark.parametrize("via", ["cli", "api"])
+def test_the_demo_variable_marks_only_the_demos_own_baselines(s8f, tmp_path, monkeypatch, via):
+    """MICROCTX_DEMO (set by `microctx demo`) keeps a look uncounted only for a run of a built-in
+    candidate the demo runs: a researcher's own candidate named like one, a command candidate, or a
+    submission without a run is counted with the variable set (a look nobody could hide by setting it).
+    `microctx grade` (the streamed grade, LookMark) and `microctx.grade` (look_mark) alike."""
+    import microctx
+    from microctx.contract.canonical import dumps
+    from microctx.grading.examples import DEMO_ENV, planted_submission
+
+    monkeypatch.setenv(DEMO_ENV, "1")
+    body = planted_submission(microctx.load_answers(s8f.answers))
+    body["candidate"] = "x"  # no longer the planted example
+    runs = [{"candidate": "exact-sql", "kind": "builtin"}, {"candidate": "exact-sql", "kind": "command"}]
+    runs += [{"candidate": "mine", "kind": "builtin"}, None]
+    marks = []
+    for i, run in enumerate(runs):
+        submission = tmp_path / f"sub{i}.json"
+        submission.write_bytes(dumps(body))
+        if run is not None:
+            (tmp_path / f"sub{i}.run.json").write_bytes(dumps({**run, "version": "1", "parameters": {}}))
+        if via == "cli":
+            argv = ["grade", "--answers", str(s8f.answers), "--submission", str(submission)]
+            assert main([*argv, "--output", str(tmp_path / f"grade{i}.json")]) in (0, 1)
+        else:
+            microctx.grade(s8f.answers, submission)
+        marks.append(ledger.entries()[-1]["marked"])
+    assert marks == ["demo", None, None, None]
+    assert ledger.looks(file_sha256(s8f.answers)) == 3
 
 
 def test_ledger_filters_by_candidate_and_configuration(s8f, tmp_path, capsys):

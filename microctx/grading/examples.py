@@ -211,7 +211,10 @@ def match_examples(
     return match.finish(aggregates)
 
 
-DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its looks are marked "demo"
+DEMO_ENV = "MICROCTX_DEMO"  # set by `microctx demo` while it grades: its baselines' looks are marked "demo"
+# The candidates `microctx demo` runs. Only their runs' looks are marked "demo" (kept, not counted):
+# the variable alone marks nothing else, so it cannot hide a look at a researcher's own candidate.
+DEMO_CANDIDATES = ("exact-sql", "text-only")
 
 
 class LookMark:
@@ -222,7 +225,7 @@ class LookMark:
     def __init__(
         self, top: dict[str, Any], encoded: Sequence[bytes] | None, corpus_sha256: object, run_manifest: object = None
     ) -> None:
-        self.demo = _in_demo()
+        self.demo = _in_demo(run_manifest)
         self.match = None if self.demo or run_manifest else ExampleMatch(top, encoded, corpus_sha256)
 
     def feed(self, gold: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -237,16 +240,25 @@ class LookMark:
         return "demo" if self.demo else self.match.finish(aggregates) if self.match is not None else None
 
 
-def _in_demo() -> bool:
+def _in_demo(run_manifest: object) -> bool:
+    """Inside `microctx demo` (DEMO_ENV) and a run of one of its built-in candidates (the run
+    manifest's `kind` and `candidate`): a submission without a run, or any other candidate's, is not."""
     import os
 
-    return bool(os.environ.get(DEMO_ENV))
+    if not os.environ.get(DEMO_ENV) or not run_manifest:
+        return False
+    fields = (
+        run_manifest
+        if isinstance(run_manifest, dict)
+        else {"kind": getattr(run_manifest, "kind", None), "candidate": getattr(run_manifest, "candidate", None)}
+    )
+    return fields.get("kind") == "builtin" and fields.get("candidate") in DEMO_CANDIDATES
 
 
 def look_mark(answers: dict[str, Any], submission: dict[str, Any], run_manifest: object = None) -> str | None:
-    """The ledger mark of grading `submission` on `answers`: "demo" inside `microctx demo`; an
-    example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
+    """The ledger mark of grading `submission` on `answers`: "demo" for a run of the demo's own
+    built-in candidates inside `microctx demo` (`_in_demo`); an example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
     happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
-    if _in_demo():
+    if _in_demo(run_manifest):
         return "demo"
     return None if run_manifest else example_kind(answers, submission)
