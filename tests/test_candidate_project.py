@@ -283,7 +283,7 @@ def test_answers_beside_a_nan_are_found(s8f, tmp_path, shape):
     assert str(results) in str(caught.value) and "test answer" in str(caught.value)
 
 
-@pytest.mark.parametrize("form", ["columns", "split", "csv", "tsv"])
+@pytest.mark.parametrize("form", ["columns", "split", "csv", "tsv", "csv-crlf", "csv-cr"])
 def test_answers_as_a_table_are_found(s8f, tmp_path, form):
     """A pandas DataFrame of the answers saved as it saves by default (`to_json()`: one object per
     column), with `orient="split"`, or as CSV/TSV, held no answer record object and passed the
@@ -299,8 +299,9 @@ def test_answers_as_a_table_are_found(s8f, tmp_path, form):
 
     def save(table) -> None:
         table = table.astype(str)
-        if form in ("csv", "tsv"):
-            table.to_csv(data / "table.txt", sep="," if form == "csv" else "\t")
+        if form.startswith("csv") or form == "tsv":
+            ending = {"csv-crlf": "\r\n", "csv-cr": "\r"}.get(form, "\n")
+            table.to_csv(data / "table.txt", sep="\t" if form == "tsv" else ",", lineterminator=ending)
         else:
             table.to_json(data / "table.txt", orient=form)
 
@@ -310,6 +311,22 @@ def test_answers_as_a_table_are_found(s8f, tmp_path, form):
     with pytest.raises(InputError) as caught:
         make_project([], [str(data)], base=tmp_path)
     assert str(data / "table.txt") in str(caught.value) and "test answer" in str(caught.value)
+
+
+def test_a_table_the_csv_module_cannot_read_is_still_searched(s8f):
+    """A row the csv module refuses (a field past its size limit, a stray carriage return in a
+    binary file's first line) neither crashes the guard (it raised csv.Error out of the run) nor
+    hides the answer rows after it."""
+    from microctx.candidates.answer_guard import holds_answers
+
+    answers = json.loads(s8f.answers.read_bytes())["answers"]
+    test = next(a for a in answers if a["split"] == "test")
+    header = "id,split,state\n"
+    huge = f'1,train,"{"x" * 200_000}"\n'  # past csv.field_size_limit() (131,072)
+    row = f"{test['id']},test,{test['state']}\n"
+    assert holds_answers((header + huge + row).encode())
+    assert not holds_answers((header + huge).encode())
+    assert not holds_answers(b"\x00\x01id\rsplit\x7f\rstate\x00\n\x02\x03")  # binary litter: no error
 
 
 def _answer_lines(s8f) -> list[bytes]:

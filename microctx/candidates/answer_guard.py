@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from microctx.errors import InputError
@@ -61,19 +61,31 @@ def _is_answer_table(node: dict) -> bool:
 
 def _csv_holds(data: bytes) -> bool:
     """A CSV (or TSV) table of answer records: a header naming `id`, `split` and an answer field,
-    and a row whose split is "test"."""
-    import csv
-    import io
-
+    and a row whose split is "test". Any line ending (CRLF, LF, a lone CR); a row the csv module
+    cannot read (a field past its size limit, a stray CR) is split on the delimiter instead."""
     end = data.find(b"\n", 0, 1 << 16)  # the header first: a binary file is not decoded whole
     first = data[: end if end >= 0 else 1 << 16].decode("utf-8", errors="replace")
     delimiter = max(",\t;|", key=first.count)
-    header = [name.strip() for name in next(csv.reader([first], delimiter=delimiter), [])]
+    header = [name.strip() for name in next(_csv_rows(first, delimiter), [])]
     if not _names_answers(header):
         return False
     at = header.index("split")
-    rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")), delimiter=delimiter)
+    rows = _csv_rows(data.decode("utf-8", errors="replace"), delimiter)
     return any(len(row) > at and row[at].strip() == "test" for row in rows)
+
+
+def _csv_rows(text: str, delimiter: str) -> Iterator[list[str]]:
+    """`text`'s rows as the csv module reads them; from a row it cannot read on, each line split
+    on `delimiter` (a guard must not stop at what it cannot parse: answers may lie past it)."""
+    import csv
+    import io
+
+    lines = io.StringIO(text, newline="")
+    try:
+        yield from csv.reader(lines, delimiter=delimiter)
+    except csv.Error:
+        for line in text.splitlines():
+            yield line.split(delimiter)
 
 
 def _holds(document: object) -> bool:
