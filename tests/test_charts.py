@@ -349,3 +349,38 @@ def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     assert (figure.width, figure.height) == (round(shown_w), round(shown_h))
     assert metadata["image/png"] == {"width": figure.width, "height": figure.height} and metadata["chart"] == "labels"
     assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML
+
+
+def test_a_pdf_request_interrupted_as_it_is_sent_leaves_no_answer_for_the_next_chart(drawing, tmp_path):
+    """An interrupt (KeyboardInterrupt) that lands as the PDF request is written, after its bytes
+    went out, drops the renderer: it used to live on with the request unanswered, and the next
+    chart read that answer, the chart after it the SVG of the chart before (a chart drawn as
+    another). The renderer is stopped so the request blocks; the interrupt is raised when the write
+    returns (`_thread.interrupt_main`: as a signal that lands between system calls)."""
+    import _thread
+    import os
+    import signal
+    import threading
+    import time
+
+    point = {"mark": "point", "data": {"values": [{"x": 1}]}, "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+    assert drawing.svg(point) is not None
+    pid = drawing._process.pid
+
+    def interrupt_then_resume() -> None:
+        time.sleep(0.2)
+        _thread.interrupt_main()
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGCONT)
+
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Thread(target=interrupt_then_resume)
+    resume.start()
+    with pytest.raises(KeyboardInterrupt):
+        with drawing.pdf("<svg " + "x" * 1_000_000 + ">", str(tmp_path / "never.pdf")):
+            time.sleep(1)  # the interrupt lands in the write, not here
+    resume.join()
+    for title in ("first", "second", "third"):
+        svg = charts.render(charts.Spec({**point, "title": title}))[1]
+        assert f">{title}</text>" in svg
+    assert not drawing.alive()
