@@ -86,7 +86,7 @@ class Renderer:
                     process.stdin.write(line)
                     process.stdin.flush()
                     sent = True
-                except OSError:  # it died
+                except (OSError, ValueError):  # it died (or its pipe was closed): the caller writes the PDF
                     self.close()
                 except BaseException:  # interrupted mid-request: its answer would answer the next one
                     self.close()
