@@ -384,3 +384,13 @@ def test_a_pdf_request_interrupted_as_it_is_sent_leaves_no_answer_for_the_next_c
         svg = charts.render(charts.Spec({**point, "title": title}))[1]
         assert f">{title}</text>" in svg
     assert not drawing.alive()
+
+
+def test_a_pdf_request_that_cannot_be_sent_is_left_to_the_caller(drawing, tmp_path):
+    """A renderer whose request pipe is closed is dropped and the PDF left to the caller (the send
+    raised ValueError out of `pdf`)."""
+    svg = charts.render(charts.Spec({"mark": "point", "data": {"values": [{"x": 1}]}}))[1]
+    drawing._process.stdin.close()
+    with drawing.pdf(svg, str(tmp_path / "chart.pdf")) as written:
+        pass
+    assert written == [False] and not drawing.alive()
