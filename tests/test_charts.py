@@ -351,6 +351,14 @@ def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML
 
 
+def _queued(fd: int) -> int:
+    """The bytes waiting in the pipe `fd` writes to (FIONREAD)."""
+    import fcntl
+    import termios
+
+    return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
 def test_a_pdf_request_interrupted_as_it_is_sent_leaves_no_answer_for_the_next_chart(drawing, tmp_path):
     """An interrupt (KeyboardInterrupt) that lands as the PDF request is written, after its bytes
     went out, drops the renderer: it used to live on with the request unanswered, and the next
@@ -365,10 +373,13 @@ def test_a_pdf_request_interrupted_as_it_is_sent_leaves_no_answer_for_the_next_c
 
     point = {"mark": "point", "data": {"values": [{"x": 1}]}, "encoding": {"x": {"field": "x", "type": "quantitative"}}}
     assert drawing.svg(point) is not None
-    pid = drawing._process.pid
+    pid, pipe = drawing._process.pid, drawing._process.stdin.fileno()
 
     def interrupt_then_resume() -> None:
-        time.sleep(0.2)
+        end = time.monotonic() + 30
+        while _queued(pipe) < 4096 and time.monotonic() < end:  # the request is being written
+            time.sleep(0.01)
+        time.sleep(0.05)
         _thread.interrupt_main()
         time.sleep(0.2)
         os.kill(pid, signal.SIGCONT)
