@@ -349,3 +349,59 @@ def test_png_scale_keeps_large_charts_under_the_pixel_cap(corpus_frame):
     assert (figure.width, figure.height) == (round(shown_w), round(shown_h))
     assert metadata["image/png"] == {"width": figure.width, "height": figure.height} and metadata["chart"] == "labels"
     assert data["image/svg+xml"] == svg and len(svg.encode()) < len(png)  # the smaller one goes into the HTML
+
+
+def _queued(fd: int) -> int:
+    """The bytes waiting in the pipe `fd` writes to (FIONREAD)."""
+    import fcntl
+    import termios
+
+    return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+def test_a_pdf_request_interrupted_as_it_is_sent_leaves_no_answer_for_the_next_chart(drawing, tmp_path):
+    """An interrupt (KeyboardInterrupt) that lands as the PDF request is written, after its bytes
+    went out, drops the renderer: it used to live on with the request unanswered, and the next
+    chart read that answer, the chart after it the SVG of the chart before (a chart drawn as
+    another). The renderer is stopped so the request blocks; the interrupt is raised when the write
+    returns (`_thread.interrupt_main`: as a signal that lands between system calls)."""
+    import _thread
+    import os
+    import signal
+    import threading
+    import time
+
+    point = {"mark": "point", "data": {"values": [{"x": 1}]}, "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+    assert drawing.svg(point) is not None
+    pid, pipe = drawing._process.pid, drawing._process.stdin.fileno()
+
+    def interrupt_then_resume() -> None:
+        end = time.monotonic() + 30
+        while _queued(pipe) < 4096 and time.monotonic() < end:  # the request is being written
+            time.sleep(0.01)
+        time.sleep(0.05)
+        _thread.interrupt_main()
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGCONT)
+
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Thread(target=interrupt_then_resume)
+    resume.start()
+    with pytest.raises(KeyboardInterrupt):
+        with drawing.pdf("<svg " + "x" * 1_000_000 + ">", str(tmp_path / "never.pdf")):
+            time.sleep(1)  # the interrupt lands in the write, not here
+    resume.join()
+    for title in ("first", "second", "third"):
+        svg = charts.render(charts.Spec({**point, "title": title}))[1]
+        assert f">{title}</text>" in svg
+    assert not drawing.alive()
+
+
+def test_a_pdf_request_that_cannot_be_sent_is_left_to_the_caller(drawing, tmp_path):
+    """A renderer whose request pipe is closed is dropped and the PDF left to the caller (the send
+    raised ValueError out of `pdf`)."""
+    svg = charts.render(charts.Spec({"mark": "point", "data": {"values": [{"x": 1}]}}))[1]
+    drawing._process.stdin.close()
+    with drawing.pdf(svg, str(tmp_path / "chart.pdf")) as written:
+        pass
+    assert written == [False] and not drawing.alive()

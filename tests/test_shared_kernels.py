@@ -141,3 +141,24 @@ def test_a_killed_report_kernel_takes_its_chart_renderer_with_it_and_close_reaps
     finally:
         kernels.close()
     assert _gone(kernel_pid, 1.0)  # reaped by close: no zombie left
+
+
+@pytest.mark.slow
+def test_a_report_kernel_imports_this_interpreters_modules_not_the_working_folders(tmp_path, monkeypatch):
+    """IPython puts the working folder on a kernel's sys.path, before site-packages: a report made
+    from a folder holding a `microctx/` or a `vl_convert.py` imported those (cell 3 failed with the
+    folder's error), while its chart renderer (started with -P) imported this interpreter's."""
+    import vl_convert
+
+    import microctx
+
+    (tmp_path / "microctx").mkdir()
+    (tmp_path / "microctx" / "__init__.py").write_text("raise ImportError('the working folder')\n")
+    (tmp_path / "vl_convert.py").write_text("raise ImportError('the working folder')\n")
+    monkeypatch.chdir(tmp_path)
+    kernels = reports.SharedKernels()
+    try:
+        out = _run(kernels.kernel(), "import microctx, vl_convert\nprint(microctx.__file__)\nprint(vl_convert.__file__)")
+    finally:
+        kernels.close()
+    assert out.split() == [microctx.__file__, vl_convert.__file__]

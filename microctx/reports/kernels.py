@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 KERNEL_NAME = "python3"
-QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no kernel warnings on the user's stderr
+# no kernel warnings on the user's stderr; the working folder kept off the kernel's sys.path (IPython
+# puts it before site-packages: a `microctx/` or `vl_convert.py` there was what the report imported,
+# while its chart renderer, started with -P, imported this interpreter's)
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR", "--InteractiveShellApp.ignore_cwd=True"]
 # as nbclient starts its own kernels: the history in memory, no sqlite file in the user's profile
 KERNEL_ARGUMENTS = [*QUIET_KERNEL, "--HistoryManager.hist_file=:memory:"]
 

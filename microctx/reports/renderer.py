@@ -79,14 +79,18 @@ class Renderer:
         writes it)."""
         done = [False]
         with self._lock:
-            process = self._process
-            try:
-                assert process is not None and process.stdin is not None
-                process.stdin.write(json.dumps({"pdf": svg, "path": path}).encode() + b"\n")
-                process.stdin.flush()
-                sent = True
-            except (AssertionError, OSError):
-                sent = False
+            process, sent = self._process, False
+            if process is not None and process.stdin is not None:
+                line = json.dumps({"pdf": svg, "path": path}).encode() + b"\n"
+                try:
+                    process.stdin.write(line)
+                    process.stdin.flush()
+                    sent = True
+                except (OSError, ValueError):  # it died (or its pipe was closed): the caller writes the PDF
+                    self.close()
+                except BaseException:  # interrupted mid-request: its answer would answer the next one
+                    self.close()
+                    raise
             try:
                 yield done
             finally:
