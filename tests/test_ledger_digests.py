@@ -57,6 +57,21 @@ def test_an_input_on_standard_input_is_graded_and_its_bytes_recorded(tmp_path, s
     assert entry["candidate"] == ("mine" if stdin_answers else "-")
 
 
+@pytest.mark.parametrize("command", ["grade", "slices"])
+def test_standard_input_given_for_two_inputs_is_refused(tmp_path, s8f, monkeypatch, command):
+    """`--answers - --submission -`: standard input can be read once, so the second input would be
+    empty (it failed on the answers' schema, naming neither option). Refused up front, naming both,
+    exit 2, nothing written and no look."""
+    args = [command, "--answers", "-", "--submission", "-", "--output", tmp_path / "out.csv"]
+    if command == "slices":
+        args += ["--public", s8f.public]
+    done = _run(args, s8f.answers.read_bytes(), tmp_path / "ledger.sqlite")
+    assert done.returncode == 2 and not (tmp_path / "out.csv").exists()
+    assert "--submission: standard input (-) is also --answers" in done.stderr.decode(), done.stderr.decode()
+    monkeypatch.setenv("MICROCTX_LEDGER", str(tmp_path / "ledger.sqlite"))
+    assert ledger.entries() == []
+
+
 @pytest.mark.parametrize("command", ["grade", "grade whole", "slices"])
 def test_a_submission_changed_after_its_read_is_not_recorded_for_it(tmp_path, s8f, monkeypatch, capsys, command):
     """The submission is rewritten (the same answers, other bytes) while it is graded, after

@@ -36,9 +36,15 @@ def check_paths(inputs: PathMap, outputs: PathMap, folders: PathMap | None = Non
     folders it replaces whole (`folders`, a report); keys are the option names shown to the user,
     None values are skipped. Paths are compared after resolving symlinks and `..` (and as files,
     so a hard link counts too). Refused: an output that is an input, two outputs that are one
-    file, an input or output file inside a replaced folder, and two such folders that nest.
+    file, an input or output file inside a replaced folder, and two such folders that nest; and
+    standard input (`-`) given for two inputs (it can be read once: the second would be empty).
     """
     ins = [(label, path) for label, path in inputs.items() if path is not None]
+    from_stdin = [label for label, path in ins if os.fspath(path) == "-"]
+    if len(from_stdin) > 1:
+        raise InputError(
+            from_stdin[1], f"standard input (-) is also {from_stdin[0]}: it can be read once; give one of them as a file"
+        )
     outs = [(label, path) for label, path in outputs.items() if path is not None]
     dirs = [(label, path) for label, path in (folders or {}).items() if path is not None]
     for i, (label, path) in enumerate(outs):
