@@ -10,6 +10,7 @@ one, and the next command must leave no litter (`.mcx-*` temporaries, backups, j
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -255,9 +256,10 @@ def test_a_set_published_inside_a_staging_folder_by_another_process_does_not_wai
 
 
 def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f):
-    """evaluation.json names the grade beside it (grade.json and its fact table): one set. They
-    were published apart, so a re-evaluation killed between them left the new grade.json under
-    the old evaluation.json (another configuration, another exact count)."""
+    """evaluation.json names the grade beside it (grade.json and its fact table) and the run it
+    graded (submission.json and its manifest): one set of five. They were published apart, so a
+    re-evaluation killed between them left the new grade.json, or the new run, under the old
+    evaluation.json (another configuration, another exact count)."""
     from microctx.candidates.devkit import make_devkit
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
@@ -278,24 +280,33 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
         selected = tmp_path / f"sw{miss}" / "selected.json"
         return cli("evaluate", selected, "--public", s8f.public, "--answers", s8f.answers, "--out", out, kill_at=kill_at)
 
-    names = ("evaluation.json", "grade.json", "grade.facts.csv")
+    names = ("evaluation.json", "grade.json", "grade.facts.csv", "submission.json", "submission.run.json")
     folder, expected = tmp_path / "ev", tmp_path / "expected"
     assert evaluate(6, folder).returncode in (0, 1)
     old = contents(folder, names)
     shutil.copytree(folder, expected)
     assert evaluate(0, expected).returncode in (0, 1)
     new = contents(expected, names)
-    assert old["grade.json"] != new["grade.json"]
+    assert len(old) == len(new) == len(names)
+    assert old["grade.json"] != new["grade.json"] and old["submission.json"] != new["submission.json"]
 
     def classify(got: dict) -> str | None:
-        """Old byte for byte, or new: the new grade and fact table under an evaluation.json of the
-        new configuration (its look and times differ from run to run) naming the same grade."""
+        """Old byte for byte, or new: the new submission, grade and fact table under a manifest and
+        an evaluation.json of the new configuration (their look and times differ from run to run)
+        naming that submission and that grade."""
         if got == old:
             return "old"
-        evaluation = json.loads(got["evaluation.json"])
-        same = all(got[name] == new[name] for name in names[1:])
+        if set(got) != set(names):
+            return None
+        evaluation, manifest = json.loads(got["evaluation.json"]), json.loads(got["submission.run.json"])
+        same = all(got[name] == new[name] for name in names[1:4])
         agree = evaluation["grade"] == json.loads(got["grade.json"]) and evaluation["parameters"] == {"miss": 0}
-        return "new" if same and agree else None
+        run = (
+            manifest["parameters"] == {"miss": 0}
+            and manifest["submission_sha256"] == hashlib.sha256(got["submission.json"]).hexdigest()
+        )
+        return "new" if same and agree and run else None
 
     assert classify(new) == "new"
-    kill_every_rename(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)
+    kills = kill_every_rename(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)
+    assert kills >= 6  # five files and the journal, one set (the ledger may rename too)

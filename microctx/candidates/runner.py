@@ -42,6 +42,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from microctx.candidates import sandbox as sb
 from microctx.candidates.launch import launch as _launch
@@ -63,6 +64,9 @@ from microctx.candidates.run_record import (  # noqa: F401  (manifest_path, read
 )
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx._io.atomic import AtomicOutputs
 
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 
@@ -339,6 +343,7 @@ def run_candidate(
     pass_env: Sequence[str] = (),
     note: dict | None = None,
     project=None,
+    into: AtomicOutputs | None = None,
 ) -> dict:
     """Run a candidate on a public corpus in isolation; write the submission (on success) and its manifest.
 
@@ -347,6 +352,8 @@ def run_candidate(
     with no network); `timeout`, when given, replaces its wall timeout. `pass_env` names caller
     environment variables handed to the candidate (an API key): the manifest lists the names
     (`passed_env`), and their values are redacted from its output tail.
+    `into`: the submission and manifest are staged in the caller's larger set (published with it,
+    `evaluate`'s grade and evaluation.json; read back with `into.staged_path`) instead of published here.
     Returns the manifest dict (`ok`, `error` among its keys). Unusable input (no such corpus,
     unknown candidate, a devkit with test answers) and a sandbox that cannot start here raise
     InputError before anything runs.
@@ -377,7 +384,7 @@ def run_candidate(
         extra = {**(note or {}), **_after_run(proxy, cache_dir)}
         tail = output_tail(root / "output.txt", run.secret_values())
         manifest, data = build_manifest(run, outcome, workdir, tail, limits, network_record(run, proxy), extra)
-        _publish(run, manifest, data)
+        _publish(run, manifest, data, into)
         return manifest
     finally:
         if proxy is not None:
@@ -453,15 +460,25 @@ def _make_run_folder(run: RunInputs, root: Path) -> tuple[Path, Path | None, Pat
     return workdir, proxy_dir, cache_dir
 
 
-def _publish(run: RunInputs, manifest: dict, data: bytes | None) -> None:
-    """Write the submission (only for a good run) and the manifest, together as one set; a failed
-    run writes its manifest and leaves no submission of its own at S."""
+def _publish(run: RunInputs, manifest: dict, data: bytes | None, into: AtomicOutputs | None = None) -> None:
+    """Write the submission (only for a good run) and the manifest, together as one set (or staged
+    in `into`, flushed so the caller can read them back); a failed run writes its manifest and
+    leaves no submission of its own at S."""
     from microctx._io.atomic import AtomicOutputs
+    from microctx._io.paths import write_failure
     from microctx.contract.canonical import dumps
 
     if data is None and run.submission.exists():
         manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
-    with AtomicOutputs() as out:
-        if data is not None:
-            out.write(run.submission, data)
-        out.write(manifest_path(run.submission), dumps(manifest))
+    if into is None:
+        with AtomicOutputs() as out:
+            _publish(run, manifest, data, out)
+        return
+    for path, content in ((run.submission, data), (manifest_path(run.submission), dumps(manifest))):
+        if content is not None:
+            handle = into.stage(path)
+            try:
+                handle.write(content)
+                handle.flush()
+            except OSError as exc:
+                raise write_failure(path, exc) from None

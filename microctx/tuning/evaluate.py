@@ -174,9 +174,10 @@ def selected_project(path, document: dict):
 
 
 def _run_selected(
-    selected: dict, public: Path, submission: Path, devkit: Path, timeout, sandbox, pass_env, warning, project
+    selected: dict, public: Path, submission: Path, devkit: Path, timeout, sandbox, pass_env, warning, project, files
 ) -> dict:
-    """Run the frozen configuration once, isolation and network as in the sweep; its manifest."""
+    """Run the frozen configuration once, isolation and network as in the sweep; its manifest. The
+    submission and manifest are staged in `files` (evaluate's one set), not published by the run."""
     from microctx.candidates.runner import run_candidate
 
     cand = selected["candidate"]
@@ -193,6 +194,7 @@ def _run_selected(
         pass_env=pass_env,
         note={"isolation_allowed_by": "--allow-process-isolation"} if warning else None,
         project=project,
+        into=files,
     )  # the answers are not opened before it ends
 
 
@@ -218,7 +220,7 @@ def _grade_and_record(
         raise InputError(
             answers, f"the answers are bound to corpus {gold['corpus_sha256']}, not {corpus_sha256}", field="corpus_sha256"
         )
-    given, submission_sha256 = read_submission(submission)
+    given, submission_sha256 = read_submission(files.staged_path(submission))  # staged, not yet published
     result = grade(gold, given)
     look = record_look(
         answers_sha256=answers_sha256,
@@ -250,26 +252,25 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
 
     cand = selected["candidate"]
     submission = out / "submission.json"
-    manifest = _run_selected(selected, public, submission, devkit, timeout, sandbox, pass_env, warning, project)
-    digest = config_digest(manifest)  # the one configuration digest: grade, reports and the ledger use it too
-    outcome: dict = {
-        "schema": EVALUATION_SCHEMA,
-        "selected": str(selected_path),
-        "selected_sha256": file_sha256(selected_path),
-        "config_key": selected["config_key"],
-        "config_digest": digest,
-        "parameters": selected["parameters"],
-        "candidate_version": cand.get("version"),
-        "run_version": manifest.get("version"),
-        "run_ok": manifest["ok"],
-        "error": manifest["error"],
-        "manifest": str(manifest_path(submission)),
-        "grade": None,
-        "ledger": None,
-        "isolation": manifest["isolation"],
-        "isolation_warning": warning,
-    }
-    with AtomicOutputs() as files:  # grade.json, its fact table and evaluation.json: one set, old or new under a kill
+    with AtomicOutputs() as files:  # submission, manifest, grade, fact table, evaluation.json: one set, old or new under a kill
+        manifest = _run_selected(selected, public, submission, devkit, timeout, sandbox, pass_env, warning, project, files)
+        outcome: dict = {
+            "schema": EVALUATION_SCHEMA,
+            "selected": str(selected_path),
+            "selected_sha256": file_sha256(selected_path),
+            "config_key": selected["config_key"],
+            "config_digest": config_digest(manifest),  # the one configuration digest: grade, reports and the ledger use it too
+            "parameters": selected["parameters"],
+            "candidate_version": cand.get("version"),
+            "run_version": manifest.get("version"),
+            "run_ok": manifest["ok"],
+            "error": manifest["error"],
+            "manifest": str(manifest_path(submission)),
+            "grade": None,
+            "ledger": None,
+            "isolation": manifest["isolation"],
+            "isolation_warning": warning,
+        }
         if manifest["ok"]:
             _grade_and_record(outcome, manifest, answers, submission, out, corpus_sha256, cand["name"], files)
         files.write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
