@@ -310,3 +310,9 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
     assert classify(new) == "new"
     kills = kill_every_rename(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)
     assert kills >= 6  # five files and the journal, one set (the ledger may rename too)
+    # an error after the run (answers of another corpus, found when they are opened) publishes none of the five
+    wrong = ROOT / "tests" / "data" / "synthetic-answers.json"
+    selected = tmp_path / "sw0" / "selected.json"
+    done = cli("evaluate", selected, "--public", s8f.public, "--answers", wrong, "--out", tmp_path / "err")
+    assert done.returncode == 2 and "bound to corpus" in done.stderr, done.stderr
+    assert sorted(p.name for p in (tmp_path / "err").iterdir()) == []

@@ -15,8 +15,10 @@ passes `allow_process=True` (`--allow-process-isolation`), and then the manifest
 (`isolation_allowed_by`) and `evaluation.json` (`isolation`, `isolation_warning`) say so.
 
 DIR2 gets `submission.json`, `submission.run.json`, `grade.json`, `grade.facts.csv` and
-`evaluation.json` (the selection's digest, the ledger entry and counts). A failed run writes the
-manifest and `evaluation.json` only, and nothing is graded.
+`evaluation.json` (the selection's digest, the ledger entry and counts), published as one set (the
+runner stages its two files in it: after a kill all five are old or all new; an error before the
+end publishes none). A failed run writes the manifest and `evaluation.json` only, and nothing is
+graded.
 """
 
 from __future__ import annotations
