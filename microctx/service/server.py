@@ -5,6 +5,14 @@ size (h11's incomplete-event limit). It has no deadline for a client that sends 
 headers a byte at a time, so `DeadlineH11Protocol` closes a connection whose headers are not
 complete HEADER_TIMEOUT seconds after it opened (or after its last response); the body has its
 own deadline in the app (`app.BODY_TIMEOUT`).
+
+h11 also accepts a bare LF as a line ending in a request head (and a bare CR in a chunk extension,
+a bare LF in trailers): a proxy in front that reads such a line differently (the LF as part of a
+header value, say) disagrees with the service on the request's headers or where it ends, the
+shape of request smuggling. `CRLFOnlyBuffer` makes every line h11 reads as framing (request
+line, header lines, the blank line ending the head, chunk-size lines, trailers) end in CRLF with
+no CR or LF elsewhere, or h11 raises its protocol error and uvicorn answers 400 and closes the
+connection; bodies are read through the same buffer unchecked.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import asyncio
 import os
 import sys
 
+import h11
+from h11._receivebuffer import ReceiveBuffer
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from microctx.service import app as service_app
@@ -27,8 +37,40 @@ KEEP_ALIVE = 5
 MAX_CONNECTIONS = 256  # beyond this uvicorn answers 503 at once (bounds threads and buffered bodies)
 
 
+class CRLFOnlyBuffer(ReceiveBuffer):
+    """h11's receive buffer, refusing a framing line whose line ending is not CRLF.
+
+    h11 reads heads and trailers with `maybe_extract_lines` and chunk-size lines with
+    `maybe_extract_next_line`; both take the bytes out with `_extract`, which is where they are
+    checked (whatever way they reached the buffer: one segment, pipelined, a byte at a time).
+    Bodies go through `maybe_extract_at_most` and are not checked."""
+
+    _framing = False
+
+    def _extract(self, count: int) -> bytearray:
+        out = super()._extract(count)
+        if self._framing and not out.count(b"\r") == out.count(b"\n") == out.count(b"\r\n"):
+            raise h11.RemoteProtocolError("a line ending that is not CRLF in the request's framing")
+        return out
+
+    def maybe_extract_next_line(self) -> bytearray | None:
+        self._framing = True
+        try:
+            return super().maybe_extract_next_line()
+        finally:
+            self._framing = False
+
+    def maybe_extract_lines(self) -> list[bytearray] | None:
+        self._framing = True
+        try:
+            return super().maybe_extract_lines()
+        finally:
+            self._framing = False
+
+
 class DeadlineH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for the request headers."""
+    """uvicorn's h11 protocol with a deadline for the request headers, reading framing lines
+    through `CRLFOnlyBuffer`."""
 
     _header_timer: asyncio.TimerHandle | None = None
 
@@ -46,6 +88,10 @@ class DeadlineH11Protocol(H11Protocol):
             self.transport.close()
 
     def connection_made(self, transport) -> None:
+        buffer = self.conn._receive_buffer
+        if type(buffer) is not ReceiveBuffer or buffer:
+            raise RuntimeError("h11's receive buffer is not the one CRLFOnlyBuffer extends")
+        self.conn._receive_buffer = CRLFOnlyBuffer()
         super().connection_made(transport)
         self._arm()
 
@@ -54,6 +100,15 @@ class DeadlineH11Protocol(H11Protocol):
         super().data_received(data)
         if self.cycle is not None and self.cycle is not before:
             self._disarm()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400, or only the close when a response already went out (the app answered
+        before the body ended, say 401, and its chunked framing turned out malformed): uvicorn
+        would raise h11's error out of `data_received` and asyncio log it as a fatal error."""
+        try:
+            super().send_400_response(msg)
+        except h11.LocalProtocolError:
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
