@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kernel_support import run_in_kernel
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PARENT = """
@@ -72,16 +74,7 @@ def test_the_kernel_preloads_what_the_grade_notebook_imports_itself():
 
 
 def _kernel_modules(km, code: str = "import sys; print(' '.join(sys.modules))") -> set[str]:
-    client = km.blocking_client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        out: list[str] = []
-        hook = lambda msg: out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None  # noqa: E731
-        client.execute_interactive(code, timeout=60, output_hook=hook, store_history=False)
-        return set("".join(out).split())
-    finally:
-        client.stop_channels()
+    return set(run_in_kernel(km, code).split())
 
 
 @pytest.mark.slow

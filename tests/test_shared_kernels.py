@@ -12,19 +12,7 @@ import pytest
 from microctx.contract.canonical import dumps
 from microctx.grading.examples import demo_submissions
 from microctx.reports import build as reports
-
-
-def _run(km, code: str) -> str:
-    client = km.blocking_client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=60)
-        out: list[str] = []
-        hook = lambda msg: out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None  # noqa: E731
-        client.execute_interactive(code, timeout=60, output_hook=hook)
-        return "".join(out)
-    finally:
-        client.stop_channels()
+from tests.kernel_support import run_in_kernel
 
 
 @pytest.mark.slow
@@ -32,12 +20,15 @@ def test_a_shared_kernel_is_reset_between_notebooks_and_replaced_when_dead():
     kernels = reports.SharedKernels()
     try:
         km = kernels.kernel()
-        assert _run(km, "leaked = 41\nimport sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == ["True", "False"]
-        _run(km, "import pandas")
+        assert run_in_kernel(km, "leaked = 41\nimport sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == [
+            "True",
+            "False",
+        ]
+        run_in_kernel(km, "import pandas")
         again = kernels.kernel()
         assert again is km  # the same kernel process, reused
         # the namespace is gone, the imported modules stay (what the reuse saves)
-        assert _run(again, "import sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == ["False", "True"]
+        assert run_in_kernel(again, "import sys\nprint('leaked' in dir(), 'pandas' in sys.modules)").split() == ["False", "True"]
         from jupyter_core.utils import run_sync
 
         run_sync(km.shutdown_kernel)(now=True)
@@ -135,7 +126,7 @@ def test_a_killed_report_kernel_takes_its_chart_renderer_with_it_and_close_reaps
         kernels.start(build.NOTEBOOKS_DIR / build.NOTEBOOKS["grade"], build.LATER_IMPORTS["grade"])
         km = kernels.kernel()
         code = "import os\nfrom microctx.reports import renderer\nprint(os.getpid(), renderer.current()._process.pid)"
-        kernel_pid, renderer_pid = map(int, _run(km, code).split())
+        kernel_pid, renderer_pid = map(int, run_in_kernel(km, code).split())
         kernels.kill()
         assert _gone(renderer_pid)
     finally:
@@ -158,7 +149,7 @@ def test_a_report_kernel_imports_this_interpreters_modules_not_the_working_folde
     monkeypatch.chdir(tmp_path)
     kernels = reports.SharedKernels()
     try:
-        out = _run(kernels.kernel(), "import microctx, vl_convert\nprint(microctx.__file__)\nprint(vl_convert.__file__)")
+        out = run_in_kernel(kernels.kernel(), "import microctx, vl_convert\nprint(microctx.__file__)\nprint(vl_convert.__file__)")
     finally:
         kernels.close()
     assert out.split() == [microctx.__file__, vl_convert.__file__]
