@@ -241,24 +241,22 @@ class LookMark:
 
 
 def _in_demo(run_manifest: object) -> bool:
-    """Inside `microctx demo` (DEMO_ENV) and a run of one of its built-in candidates (the run
-    manifest's `kind` and `candidate`): a submission without a run, or any other candidate's, is not."""
+    """Inside `microctx demo` (DEMO_ENV) and a run of one of its built-in candidates (the
+    `RunManifest`'s `kind` and `candidate`): a submission without a run, or any other candidate's, is not."""
     import os
 
-    if not os.environ.get(DEMO_ENV) or not run_manifest:
-        return False
-    fields = (
-        run_manifest
-        if isinstance(run_manifest, dict)
-        else {"kind": getattr(run_manifest, "kind", None), "candidate": getattr(run_manifest, "candidate", None)}
+    return (
+        bool(os.environ.get(DEMO_ENV))
+        and getattr(run_manifest, "kind", None) == "builtin"
+        and getattr(run_manifest, "candidate", None) in DEMO_CANDIDATES
     )
-    return fields.get("kind") == "builtin" and fields.get("candidate") in DEMO_CANDIDATES
 
 
 def look_mark(answers: dict[str, Any], submission: dict[str, Any], run_manifest: object = None) -> str | None:
     """The ledger mark of grading `submission` on `answers`: "demo" for a run of the demo's own
-    built-in candidates inside `microctx demo` (`_in_demo`); an example submission's kind when no candidate run made it (no `run_manifest`: a run whose output
-    happens to equal the answers, as exact-sql's may, is a candidate's look); else None (counted)."""
+    built-in candidates inside `microctx demo` (`_in_demo`); an example submission's kind when
+    no candidate run made it (no `run_manifest`: a run whose output happens to equal the answers,
+    as exact-sql's may, is a candidate's look); else None (counted)."""
     if _in_demo(run_manifest):
         return "demo"
     return None if run_manifest else example_kind(answers, submission)
