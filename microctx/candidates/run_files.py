@@ -12,7 +12,9 @@ printed safe for a terminal.
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,11 +33,20 @@ def submission_limit(memory_bytes: int, max_file_bytes: int) -> int:
     return min(max_file_bytes, max(1 << 20, memory_bytes // 4))
 
 
-def secret_forms(secret: str) -> set[str]:
-    """The longest ways a secret's value shows in text, each character escaped (what
-    `errors.secret_pattern` matches, but for zero-padded HTML references): their lengths bound
-    the margin `output_tail` reads before its window."""
-    return {"".join(max(f"&#{ord(c)};", f"\\u{ord(c):04x}", f"&#x{ord(c):x};", key=len) for c in secret)}
+def secret_margin(secret: str) -> int:
+    """The byte length of the longest way a secret's value shows in text, each character escaped
+    (what `errors.secret_pattern` matches, but for zero-padded HTML references): the margin
+    `output_tail` reads before its window."""
+    return len("".join(max(f"&#{ord(c)};", f"\\u{ord(c):04x}", f"&#x{ord(c):x};", key=len) for c in secret).encode())
+
+
+@functools.lru_cache(maxsize=64)
+def _secret_regex(secret: str) -> re.Pattern[str]:
+    """`errors.secret_pattern` of one secret, in its exact case, built once (redaction runs on
+    every string of a manifest and every refused request)."""
+    from microctx.errors import secret_pattern
+
+    return secret_pattern(secret, exact_case=True)
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
@@ -44,10 +55,8 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     HTML escapes: `errors.secret_pattern`), and URL-quoted with `+` for a space."""
     from urllib.parse import quote_plus
 
-    from microctx.errors import secret_pattern
-
     for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
-        text = secret_pattern(secret, exact_case=True).sub(REDACTED, text).replace(quote_plus(secret), REDACTED)
+        text = _secret_regex(secret).sub(REDACTED, text).replace(quote_plus(secret), REDACTED)
     return text
 
 
@@ -74,7 +83,7 @@ def output_tail(path: Path, secrets: Sequence[str] = ()) -> str:
 
     A window longer than the tail by the longest secret is read and redacted; its first
     characters (which may hold the end of a secret cut by the window) are then dropped."""
-    margin = max((len(form.encode()) for s in secrets for form in secret_forms(s)), default=0)
+    margin = max(map(secret_margin, secrets), default=0)
     with open(path, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
         start = max(0, size - _OUTPUT_TAIL * 4 - margin)
