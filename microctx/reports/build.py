@@ -28,12 +28,11 @@ from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256
 from microctx.contract.schemas import REPORT_MANIFEST_SCHEMA
 from microctx.errors import InputError
-from microctx.reports.kernels import (  # noqa: F401  (check_kernel, KERNEL_NAME, QUIET_KERNEL: for callers of build)
+from microctx.reports.kernels import (  # noqa: F401  (QUIET_KERNEL: for callers of build)
     KERNEL_NAME,
     QUIET_KERNEL,
     KernelError,
     SharedKernels,
-    check_kernel,
 )
 from microctx.reports.rerun import keep_figures_only, relocate_inputs
 from microctx.reports.tables import candidate_names
@@ -169,15 +168,15 @@ def execute(
     *,
     progress: bool = True,
     keep_failed: Path | None = None,
-    kernels: SharedKernels | None = None,
+    kernels: SharedKernels,
 ) -> Path:
     """Execute the `kind` notebook with papermill into `staging`; returns the executed notebook.
 
     `output_dir` is added to the parameters (the notebook writes its tables and charts there).
     A cell error raises ReportError naming the cell and the exception; the executed notebook,
     with that cell's traceback, is kept in `keep_failed` (papermill's habit) and the message says
-    where. `kernels`: run in this thread's kernel of a `SharedKernels` (started ahead by
-    `make_report`) instead of a new one.
+    where. `kernels`: the notebook runs in this thread's kernel of that `SharedKernels` (started
+    ahead by `make_report`).
     """
     import papermill as pm
 
@@ -186,9 +185,7 @@ def execute(
         raise ReportError(f"notebook {source} is missing (install microctx from its source tree)")
     executed = staging / NOTEBOOKS[kind]
     try:
-        shared = {"km": kernels.kernel()} if kernels is not None else {"extra_arguments": QUIET_KERNEL}
-        if kernels is None:
-            check_kernel()
+        kernel = kernels.kernel()
     except KernelError as exc:
         raise ReportError(str(exc)) from None
     try:
@@ -200,7 +197,7 @@ def execute(
             progress_bar=progress,
             log_output=False,
             request_save_on_cell_execute=False,
-            **shared,
+            km=kernel,
         )
         # written once at the end (and on a cell error), not before and after every cell: each
         # save serialises and validates the whole notebook, charts included (issue 24)
