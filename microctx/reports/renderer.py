@@ -42,23 +42,39 @@ class Renderer:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def _ask(self, request: dict) -> dict | None:
-        """Send one request and read its answer; None (and the renderer is dropped) when it failed."""
+    def _send(self, request: dict) -> bool:
+        """Write one request; False when it was not sent: a value JSON cannot carry (drawn in this
+        process), or the renderer died (it is dropped). An interruption drops it too and is raised:
+        a request half sent, or sent and never answered, would put every later answer out of step."""
         process = self._process
         if process is None or process.stdin is None or process.stdout is None:
-            return None
+            return False
         try:
             line = json.dumps(request).encode() + b"\n"
-        except (TypeError, ValueError):  # a value JSON cannot carry: drawn in this process
-            return None
+        except (TypeError, ValueError):
+            return False
         try:
             process.stdin.write(line)
             process.stdin.flush()
+        except (OSError, ValueError):  # it died (or its pipe was closed)
+            self.close()
+            return False
+        except BaseException:
+            self.close()
+            raise
+        return True
+
+    def _receive(self) -> dict | None:
+        """The answer to the request just sent; None (and the renderer is dropped) when it died,
+        or when it answered with an error (then the caller draws, and raises the real error)."""
+        process = self._process
+        assert process is not None and process.stdout is not None  # `_send` succeeded under the lock
+        try:
             answer = json.loads(process.stdout.readline())
         except (OSError, ValueError):  # it died
             self.close()
             return None
-        except BaseException:  # interrupted mid-conversation: an answer may be left unread
+        except BaseException:  # interrupted: the answer may be left unread
             self.close()
             raise
         return answer if isinstance(answer, dict) and "error" not in answer else None
@@ -66,7 +82,7 @@ class Renderer:
     def svg(self, spec: dict) -> str | None:
         """The SVG vega draws for the (themed) Vega-Lite `spec`; None when the renderer could not."""
         with self._lock:
-            answer = self._ask({"svg": spec})
+            answer = self._receive() if self._send({"svg": spec}) else None
         if answer is None or not isinstance(answer.get("svg"), str):
             return None
         self.rendered += 1
@@ -79,30 +95,13 @@ class Renderer:
         writes it)."""
         done = [False]
         with self._lock:
-            process, sent = self._process, False
-            if process is not None and process.stdin is not None:
-                line = json.dumps({"pdf": svg, "path": path}).encode() + b"\n"
-                try:
-                    process.stdin.write(line)
-                    process.stdin.flush()
-                    sent = True
-                except (OSError, ValueError):  # it died (or its pipe was closed): the caller writes the PDF
-                    self.close()
-                except BaseException:  # interrupted mid-request: its answer would answer the next one
-                    self.close()
-                    raise
+            sent = self._send({"pdf": svg, "path": path})
             try:
                 yield done
             finally:
                 if sent:
-                    try:
-                        answer = json.loads(process.stdout.readline())  # type: ignore[union-attr]
-                        done[0] = isinstance(answer, dict) and answer.get("pdf") == path
-                    except (OSError, ValueError):
-                        self.close()
-                    except BaseException:  # interrupted: the answer may be left unread
-                        self.close()
-                        raise
+                    answer = self._receive()
+                    done[0] = answer is not None and answer.get("pdf") == path
 
     def close(self) -> None:
         process, self._process = self._process, None
