@@ -322,3 +322,17 @@ def test_special_never_shows_a_stand_in_while_other_threads_run():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"  # no module was ever loaded under a stand-in
+
+
+def test_the_bound_corpus_types_take_the_contracts_splits_and_states():
+    """The bound fast path (`records._Bound`) types `split` and `state` as literals: they must be
+    the contract's own values (a split or state added there and not here would send every bound
+    corpus to the slow path, or one dropped there would still be accepted here)."""
+    from typing import get_args, get_type_hints
+
+    from microctx.contract.schemas import STATES
+    from microctx.contract.split import SPLITS
+    from microctx.grading import records
+
+    hints = get_type_hints(records._Bound)
+    assert get_args(hints["split"]) == SPLITS and get_args(hints["state"]) == STATES
