@@ -86,9 +86,15 @@ class AtomicOutputs:
         return handle
 
     def staged_path(self, path: str | os.PathLike) -> Path:
-        """The temporary file staged for `path` (to read back what was written before publishing)."""
+        """The temporary file staged for `path`, flushed (to read back what was written before
+        publishing)."""
         dest = Path(path)
-        return next(staged.tmp for staged in self._staged if staged.dest == dest)
+        staged = next(staged for staged in self._staged if staged.dest == dest)
+        try:
+            staged.handle.flush()
+        except OSError as exc:
+            raise write_failure(dest, exc) from None
+        return staged.tmp
 
     def write(self, path: str | os.PathLike, chunks: bytes | Iterable[bytes]) -> None:
         handle = self.stage(path)

@@ -462,10 +462,9 @@ def _make_run_folder(run: RunInputs, root: Path) -> tuple[Path, Path | None, Pat
 
 def _publish(run: RunInputs, manifest: dict, data: bytes | None, into: AtomicOutputs | None = None) -> None:
     """Write the submission (only for a good run) and the manifest, together as one set (or staged
-    in `into`, flushed so the caller can read them back); a failed run writes its manifest and
-    leaves no submission of its own at S."""
+    in `into`, which the caller reads back with `staged_path`); a failed run writes its manifest
+    and leaves no submission of its own at S."""
     from microctx._io.atomic import AtomicOutputs
-    from microctx._io.paths import write_failure
     from microctx.contract.canonical import dumps
 
     if data is None and run.submission.exists():
@@ -474,11 +473,6 @@ def _publish(run: RunInputs, manifest: dict, data: bytes | None, into: AtomicOut
         with AtomicOutputs() as out:
             _publish(run, manifest, data, out)
         return
-    for path, content in ((run.submission, data), (manifest_path(run.submission), dumps(manifest))):
-        if content is not None:
-            handle = into.stage(path)
-            try:
-                handle.write(content)
-                handle.flush()
-            except OSError as exc:
-                raise write_failure(path, exc) from None
+    if data is not None:
+        into.write(run.submission, data)
+    into.write(manifest_path(run.submission), dumps(manifest))
