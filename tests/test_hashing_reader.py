@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from microctx.contract.digests import HashingReader
+from microctx._io.hashing import HashingReader
 
 
 @pytest.fixture()
@@ -64,13 +64,13 @@ def test_verify_hashes_the_public_bytes_it_parses(tmp_path, s8f, monkeypatch):
     document["records"] = document["records"][:-1]
     second = orjson.dumps(document)
     public.write_bytes(first)
-    real = jsonscan.read_object_streaming
+    real = jsonscan.ObjectStream
 
     def replaced_first(*args, **kwargs):  # the file changes as its parse begins
         public.write_bytes(second)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(verifying, "STREAM_PUBLIC_FROM_BYTES", 0)
-    monkeypatch.setattr(verifying, "read_object_streaming", replaced_first)
+    monkeypatch.setattr(verifying, "ObjectStream", replaced_first)
     digest, parsed = verifying._load_public(public)
     assert parsed == document and digest == hashlib.sha256(second).hexdigest()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import orjson
 
+from microctx._io.hashing import HashingReader
 from microctx._io.jsonio import open_input
 
 _WS = b" \t\r\n"
@@ -38,9 +39,7 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
         yield from _scan_array(handle, block_size)
 
 
-def read_object_streaming(
-    path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, handle: BinaryIO | None = None
-) -> dict:
+def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
     """Parse a JSON object whose last key is a large array, holding one block of the file at a time.
 
     `orjson.loads` of a whole file holds the file's bytes, the parser's own copy and the Python
@@ -48,7 +47,7 @@ def read_object_streaming(
     items in batches (see `iter_json_array`). Anything else (another layout, keys after the
     array, bad JSON) raises IrregularJSON: the caller then uses `read_json`.
     """
-    with ObjectStream(path, list_key, block_size, tail_keys=False, handle=handle) as stream:
+    with ObjectStream(path, list_key, block_size, tail_keys=False) as stream:
         document = dict(stream.head)
         document[list_key] = list(stream.items())
     return document
@@ -63,20 +62,20 @@ class ObjectStream:
     Anything else (another layout, a key repeated, bad JSON) raises IrregularJSON, from the
     constructor or while the items are read: the caller then parses the file whole (`read_json`),
     whose errors name the problem. Use as a context manager (the file is closed on exit).
+
+    `hashed`: the file is hashed as it is read (`HashingReader`): `sha256` is the digest of the
+    bytes parsed, and a file that changed size while it was read raises IrregularJSON after the
+    last item (then read whole, and hashed with what was parsed).
     """
 
     def __init__(
-        self,
-        path: str | os.PathLike,
-        list_key: str,
-        block_size: int = 1 << 24,
-        *,
-        tail_keys: bool = True,
-        handle: BinaryIO | None = None,
+        self, path: str | os.PathLike, list_key: str, block_size: int = 1 << 24, *, tail_keys: bool = True, hashed: bool = False
     ) -> None:
         self.list_key, self.block_size, self.tail_keys = list_key, block_size, tail_keys
         self.tail: dict | None = None  # set once every item was read
-        self._handle = handle if handle is not None else open_input(path)  # `handle`: the file opened (closed on exit)
+        opened = open_input(path)
+        self._reader = HashingReader(opened) if hashed else None
+        self._handle: BinaryIO = cast(BinaryIO, self._reader) if self._reader is not None else opened
         try:
             self.head = self._read_head()
         except BaseException:
@@ -87,9 +86,16 @@ class ObjectStream:
         return read_head(self._handle, self.list_key)[0]
 
     def items(self) -> Iterator[object]:
-        """The array's items, in order; `tail` is set after the last."""
+        """The array's items, in order; `tail` (and, `hashed`, `sha256`) is set after the last."""
         rest = self._read_tail if self.tail_keys else None
         yield from _scan_array(self._handle, self.block_size, trailer=ord("}"), rest=rest, depth=2)
+        if self._reader is not None and self.sha256 is None:  # the file changed size as it was read
+            raise IrregularJSON
+
+    @property
+    def sha256(self) -> str | None:
+        """`hashed`: the SHA-256 of the file once every byte of it was read, else None."""
+        return self._reader.hexdigest() if self._reader is not None else None
 
     def _read_tail(self, blocks: _Blocks) -> None:
         """After the array's `]`: the rest of the object, `}` alone or `, "key": value, ... }`."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 # microctx.errors is imported by the validators, not here: a sandboxed candidate that needs only a
 # schema id (exact-sql) imports this module alone.
@@ -239,13 +239,10 @@ class AnswerStream:
     then reads the bundle whole (`load_answers`), whose errors name the problem."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        from microctx._io.jsonio import open_input
         from microctx._io.jsonscan import IrregularJSON, ObjectStream
-        from microctx.contract.digests import HashingReader
 
         self.path = path
-        self._reader = HashingReader(open_input(path))  # the bundle hashed as it is read: the digest of the bytes graded
-        self._stream = ObjectStream(path, "answers", handle=cast(BinaryIO, self._reader))
+        self._stream = ObjectStream(path, "answers", hashed=True)  # the digest of the bytes graded
         head = self._stream.head
         if "schema" not in head or "corpus_sha256" not in head:
             self._stream.__exit__()
@@ -274,7 +271,7 @@ class AnswerStream:
     @property
     def sha256(self) -> str | None:
         """The SHA-256 of the bytes read, once the whole bundle was read (`aggregates()`), else None."""
-        return self._reader.hexdigest()
+        return self._stream.sha256
 
     def __enter__(self) -> AnswerStream:
         return self
@@ -354,15 +351,12 @@ def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
     before the corpus digest, bad JSON) is read whole with `load_submission`."""
     import orjson
 
-    from microctx._io.jsonio import open_input
     from microctx._io.jsonscan import IrregularJSON, ObjectStream
-    from microctx.contract.digests import HashingReader
 
     if os.fspath(path) == "-":  # standard input cannot be read a second time: parsed whole
         return CompactSubmission.of(*read_submission(path))
     try:
-        reader = HashingReader(open_input(path))  # hashed as it is read: the digest of the bytes graded
-        with ObjectStream(path, "answers", handle=cast(BinaryIO, reader)) as stream:
+        with ObjectStream(path, "answers", hashed=True) as stream:  # the digest of the bytes graded
             if "corpus_sha256" not in stream.head:
                 raise IrregularJSON
             _check_submission_head(stream.head, path)
@@ -372,9 +366,7 @@ def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
                 encoded.append(_compact(orjson.dumps(answer)))
             assert stream.tail is not None
             top = {**stream.head, "answers": None, **stream.tail}
-            sha256 = reader.hexdigest()
-            if sha256 is None:  # the file grew while it was read: read (and hashed) whole
-                raise IrregularJSON
+            sha256 = stream.sha256  # set: a file that changed size as it was read is read whole
     except IrregularJSON:
         return CompactSubmission.of(*read_submission(path))
     check_aggregates(top.get("aggregates"), path, gold=False)

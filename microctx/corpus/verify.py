@@ -14,9 +14,10 @@ import os
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
+from microctx._io.hashing import HashingReader
 from microctx._io.jsonio import gc_paused, open_input, parse_json, read_bytes
-from microctx._io.jsonscan import IrregularJSON, read_object_streaming
-from microctx.contract.digests import HashingReader, file_sha256, sha256_hex
+from microctx._io.jsonscan import IrregularJSON, ObjectStream
+from microctx.contract.digests import file_sha256, sha256_hex
 from microctx.contract.schemas import REPORT_COUNTS, REPORT_SCHEMA, check_answers_document
 from microctx.contract.score import grade_counts
 from microctx.corpus.freeze import build, rebuild_digests
@@ -75,12 +76,10 @@ def _load_public(path) -> tuple[str, object]:
     try:
         if os.path.getsize(path) < STREAM_PUBLIC_FROM_BYTES:
             return _load(path)
-        reader = HashingReader(open_input(path))  # hashed as it is parsed: the digest of the bytes checked
-        document = read_object_streaming(path, "records", handle=cast(BinaryIO, reader))
-        digest = reader.hexdigest()
-        if digest is None:  # not read to its end, or it grew meanwhile
-            raise IrregularJSON
-        return digest, document
+        with ObjectStream(path, "records", tail_keys=False, hashed=True) as stream:  # the digest of the bytes checked
+            document = {**stream.head, "records": list(stream.items())}
+        assert stream.sha256 is not None  # `items` read it all, or raised IrregularJSON
+        return stream.sha256, document
     except (IrregularJSON, OSError):
         return _load(path)  # whose errors name the problem
 
