@@ -34,9 +34,17 @@ def iter_json_array(path: str | os.PathLike, block_size: int = 1 << 24) -> Itera
     objects, bad JSON, invalid UTF-8) raises IrregularJSON, possibly after some objects were
     yielded: the caller then parses the whole file with `read_json`, whose errors name the problem.
     """
-    handle = open_input(path)
+    handle = _open_streamed(path)
     with handle:
         yield from _scan_array(handle, block_size)
+
+
+def _open_streamed(path: str | os.PathLike) -> BinaryIO:
+    """`path` opened for a streaming read; IrregularJSON, before reading anything, for standard
+    input (`-`): a stream that gives up would leave its caller nothing to read whole again."""
+    if os.fspath(path) == "-":
+        raise IrregularJSON
+    return open_input(path)
 
 
 def read_object_streaming(path: str | os.PathLike, list_key: str, block_size: int = 1 << 24) -> dict:
@@ -73,7 +81,7 @@ class ObjectStream:
     ) -> None:
         self.list_key, self.block_size, self.tail_keys = list_key, block_size, tail_keys
         self.tail: dict | None = None  # set once every item was read
-        opened = open_input(path)
+        opened = _open_streamed(path)
         self._reader = HashingReader(opened) if hashed else None
         self._handle: BinaryIO = cast(BinaryIO, self._reader) if self._reader is not None else opened
         try:

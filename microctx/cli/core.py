@@ -81,7 +81,7 @@ def cmd_grade(args) -> int:
         return EXIT_OK if result.passed else EXIT_FAIL
     if not args.answers or args.devkit:
         raise InputError("--answers", "the test grade needs the answer bundle: give --answers (a devkit has no test answers)")
-    if not args.semantic and args.answers != "-":
+    if not args.semantic:  # standard input (`-`) is read whole: the stream refuses it before reading
         from microctx._io.jsonscan import IrregularJSON
 
         try:

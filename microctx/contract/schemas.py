@@ -353,9 +353,7 @@ def read_submission_compact(path: str | os.PathLike[str]) -> CompactSubmission:
 
     from microctx._io.jsonscan import IrregularJSON, ObjectStream
 
-    if os.fspath(path) == "-":  # standard input cannot be read a second time: parsed whole
-        return CompactSubmission.of(*read_submission(path))
-    try:
+    try:  # standard input (`-`) is read whole at once: the stream refuses it before reading
         with ObjectStream(path, "answers", hashed=True) as stream:  # the digest of the bytes graded
             if "corpus_sha256" not in stream.head:
                 raise IrregularJSON

@@ -226,9 +226,7 @@ def with_export(path: str | os.PathLike, consume: Callable[[Iterator[RawIssue]],
     streaming reader can take the file; when it cannot, `consume` starts again on the file
     parsed whole, so it must not have published anything before it returns)."""
     with gc_paused():
-        if os.fspath(path) == "-":  # standard input cannot be read a second time: parsed whole
-            return consume(iter_export(read_json(path), path))
-        try:
+        try:  # standard input (`-`) is read whole at once: the stream refuses it before reading
             return consume(iter_export(iter_json_array(path), path))
         except IrregularJSON:
             return consume(iter_export(read_json(path), path))
