@@ -87,24 +87,19 @@ class FactTable:
         # integer codes: comparing ints is far faster than comparing object arrays per slice
         self._kind_codes, self._kind_index = _factorize(self.kind)
 
-    @cached_property
-    def _values(self) -> tuple[np.ndarray, dict[Any, int]]:
-        """Every fact's value as a code (made when a mask first selects a value; `count` codes
-        only the values of the kinds its slices select, most facts being references)."""
-        return _factorize(self.value)
-
     def of_kind(self, kind: str) -> np.ndarray:
         """Which facts are of `kind` (compared as integer codes)."""
         returned: np.ndarray = self._kind_codes == self._kind_index.get(kind, -2)
         return returned
 
     def mask(self, spec: Spec) -> np.ndarray:
+        """The facts `spec` selects, fact by fact: the plain reference the per-kind counting
+        (`count`) is tested against."""
         keep = np.ones(len(self.kind), dtype=bool) if spec.record_mask is None else spec.record_mask[self.record]
         if spec.fact_kind is not None:
             keep &= self.of_kind(spec.fact_kind)
         if spec.fact_value is not None:
-            codes, index = self._values
-            keep &= codes == index.get(spec.fact_value, -2)
+            keep &= np.array([v == spec.fact_value for v in self.value], dtype=bool)
         return keep
 
 
