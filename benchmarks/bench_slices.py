@@ -150,6 +150,7 @@ def main() -> int:
             start = time.perf_counter()
             public, gold = scale.freeze_scale_corpus(Path(args.work) if args.work else tmp_path, args.records)
             big_answers = load_answers(gold)
+            big_subs = demo_submissions(big_answers)
             if not args.commands_only:  # the in-process tables at scale
                 big = load_corpus(public)
                 big_records = slices.record_table(big)
@@ -158,8 +159,6 @@ def main() -> int:
                     f"record_table made once, as the reports do)",
                     flush=True,
                 )
-            big_subs = demo_submissions(big_answers)
-            if not args.commands_only:
                 big_planted = slices.facts_frame(grade(big_answers, big_subs["planted"]).facts)
                 big_random = random_misses(slices.facts_frame(grade(big_answers, big_subs["oracle"]).facts), 0.10, 1)
                 for name, facts in (("planted", big_planted), ("10% random misses", big_random)):

@@ -85,7 +85,12 @@ def themed(spec: dict) -> dict:
 
 def render(chart: alt.TopLevelMixin | Spec) -> tuple[bytes, str]:
     """(PNG bytes, SVG text) of a chart (altair's or a `Spec`), rendered by vl-convert (no browser, no network)."""
-    return _render_dict(chart.spec if isinstance(chart, Spec) else chart.to_dict())
+    return _render_dict(_as_dict(chart))
+
+
+def _as_dict(chart: alt.TopLevelMixin | Spec) -> dict:
+    """The Vega-Lite document of an altair chart or a `Spec`."""
+    return chart.spec if isinstance(chart, Spec) else chart.to_dict()
 
 
 def _render_dict(spec: dict) -> tuple[bytes, str]:
@@ -148,7 +153,7 @@ def save(chart: alt.TopLevelMixin | Spec, name: str, charts_dir: str | os.PathLi
     """Render a chart and write `<name>.png`, `<name>.svg` and `<name>.pdf` (the figure for a
     write-up: `column_pdf`) into `charts_dir`, each atomically. With a renderer process (a
     report's kernel), it writes the PDF while this process rasterises the PNG."""
-    svg = _svg(chart.spec if isinstance(chart, Spec) else chart.to_dict())
+    svg = _svg(_as_dict(chart))
     folder = Path(charts_dir)
     folder.mkdir(parents=True, exist_ok=True)
     pdf = folder / f"{name}.pdf"
