@@ -3,9 +3,10 @@
 Every output goes to a temporary file in the destination folder and is renamed into place only
 when the whole command has succeeded, so a failure never leaves a half-written file or
 replaces a good one; the files of one command are published as a set (all or none), under a
-lock on their folders; a set may also remove an earlier output (`remove`) in the same commit, with a commit journal (see `microctx._io.sets`) so that a kill between
-two renames leaves a set that the next reader finishes. Folders (a report, the demo) are swapped
-in one step (renameat2 RENAME_EXCHANGE).
+lock on their folders, with a commit journal (see `microctx._io.sets`) so that a kill between
+two steps leaves a set that the next reader finishes. A set may also remove an earlier output
+(`remove`): the removal is journalled and committed with the renames, never done before them.
+Folders (a report, the demo) are swapped in one step (renameat2 RENAME_EXCHANGE).
 """
 
 from __future__ import annotations
