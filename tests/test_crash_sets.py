@@ -367,6 +367,16 @@ def test_a_failed_run_over_an_earlier_submission_is_old_or_new_after_a_kill(tmp_
     )
     assert kills == 3  # the journal, the manifest, the removal of the submission
     assert litter(folder) == []
+    # a reader killed while it finishes the committed set (before its own removal step) leaves the
+    # journal, and the next reader finishes the set
+    shutil.rmtree(folder)
+    shutil.copytree(tmp_path / "run-old", folder)
+    assert run(folder, "--param", "fail=true", kill_at=2).returncode == -signal.SIGKILL  # committed, nothing renamed
+    settle = f"from microctx._io import sets; sets.settle({str(folder / 'submission.json')!r})"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KILL_ENV: "2"}
+    assert subprocess.run([sys.executable, "-c", settle], env=env).returncode == -signal.SIGKILL
+    assert (folder / sets.JOURNAL).exists() and (folder / "submission.json").exists()
+    assert classify(contents(folder, names)) == "new" and not (folder / sets.JOURNAL).exists()
 
 
 def test_a_failed_re_evaluation_leaves_the_earlier_evaluation_or_the_failed_one_whole(tmp_path, s8f):
