@@ -1,8 +1,8 @@
-"""Output sets under a real kill between two renames (issue 23).
+"""Output sets under a real kill between two steps (issue 23): renames, and the removals a set makes.
 
-Each command runs in a child process that SIGKILLs itself just before its Nth rename
-(MICROCTX_KILL_AT_RENAME=N, see microctx._io.renames; one case uses strace's own injection), for
-every N until the command runs to the end. After each kill, a microctx reader (which finishes a
+Each command runs in a child process that SIGKILLs itself just before its Nth step, a rename or
+the removal of an earlier output (MICROCTX_KILL_AT_RENAME=N, see microctx._io.renames; one case
+uses strace's own injection), for every N until the command runs to the end. After each kill, a microctx reader (which finishes a
 committed set first, microctx._io.sets.settle) must see exactly the old set or exactly the new
 one, and the next command must leave no litter (`.mcx-*` temporaries, backups, journals, staging).
 """
@@ -58,7 +58,7 @@ def by_bytes(old: dict, new: dict):
     return lambda got: "old" if got == old else "new" if got == new else None
 
 
-def kill_every_rename(run, folder: Path, old: dict, new: dict, names, limit: int = 40, classify=None) -> int:
+def kill_every_step(run, folder: Path, old: dict, new: dict, names, limit: int = 40, classify=None) -> int:
     """Run `run(kill_at=N)` on a fresh copy of the old set for N = 1, 2, ... until it finishes;
     after each kill the set read back is old or new, whole (`classify`, by default byte for byte);
     returns the number of kills."""
@@ -76,7 +76,7 @@ def kill_every_rename(run, folder: Path, old: dict, new: dict, names, limit: int
             return n - 1
         assert done.returncode == -signal.SIGKILL, done.stderr
         kind = classify(contents(folder, names))
-        assert kind is not None, f"kill before rename {n}: a mixed set"
+        assert kind is not None, f"kill before step {n}: a mixed set"
         seen.add(kind)
     raise AssertionError("the command never finished")
 
@@ -91,7 +91,7 @@ def test_freeze_trio_is_old_or_new_after_a_kill_at_any_rename(tmp_path):
     assert freeze(folder, "old").returncode == 0
     old = contents(folder, TRIO)
     assert old != new
-    kills = kill_every_rename(lambda kill_at: freeze(folder, "new", kill_at=kill_at), folder, old, new, TRIO)
+    kills = kill_every_step(lambda kill_at: freeze(folder, "new", kill_at=kill_at), folder, old, new, TRIO)
     assert kills == 4  # three files and the journal
     # a killed freeze leaves litter; the next command into the folder removes it
     shutil.rmtree(folder)
@@ -148,7 +148,7 @@ def test_grade_and_fact_table_are_old_or_new_after_a_kill(tmp_path):
     grade("perfect.json", folder)
     old = contents(folder, names)
     assert len(new) == len(old) == 2 and old != new
-    kills = kill_every_rename(lambda kill_at: grade("spoiled.json", folder, kill_at), folder, old, new, names)
+    kills = kill_every_step(lambda kill_at: grade("spoiled.json", folder, kill_at), folder, old, new, names)
     assert kills >= 3  # two files and the journal (the ledger may rename too)
 
 
@@ -230,7 +230,7 @@ def test_sweep_outputs_are_old_or_new_after_a_kill(tmp_path, s8f):
         return "new" if consistent else None
 
     assert classify(old) == "old" and classify(new) == "new"
-    kill_every_rename(lambda kill_at: sweep("miss = [6, 0]", folder, kill_at), folder, old, new, names, classify=classify)
+    kill_every_step(lambda kill_at: sweep("miss = [6, 0]", folder, kill_at), folder, old, new, names, classify=classify)
 
 
 INNER_SET = """
@@ -255,11 +255,12 @@ def test_a_set_published_inside_a_staging_folder_by_another_process_does_not_wai
     assert litter(tmp_path) == []
 
 
-def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f):
-    """evaluation.json names the grade beside it (grade.json and its fact table) and the run it
-    graded (submission.json and its manifest): one set of five. They were published apart, so a
-    re-evaluation killed between them left the new grade.json, or the new run, under the old
-    evaluation.json (another configuration, another exact count)."""
+EVALUATION = ("evaluation.json", "grade.json", "grade.facts.csv", "submission.json", "submission.run.json")
+
+
+def _sweeps_to_evaluate(tmp_path: Path, s8f, misses):
+    """A one-configuration sweep of the planted candidate per `miss` (folder `sw<miss>`); returns
+    `evaluate(miss, out, kill_at=None)`, which evaluates the selection of `sw<miss>`."""
     from microctx.candidates.devkit import make_devkit
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
@@ -267,7 +268,7 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
 
     devkit = tmp_path / "devkit.json"
     devkit.write_bytes(dumps(make_devkit(load_answers(s8f.answers), corpus=load_corpus(s8f.public))))
-    for miss in (6, 0):
+    for miss in misses:
         spec = tmp_path / f"s{miss}.toml"
         spec.write_text(
             f'[candidate]\nname = "planted"\nfunction = "{PLANTED}:run"\n[grid]\nmiss = [{miss}]\n'
@@ -276,12 +277,21 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
         done = cli("sweep", spec, "--public", s8f.public, "--devkit", devkit, "--out", tmp_path / f"sw{miss}", "--workers", "1")
         assert done.returncode == 0, done.stderr
 
-    def evaluate(miss: int, out: Path, kill_at=None):
+    def evaluate(miss, out: Path, kill_at=None):
         selected = tmp_path / f"sw{miss}" / "selected.json"
         return cli("evaluate", selected, "--public", s8f.public, "--answers", s8f.answers, "--out", out, kill_at=kill_at)
 
-    names = ("evaluation.json", "grade.json", "grade.facts.csv", "submission.json", "submission.run.json")
+    return evaluate
+
+
+def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f):
+    """evaluation.json names the grade beside it (grade.json and its fact table) and the run it
+    graded (submission.json and its manifest): one set of five. They were published apart, so a
+    re-evaluation killed between them left the new grade.json, or the new run, under the old
+    evaluation.json (another configuration, another exact count)."""
+    evaluate = _sweeps_to_evaluate(tmp_path, s8f, (6, 0))
     folder, expected = tmp_path / "ev", tmp_path / "expected"
+    names = EVALUATION
     assert evaluate(6, folder).returncode in (0, 1)
     old = contents(folder, names)
     shutil.copytree(folder, expected)
@@ -308,7 +318,7 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
         return "new" if same and agree and run else None
 
     assert classify(new) == "new"
-    kills = kill_every_rename(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)
+    kills = kill_every_step(lambda kill_at: evaluate(0, folder, kill_at), folder, old, new, names, classify=classify)
     assert kills >= 6  # five files and the journal, one set (the ledger may rename too)
     # an error after the run (answers of another corpus, found when they are opened) publishes none of the five
     wrong = ROOT / "tests" / "data" / "synthetic-answers.json"
@@ -316,3 +326,91 @@ def test_evaluate_grade_and_evaluation_are_old_or_new_after_a_kill(tmp_path, s8f
     done = cli("evaluate", selected, "--public", s8f.public, "--answers", wrong, "--out", tmp_path / "err")
     assert done.returncode == 2 and "bound to corpus" in done.stderr, done.stderr
     assert sorted(p.name for p in (tmp_path / "err").iterdir()) == []
+
+
+def _failed(got: dict, error: str) -> bool:
+    """The failed run's manifest alone (its submission gone), saying why and that it removed the
+    earlier submission."""
+    manifest = json.loads(got["submission.run.json"])
+    return manifest["ok"] is False and error in manifest["error"] and "removed the earlier submission.json" in manifest["error"]
+
+
+def test_a_failed_run_over_an_earlier_submission_is_old_or_new_after_a_kill(tmp_path):
+    """`microctx run` failing over an earlier submission of the same candidate removes it (it must
+    not pass for this run's result) in the set that publishes the failed run's manifest. It was
+    removed before the set was published: a kill in between left the earlier manifest without its
+    submission."""
+    public = ROOT / "tests" / "data" / "synthetic-public.json"
+
+    def run(out: Path, *params, kill_at=None):
+        submission = out / "submission.json"
+        return cli("run", f"{PLANTED}:run", "--public", public, "--submission", submission, *params, kill_at=kill_at)
+
+    names = ("submission.json", "submission.run.json")
+    folder, expected = tmp_path / "run", tmp_path / "expected"
+    folder.mkdir()
+    assert run(folder).returncode == 0
+    old = contents(folder, names)
+    shutil.copytree(folder, expected)
+    assert run(expected, "--param", "fail=true").returncode == 1
+    new = contents(expected, names)
+    assert len(old) == 2 and list(new) == ["submission.run.json"]
+
+    def classify(got: dict) -> str | None:
+        if got == old:
+            return "old"
+        return "new" if list(got) == ["submission.run.json"] and _failed(got, "planted failure") else None
+
+    assert classify(new) == "new"
+    kills = kill_every_step(
+        lambda kill_at: run(folder, "--param", "fail=true", kill_at=kill_at), folder, old, new, names, classify=classify
+    )
+    assert kills == 3  # the journal, the manifest, the removal of the submission
+    assert litter(folder) == []
+    # a reader killed while it finishes the committed set (before its own removal step) leaves the
+    # journal, and the next reader finishes the set
+    shutil.rmtree(folder)
+    shutil.copytree(tmp_path / "run-old", folder)
+    assert run(folder, "--param", "fail=true", kill_at=2).returncode == -signal.SIGKILL  # committed, nothing renamed
+    settle = f"from microctx._io import sets; sets.settle({str(folder / 'submission.json')!r})"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KILL_ENV: "2"}
+    assert subprocess.run([sys.executable, "-c", settle], env=env).returncode == -signal.SIGKILL
+    assert (folder / sets.JOURNAL).exists() and (folder / "submission.json").exists()
+    assert classify(contents(folder, names)) == "new" and not (folder / sets.JOURNAL).exists()
+
+
+def test_a_failed_re_evaluation_leaves_the_earlier_evaluation_or_the_failed_one_whole(tmp_path, s8f):
+    """A re-evaluation whose run fails publishes the failed run's manifest and evaluation.json, and
+    removes in the same set the earlier submission, grade and fact table: after a kill at any step
+    the folder holds the earlier evaluation whole, or the failed one whole. The runner removed the
+    submission before the set was published, so a kill in between left the earlier evaluation
+    without its submission (its manifest's digest matching no file); the earlier grade.json
+    stayed beside the failed evaluation.json."""
+    evaluate = _sweeps_to_evaluate(tmp_path, s8f, (6,))
+    shutil.copytree(tmp_path / "sw6", tmp_path / "swfail")
+    selected = json.loads((tmp_path / "swfail" / "selected.json").read_bytes())
+    selected["parameters"] = {"miss": 6, "fail": True}  # the configuration crashes at its one look
+    (tmp_path / "swfail" / "selected.json").write_text(json.dumps(selected))
+    folder, expected = tmp_path / "ev", tmp_path / "expected"
+    assert evaluate(6, folder).returncode in (0, 1)
+    old = contents(folder, EVALUATION)
+    shutil.copytree(folder, expected)
+    assert evaluate("fail", expected).returncode == 1
+    new = contents(expected, EVALUATION)
+    assert len(old) == len(EVALUATION) and sorted(new) == ["evaluation.json", "submission.run.json"]
+
+    def classify(got: dict) -> str | None:
+        if got == old:
+            return "old"
+        if sorted(got) != ["evaluation.json", "submission.run.json"]:
+            return None
+        evaluation = json.loads(got["evaluation.json"])
+        failed = (
+            evaluation["run_ok"] is False and evaluation["grade"] is None and evaluation["parameters"] == selected["parameters"]
+        )
+        return "new" if failed and _failed(got, "planted failure") else None
+
+    assert classify(new) == "new"
+    kills = kill_every_step(lambda kill_at: evaluate("fail", folder, kill_at), folder, old, new, EVALUATION, classify=classify)
+    assert kills == 6  # the journal, two files, three removals (a failed run is no look: no ledger)
+    assert litter(folder) == []

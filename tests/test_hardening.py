@@ -392,6 +392,51 @@ def test_a_rename_failing_half_way_puts_the_set_back(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c"]  # no journal, no backup left
 
 
+def test_a_removal_failing_half_way_puts_the_set_back(tmp_path, monkeypatch):
+    """A planted fault: the set replaces a and removes b and c; removing c fails after a was
+    replaced and b removed: both are put back (b from its hard-linked backup)."""
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(f"old {name}".encode())
+    real_unlink = os.unlink
+
+    def failing_unlink(path, *args, **kw):
+        if Path(path).name == "c":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_unlink(path, *args, **kw)
+
+    monkeypatch.setattr(os, "unlink", failing_unlink)
+    with pytest.raises(InputError, match="c: cannot write: Input/output error"):
+        with atomic.AtomicOutputs() as out:
+            out.write(tmp_path / "a", b"new a")
+            out.remove(tmp_path / "b")
+            out.remove(tmp_path / "c")
+    assert snapshot(tmp_path) == {n: f"old {n}".encode() for n in ("a", "b", "c")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c"]  # no journal, no backup left
+    monkeypatch.undo()
+    with atomic.AtomicOutputs() as out:
+        out.write(tmp_path / "a", b"new a")
+        out.remove(tmp_path / "b")
+        out.remove(tmp_path / "absent")  # nothing to remove: nothing to do
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "c"] and (tmp_path / "a").read_bytes() == b"new a"
+
+
+def test_a_removal_of_a_file_replaced_since_it_was_looked_at_is_refused(tmp_path):
+    """`same_as`: the file a set removes is the one its caller looked at (a failed run's proof that
+    it is an earlier submission), else nothing is replaced; a folder is never removed."""
+    (tmp_path / "a").write_bytes(b"old a")
+    (tmp_path / "b").write_bytes(b"earlier")
+    identity = atomic.file_identity(tmp_path / "b")
+    (tmp_path / "b").write_bytes(b"another file, written since")
+    with pytest.raises(InputError, match="b: changed since this command decided to remove it; nothing was replaced"):
+        with atomic.AtomicOutputs() as out:
+            out.write(tmp_path / "a", b"new a")
+            out.remove(tmp_path / "b", same_as=identity)
+    assert snapshot(tmp_path) == {"a": b"old a", "b": b"another file, written since"}
+    (tmp_path / "d").mkdir()
+    with pytest.raises(InputError, match="d: is a folder"):
+        atomic.AtomicOutputs().remove(tmp_path / "d")
+
+
 def test_an_unwritable_report_parent_is_one_line(work):
     (work / "afile").write_text("x")
     code, _, err = run_cli("report", "corpus", "--public", work / "public.json", "--out", work / "afile" / "rep")

@@ -4,8 +4,9 @@ Every output goes to a temporary file in the destination folder and is renamed i
 when the whole command has succeeded, so a failure never leaves a half-written file or
 replaces a good one; the files of one command are published as a set (all or none), under a
 lock on their folders, with a commit journal (see `microctx._io.sets`) so that a kill between
-two renames leaves a set that the next reader finishes. Folders (a report, the demo) are swapped
-in one step (renameat2 RENAME_EXCHANGE).
+two steps leaves a set that the next reader finishes. A set may also remove an earlier output
+(`remove`): the removal is journalled and committed with the renames, never done before them.
+Folders (a report, the demo) are swapped in one step (renameat2 RENAME_EXCHANGE).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import BinaryIO
 
 from microctx._io import sets
 from microctx._io.paths import locked_folders, resolved, write_failure
-from microctx._io.renames import exchange, rename
+from microctx._io.renames import exchange, remove, rename
 from microctx.errors import InputError
 
 
@@ -34,6 +35,19 @@ class _Staged:
     tmp: Path
     dest: Path
     handle: BinaryIO
+
+
+@dataclass(frozen=True)
+class _Removal:
+    dest: Path
+    identity: tuple[int, int, int, int] | None  # (device, inode, size, mtime) it must still have, or None
+
+
+def file_identity(path: str | os.PathLike) -> tuple[int, int, int, int]:
+    """What `AtomicOutputs.remove(..., same_as=)` compares: the file at `path` (not followed) by
+    device, inode, size and modification time."""
+    found = os.lstat(path)
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 def refuse_special(dest: Path) -> None:
@@ -58,17 +72,22 @@ class AtomicOutputs:
     folder; on a clean exit every staged file is renamed over its destination, under a lock on
     the destination folders, after a journal naming the whole set is written (the commit record:
     a reader that finds it finishes the renames first, see `microctx._io.sets`); on an exception
-    every temporary file is removed and no destination is touched. When a rename fails half way
-    (a name too long), the files already renamed are put back as they were (from hard-linked
-    backups). Every OSError is an InputError naming the output (one line, exit 2).
+    every temporary file is removed and no destination is touched. `remove(path)` adds a removal
+    to the set: `path` does not exist once the set is published (journalled like the renames, done
+    after them; nothing is removed when the set is not published). When a rename or a removal fails
+    half way (a name too long), the files already renamed or removed are put back as they were
+    (from hard-linked backups). Every OSError is an InputError naming the output (one line, exit 2).
     """
 
     def __init__(self) -> None:
         self._staged: list[_Staged] = []
+        self._removals: list[_Removal] = []
 
     def stage(self, path: str | os.PathLike) -> BinaryIO:
         dest = Path(path)
         folder = dest.parent
+        if any(removal.dest == dest for removal in self._removals):
+            raise ValueError(f"{dest} is both written and removed by this set")
         refuse_special(dest)
         if not folder.is_dir():
             raise InputError(dest, "output folder does not exist")
@@ -84,6 +103,17 @@ class AtomicOutputs:
         handle = os.fdopen(fd, "wb")
         self._staged.append(_Staged(tmp, dest, handle))
         return handle
+
+    def remove(self, path: str | os.PathLike, same_as: tuple[int, int, int, int] | None = None) -> None:
+        """Remove the earlier output at `path` when the set is published (nothing to do when there
+        is none). `same_as` (a `file_identity`): the set is refused, nothing replaced, when the
+        file found at publishing is not that one any more (replaced since the caller looked at it)."""
+        dest = Path(path)
+        if any(staged.dest == dest for staged in self._staged):
+            raise ValueError(f"{dest} is both written and removed by this set")
+        refuse_special(dest)
+        if dest.parent.is_dir():  # else there is nothing to remove
+            self._removals.append(_Removal(dest, same_as))
 
     def staged_path(self, path: str | os.PathLike) -> Path:
         """The temporary file staged for `path`, flushed (to read back what was written before
@@ -131,7 +161,8 @@ class AtomicOutputs:
                 raise write_failure(staged.dest, exc) from None
 
     def _folders(self) -> list[Path]:
-        return sorted({s.dest.parent for s in self._staged}, key=lambda p: str(resolved(p)))
+        dests = [s.dest for s in self._staged] + [r.dest for r in self._removals]
+        return sorted({dest.parent for dest in dests}, key=lambda p: str(resolved(p)))
 
     def _publish(self) -> None:
         folders = self._folders()
@@ -139,42 +170,67 @@ class AtomicOutputs:
             sets.settle(folder / "x")
         with locked_folders(folders):
             sets.tidy_folders(folders, {str(resolved(f)) for f in folders} | {os.fspath(f) for f in folders})
-            for staged in self._staged:
-                refuse_special(staged.dest)
-            backups = self._backups()
+            dests = [s.dest for s in self._staged] + [r.dest for r in self._removals]
+            for dest in dests:
+                refuse_special(dest)
+            removals = self._present_removals()
+            backups = self._backups(removals)
             journals: list[Path] = []
-            renamed: list[Path] = []
-            current = self._staged[0].dest if self._staged else Path(".")
+            done: list[Path] = []  # renamed or removed, in order: what a failure puts back
+            current = dests[0] if dests else Path(".")
             try:
-                if len(self._staged) > 1:
-                    journals = self._commit(folders)
+                if len(self._staged) + len(removals) > 1:
+                    journals = self._commit(folders, removals)
                 for staged in self._staged:
                     current = staged.dest
                     rename(staged.tmp, staged.dest)
-                    renamed.append(staged.dest)
+                    done.append(staged.dest)
+                for current in removals:
+                    remove(current)
+                    done.append(current)
                 _fsync_folders(folders)
             except OSError as exc:
-                _roll_back(renamed, backups)
+                _roll_back(done, backups, set(removals))
                 raise write_failure(current, exc) from None
             finally:
                 for path in [*journals, *backups.values()]:
                     with suppress(OSError):
                         path.unlink()
 
-    def _backups(self) -> dict[Path, Path]:
-        """Hard links to the files about to be replaced, to put them back if a rename fails."""
+    def _present_removals(self) -> list[Path]:
+        """The destinations to remove that exist (checked under the folders' locks); refuses the
+        set when one is no longer the file the caller meant (`same_as`)."""
+        present = []
+        for removal in self._removals:
+            try:
+                identity = file_identity(removal.dest)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise write_failure(removal.dest, exc) from None
+            if removal.identity is not None and identity != removal.identity:
+                raise InputError(removal.dest, "changed since this command decided to remove it; nothing was replaced")
+            present.append(removal.dest)
+        return present
+
+    def _backups(self, removals: list[Path]) -> dict[Path, Path]:
+        """Hard links to the files about to be replaced or removed, to put them back if a step fails."""
         backups: dict[Path, Path] = {}
-        for staged in self._staged:
-            if staged.dest.is_file() and not staged.dest.is_symlink():
-                backup = _side_name(staged.dest.parent, ".bak")
+        for dest in [s.dest for s in self._staged] + removals:
+            if dest.is_file() and not dest.is_symlink():
+                backup = _side_name(dest.parent, ".bak")
                 with suppress(OSError):  # a file system without hard links: no way back for this one
-                    os.link(staged.dest, backup)
-                    backups[staged.dest] = backup
+                    os.link(dest, backup)
+                    backups[dest] = backup
         return backups
 
-    def _commit(self, folders: list[Path]) -> list[Path]:
+    def _commit(self, folders: list[Path], removals: list[Path]) -> list[Path]:
         """Write the journal into every destination folder: from here on the new set is the set."""
-        data = sets.journal_bytes([(s.tmp.absolute(), s.dest.absolute()) for s in self._staged], [f.absolute() for f in folders])
+        data = sets.journal_bytes(
+            [(s.tmp.absolute(), s.dest.absolute()) for s in self._staged],
+            [f.absolute() for f in folders],
+            [dest.absolute() for dest in removals],
+        )
         journals = []
         for folder in folders:
             side = _side_name(folder, ".jtmp")
@@ -190,12 +246,12 @@ class AtomicOutputs:
         return journals
 
 
-def _roll_back(renamed: list[Path], backups: dict[Path, Path]) -> None:
-    for dest in reversed(renamed):  # put the set back as it was
+def _roll_back(done: list[Path], backups: dict[Path, Path], removed: set[Path]) -> None:
+    for dest in reversed(done):  # put the set back as it was
         with suppress(OSError):
             if dest in backups:
                 os.replace(backups.pop(dest), dest)
-            else:
+            elif dest not in removed:  # a new file where there was none
                 dest.unlink()
 
 

@@ -1,10 +1,12 @@
-"""Every rename of an output, in one place: plain renames, the atomic swap of two folders, and the
-kill hook that tests use to crash a command between two renames.
+"""Every rename and removal of an output, in one place: plain renames, the removals a set
+commits, the atomic swap of two folders, and the kill hook that tests use to crash a command
+between two of these steps.
 
-`MICROCTX_KILL_AT_RENAME=N` makes the process SIGKILL itself just before its Nth rename (counted
-from 1 over the whole process), the equivalent of `strace -e inject=rename:signal=SIGKILL:when=N`
-for the renames microctx makes itself; `MICROCTX_KILL_AT_RENAME=exchange` kills it just before its
-first folder swap (a report's, the demo's). Unset, it costs one dictionary look-up per rename.
+`MICROCTX_KILL_AT_RENAME=N` makes the process SIGKILL itself just before its Nth step, a rename or
+a removal (counted from 1 over the whole process), the equivalent of
+`strace -e inject=rename,unlink:signal=SIGKILL:when=N` for the steps microctx makes itself;
+`MICROCTX_KILL_AT_RENAME=exchange` kills it just before its first folder swap (a report's, the
+demo's), `=remove` just before its first removal. Unset, it costs one dictionary look-up per step.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ def rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """os.replace, counted for the kill hook."""
     _count_rename()
     os.replace(src, dst)
+
+
+def remove(path: str | os.PathLike) -> None:
+    """os.unlink of an output that a set removes, counted for the kill hook like a rename."""
+    _count_rename("remove")
+    os.unlink(path)
 
 
 _renameat2: Any = None  # libc's renameat2, False when there is none, None before the first look

@@ -1,16 +1,18 @@
 """Output sets that survive a kill: the pending-set journal, its recovery, and litter clean-up.
 
-A set of two or more files is published like this (see `AtomicOutputs`): every new file is
+A set of two or more steps is published like this (see `AtomicOutputs`): every new file is
 written and fsynced under a temporary name (`.mcx-<hex>.tmp`, flock-ed by its writer while it
-lives); then a journal, `.mcx-pending.json`, listing every (temporary, destination) pair is
-written into each destination folder (to a side name, then renamed: it appears whole); then the
-temporary files are renamed over their destinations one by one; then the journals are removed.
-The journal is the commit record: before it exists the old set is the set (the temporary files
-are litter), once it exists the new one is. Every microctx reader calls `settle(path)` before it
-reads a file, which finishes a journal it finds (renames what is left, removes the journal), so
-after a kill at any instruction a reader of ours sees the complete old set or the complete new
-one: no journal means the set in place is whole; a journal means the new set, finished first.
-The next command that publishes into a folder also removes the litter of killed commands.
+lives); then a journal, `.mcx-pending.json`, listing every (temporary, destination) pair and every
+destination the set removes (an earlier output that must not outlive it) is written into each
+destination folder (to a side name, then renamed: it appears whole); then the temporary files are
+renamed over their destinations one by one and the removed destinations unlinked; then the
+journals are removed. The journal is the commit record: before it exists the old set is the set
+(the temporary files are litter), once it exists the new one is. Every microctx reader calls
+`settle(path)` before it reads a file, which finishes a journal it finds (renames what is left,
+removes what the set removes, drops the journal), so after a kill at any instruction a reader of
+ours sees the complete old set or the complete new one: no journal means the set in place is
+whole; a journal means the new set, finished first. The next command that publishes into a
+folder also removes the litter of killed commands.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from microctx._io.paths import locked_folders
-from microctx._io.renames import rename
+from microctx._io.renames import remove, rename
 
 JOURNAL = ".mcx-pending.json"
 JOURNAL_SCHEMA = "microctx-pending-set/1"
@@ -33,13 +35,16 @@ PREFIX = ".mcx-"
 _JOURNAL_LIMIT = 1 << 20
 
 
-def journal_bytes(moves: list[tuple[Path, Path]], folders: list[Path]) -> bytes:
-    """The journal of a set: its (temporary, destination) pairs and every folder holding a copy."""
-    document = {
+def journal_bytes(moves: list[tuple[Path, Path]], folders: list[Path], removes: list[Path] | None = None) -> bytes:
+    """The journal of a set: its (temporary, destination) pairs, the destinations it removes
+    (`removes`, absent from a journal of a set without removals) and every folder holding a copy."""
+    document: dict = {
         "schema": JOURNAL_SCHEMA,
         "moves": [[os.fspath(tmp), os.fspath(dest)] for tmp, dest in moves],
         "journals": [os.fspath(folder / JOURNAL) for folder in folders],
     }
+    if removes:
+        document["removes"] = [os.fspath(dest) for dest in removes]
     return orjson.dumps(document)
 
 
@@ -56,10 +61,15 @@ def _read_journal(path: Path) -> dict | None:
 
 
 def _finish(document: dict, journal: Path) -> None:
-    """Roll a committed set forward: rename every temporary file still there, then drop the journals."""
+    """Roll a committed set forward: rename every temporary file still there, remove every
+    destination the set removes that is still there (a file or a link; a folder put in its way
+    since is left), then drop the journals."""
     for tmp, dest in document.get("moves", []):
         if os.path.lexists(tmp):
             rename(tmp, dest)
+    for dest in document.get("removes", []):
+        if os.path.lexists(dest) and not (os.path.isdir(dest) and not os.path.islink(dest)):
+            remove(dest)
     for copy in document.get("journals", [os.fspath(journal)]):
         with suppress(FileNotFoundError):
             os.unlink(copy)

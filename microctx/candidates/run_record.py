@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from microctx.candidates import sandbox as sb
 from microctx.candidates.registry import Candidate, run_version
@@ -47,6 +47,9 @@ from microctx.contract.digests import file_sha256
 from microctx.contract.records import RunManifest, manifest_path, model_counts, read_manifest, read_manifest_document
 from microctx.contract.schemas import RUN_SCHEMA, RUN_SCHEMAS
 from microctx.errors import InputError
+
+if TYPE_CHECKING:
+    from microctx._io.atomic import AtomicOutputs
 
 _RUN_SCHEMAS = RUN_SCHEMAS  # manifests this runner can read (proof of an earlier run)
 
@@ -86,15 +89,23 @@ class Outcome:
     ended: str
 
 
-def remove_stale_submission(submission: Path, candidate: str) -> str:
+def remove_stale_submission(submission: Path, candidate: str, into: AtomicOutputs) -> str:
     """After a failed run, remove the file at `submission` only when it provably is an earlier
     submission: the run manifest beside it names this candidate, a good run and the file's
     SHA-256, or the file itself is a submission document (schema absent or
     fak-microcontext-submission/1, valid as a submission). Anything else (an answer bundle, a
-    public corpus, a report, a file that is not JSON) is left in place. Returns what was done,
-    for the manifest's `error`."""
-    if _provably_submission(submission, candidate):
-        submission.unlink()  # an earlier run's file must not pass for this run's result
+    public corpus, a report, a file that is not JSON) is left in place. The removal is a step of
+    the run's set `into` (done when it is published, with the failed run's manifest: after a kill
+    the earlier submission and its manifest are both there, or neither; refused if the file is
+    replaced meanwhile). Returns what is done, for the manifest's `error`."""
+    from microctx._io.atomic import file_identity
+
+    try:
+        identity = file_identity(submission)  # before the proof reads it: the file removed is the file proved
+    except OSError:
+        identity = None
+    if identity is not None and _provably_submission(submission, candidate):
+        into.remove(submission, same_as=identity)  # an earlier run's file must not pass for this run's result
         return f"; removed the earlier {submission.name} so it cannot be graded as this run's"
     return (
         f"; left the existing {submission.name} in place: it is not provably an earlier submission (it is not this run's result)"

@@ -28,8 +28,9 @@ The run manifest written beside the submission is microctx.candidates.run_record
 A crash, a timeout, a limit hit, a missing or invalid submission (not JSON, wrong shape, another
 corpus's digest) is a failed run: the manifest says why, the submission is not written, and an
 earlier file at S is removed so that it cannot be graded as this run's result, but only when it
-provably is an earlier submission (`remove_stale_submission`); anything else is left and the
-manifest says so.
+provably is an earlier submission (`remove_stale_submission`), in the set that publishes the
+manifest (after a kill: the earlier submission and its manifest, or the failed run's manifest
+alone); anything else is left and the manifest says so.
 """
 
 from __future__ import annotations
@@ -463,16 +464,16 @@ def _make_run_folder(run: RunInputs, root: Path) -> tuple[Path, Path | None, Pat
 def _publish(run: RunInputs, manifest: dict, data: bytes | None, into: AtomicOutputs | None = None) -> None:
     """Write the submission (only for a good run) and the manifest, together as one set (or staged
     in `into`, which the caller reads back with `staged_path`); a failed run writes its manifest
-    and leaves no submission of its own at S."""
+    and leaves no submission of its own at S (an earlier one it removes is removed by the set)."""
     from microctx._io.atomic import AtomicOutputs
     from microctx.contract.canonical import dumps
 
-    if data is None and run.submission.exists():
-        manifest["error"] += remove_stale_submission(run.submission, run.spec.name)
     if into is None:
         with AtomicOutputs() as out:
             _publish(run, manifest, data, out)
         return
+    if data is None and run.submission.exists():
+        manifest["error"] += remove_stale_submission(run.submission, run.spec.name, into)
     if data is not None:
         into.write(run.submission, data)
     into.write(manifest_path(run.submission), dumps(manifest))

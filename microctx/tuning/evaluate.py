@@ -18,7 +18,9 @@ DIR2 gets `submission.json`, `submission.run.json`, `grade.json`, `grade.facts.c
 `evaluation.json` (the selection's digest, the ledger entry and counts), published as one set (the
 runner stages its two files in it: after a kill all five are old or all new; an error before the
 end publishes none). A failed run writes the manifest and `evaluation.json` only, and nothing is
-graded.
+graded: the same set removes an earlier evaluation's submission (when it provably is one, see
+`runner.remove_stale_submission`), grade and fact table, so the folder holds the whole earlier
+evaluation or the whole failed one, even after a kill.
 """
 
 from __future__ import annotations
@@ -275,5 +277,10 @@ def evaluate_selected(selected_path, public, answers, out, *, timeout: float | N
         }
         if manifest["ok"]:
             _grade_and_record(outcome, manifest, answers, submission, out, corpus_sha256, cand["name"], files)
+        else:  # no grade: an earlier evaluation's must not stand beside this one
+            from microctx.contract.facts import facts_path
+
+            files.remove(out / "grade.json")
+            files.remove(facts_path(out / "grade.json"))
         files.write(out / MARKER, dumps({k: v for k, v in outcome.items() if k not in ("summary", "look_line")}))
     return outcome
