@@ -93,20 +93,16 @@ def _record_look(answers: dict, submission: dict, answers_read: tuple, submissio
     (None, None) for a document given parsed."""
     from microctx.contract.canonical import dumps
     from microctx.contract.digests import sha256_hex
-    from microctx.contract.records import read_manifest
-    from microctx.grading.examples import look_mark
-    from microctx.grading.ledger import record_grade
+    from microctx.grading.ledger import record_graded
 
     (answers_path, answers_sha), (submission_path, submission_sha) = answers_read, submission_read
-    manifest = read_manifest(submission_path, sha256=submission_sha) if submission_path is not None else None
-    return record_grade(
+    return record_graded(
         answers_path,
+        answers,
+        submission,
         grade,
         via="python grade",
         submission_path=submission_path,
-        submission=None if submission_path is not None else submission,
-        manifest=manifest,
-        marked=look_mark(answers, submission, manifest),
         answers_sha256=answers_sha if answers_path is not None else sha256_hex(dumps(answers)),
         submission_sha256=submission_sha,
     )

@@ -128,21 +128,25 @@ def _grade_whole(args) -> int:
     """The test grade with both documents parsed whole (`--semantic` needs them; or a bundle the
     streaming reader cannot take)."""
     from microctx.contract.facts import StreamedFacts
-    from microctx.contract.records import read_manifest
     from microctx.contract.schemas import read_answers, read_submission
     from microctx.contract.score import grade
-    from microctx.grading.examples import look_mark
+    from microctx.grading.ledger import looks_line, record_graded
 
     (answers, answers_sha256), (submission, submission_sha256) = read_answers(args.answers), read_submission(args.submission)
     with StreamedFacts(args.output) as table:  # the fact rows are written as they are made
         result = grade(answers, submission, rows_to=table)
         layer = _semantic_layer(args, answers, submission)
-        manifest = read_manifest(args.submission, sha256=submission_sha256)
-        marked = look_mark(answers, submission, manifest)
-        digests = (answers_sha256, submission_sha256)
-        look = _held_out_look(
-            args.answers, result.grade, "grade", args.submission, digests=digests, manifest=manifest, marked=marked
+        entry = record_graded(
+            args.answers,
+            answers,
+            submission,
+            result.grade,
+            via="grade",
+            submission_path=args.submission,
+            answers_sha256=answers_sha256,
+            submission_sha256=submission_sha256,
         )
+        look = looks_line(entry)
         table.grade = result.grade
     print(result.summary())
     print(look)

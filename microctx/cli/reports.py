@@ -12,7 +12,6 @@ from microctx.cli.common import (
     N_BOOT,
     SEED,
     _check_paths,
-    _held_out_look,
     _report_done,
     _s8f_default,
     _say,
@@ -88,11 +87,10 @@ def _slices(args, kw: dict) -> int:
 
     from microctx._io.atomic import atomic_write
     from microctx._io.csvout import columns_csv_bytes
-    from microctx.contract.records import read_manifest
     from microctx.contract.schemas import read_submission
     from microctx.contract.score import grade
     from microctx.grading.counts import FactCells, prepare_cells
-    from microctx.grading.examples import look_mark
+    from microctx.grading.ledger import looks_line, record_graded
     from microctx.grading.records import bound_record_columns
     from microctx.grading.table import slice_columns
 
@@ -104,12 +102,17 @@ def _slices(args, kw: dict) -> int:
     table = slice_columns(prepare_cells(facts.cells, records, "facts"), records, **kw)
     layer = _semantic_layer(args, answers, submission)
     # a grade on test: one look, marked as grade marks it (an example submission's is kept, not counted)
-    manifest = read_manifest(args.submission, sha256=submission_sha256)
-    marked = look_mark(answers, submission, manifest)
-    digests = (answers_sha256, submission_sha256)
-    look = _held_out_look(
-        args.answers, result.grade, "slices", args.submission, digests=digests, manifest=manifest, marked=marked
+    entry = record_graded(
+        args.answers,
+        answers,
+        submission,
+        result.grade,
+        via="slices",
+        submission_path=args.submission,
+        answers_sha256=answers_sha256,
+        submission_sha256=submission_sha256,
     )
+    look = looks_line(entry)
     atomic_write(args.output, columns_csv_bytes(table))
     judged = int((~np.isnan(table["p_value"])).sum())  # the slices the table judged (the method text's count)
     print(

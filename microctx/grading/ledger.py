@@ -280,25 +280,55 @@ def record_look(
 
 def record_report_look(inputs: Any, name: str, result: GradeResult, via: str) -> dict[str, Any]:
     """Append a report's grading on test of `inputs.submissions[name]` (a reports.tables.Inputs)
-    to the held-out ledger, with the submission's run manifest beside it (read with
-    `contract.records.read_manifest`; an unreadable one is no manifest) and its look mark
-    (`grading.examples.look_mark`: an example submission's look is kept, not counted)."""
-    from microctx.contract.records import read_manifest
-    from microctx.grading.examples import look_mark
-
-    path, digest = inputs.paths.get(name), inputs.digests.get(name)  # the digest of the bytes graded
-    manifest = read_manifest(path, sha256=digest) if path else None
-    return record_grade(
+    to the held-out ledger (`record_graded`, with the digest of the bytes graded)."""
+    path = inputs.paths.get(name) or None
+    return record_graded(
         inputs.answers_path,
+        inputs.answers,
+        inputs.submissions[name],
         result.grade,
         via=via,
         submission_path=path,
-        submission=None if path else inputs.submissions[name],
         candidate=name,
-        manifest=manifest,
-        marked=look_mark(inputs.answers, inputs.submissions[name], manifest),
         answers_sha256=inputs.answers_sha256,
-        submission_sha256=digest,
+        submission_sha256=inputs.digests.get(name),
+    )
+
+
+def record_graded(
+    answers_path: str | os.PathLike[str],
+    answers: dict[str, Any],
+    submission: dict[str, Any],
+    grade: dict[str, Any],
+    *,
+    via: str,
+    submission_path: str | os.PathLike[str] | None = None,
+    candidate: str | None = None,
+    answers_sha256: str | None = None,
+    submission_sha256: str | None = None,
+) -> dict[str, Any]:
+    """Append the look that grading `submission` (the document read from `submission_path`, or
+    given parsed when that is None) on `answers` was: with the run manifest beside the file
+    (`contract.records.read_manifest`, checked against `submission_sha256`, the digest of the
+    bytes graded; an unreadable one is no manifest) and its look mark (`grading.examples.look_mark`:
+    an example submission's look is kept, not counted). The one home of these steps for every
+    grading that holds both documents parsed (grade read whole, slices, the API, the reports);
+    the streamed grade marks as it reads (`examples.LookMark`) and calls `record_grade` itself."""
+    from microctx.contract.records import read_manifest
+    from microctx.grading.examples import look_mark
+
+    manifest = read_manifest(submission_path, sha256=submission_sha256) if submission_path is not None else None
+    return record_grade(
+        answers_path,
+        grade,
+        via=via,
+        submission_path=submission_path,
+        submission=None if submission_path is not None else submission,
+        candidate=candidate,
+        manifest=manifest,
+        marked=look_mark(answers, submission, manifest),
+        answers_sha256=answers_sha256,
+        submission_sha256=submission_sha256,
     )
 
 
