@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -212,3 +213,79 @@ def test_label_studio_picks_the_question_s_region_among_several(study, tmp_path)
     path.write_text(json.dumps([task]))
     with pytest.raises(InputError, match="several choices regions and none named"):
         import_labels(study.path, "label-studio", path, {str(n): x for x, n in USER_IDS.items()})
+
+
+def _wrong_shapes(item: str) -> list[tuple[str, bytes, str]]:
+    """(format, export bytes, what the one-line error says) for exports whose records or fields
+    are of the wrong JSON type: each was an AttributeError (exit 70) before."""
+    task = {"data": {"item": item}, "annotations": [{"completed_by": 1, "result": []}]}
+
+    def ls(**change) -> bytes:
+        return json.dumps([{**task, **change}]).encode()
+
+    return [
+        ("label-studio", b"[5]", "record 0: expected an object, got number"),
+        ("label-studio", ls(data=[item]), "record 0: field 'data': expected an object, got array"),
+        ("label-studio", ls(annotations=[5]), "field 'annotations[0]': expected an object, got number"),
+        ("label-studio", ls(annotations={"a": 1}), "field 'annotations': expected an array, got object"),
+        (
+            "label-studio",
+            ls(annotations=[{"completed_by": 1, "result": [{"type": "choices", "value": 5}]}]),
+            "field 'annotations[0].result[0].value': expected an object, got number",
+        ),
+        (
+            "label-studio",
+            ls(annotations=[{"completed_by": 1, "result": [{"type": "choices", "value": {"choices": "yes"}}]}]),
+            "field 'annotations[0].result[0].value.choices': expected an array, got string",
+        ),
+        ("prodigy", b"[1]\n", "record line 1: expected an object, got array"),
+        ("prodigy", json.dumps({"meta": 5}).encode(), "record line 1: field 'meta': expected an object, got number"),
+        ("prodigy", json.dumps({"item": item, "accept": "yes"}).encode(), "field 'accept': expected an array, got string"),
+        ("argilla", b"[null]", "record 0: expected an object, got null"),
+        ("argilla", json.dumps([{"id": item, "responses": [1]}]).encode(), "field 'responses': expected an object, got array"),
+        (
+            "argilla",
+            json.dumps([{"id": item, "responses": {"conflict": [5], "duplicate": [5]}}]).encode(),
+            "expected an object, got number",
+        ),
+    ]
+
+
+def test_exports_of_the_wrong_shape_are_refused_naming_record_and_field(study, tmp_path):
+    item = next(name for name, row in sorted(study.items.items()) if row["question"] == "conflict")
+    for fmt, payload, said in _wrong_shapes(item):
+        path = tmp_path / f"bad.{fmt}"
+        path.write_bytes(payload)
+        with pytest.raises(InputError) as caught:
+            import_labels(study.path, fmt, path, {"1": "ann"})
+        assert str(caught.value).startswith(str(path)) and said in str(caught.value), (fmt, payload, str(caught.value))
+    assert ev.read(study.events_path) == []
+
+
+def test_text_exports_are_decoded_and_split_strictly(study, tmp_path):
+    """A CSV saved by a spreadsheet (a byte order mark first) is read; bytes that are not UTF-8, a
+    row with a cell missing and a cell past the csv module's limit are one InputError naming the
+    file and the line (before: exit 70, or a short row taken as a skip)."""
+    labels = planted(study)
+    path = tmp_path / "export.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + plain_csv(study, labels))
+    assert import_labels(study.path, "csv", path) == 264
+    name = sorted(labels)[0]
+    annotator = sorted(labels[name])[0]
+    cases = [
+        ("csv", f"item,annotator,label\n{name},{annotator},caf\xe9\n".encode("latin-1"), "not valid UTF-8: byte 0xe9 at offset"),
+        ("prodigy", b'{"item": "caf\xe9"}\n', "not valid UTF-8: byte 0xe9 at offset 13"),
+        ("csv", f"item,annotator,label\n{name},{annotator}\n".encode(), "record 2: field 'label': missing"),
+        ("csv", f"item,annotator,label\n{name},{annotator},yes,x\n".encode(), "record 2: 4 cells, the header has 3"),
+        (
+            "csv",
+            f'item,annotator,label\n{name},{annotator},"{"x" * 200_000}"\n'.encode(),
+            "record 2: not valid CSV: field larger",
+        ),
+    ]
+    before = ev.read(study.events_path)
+    for fmt, payload, said in cases:
+        path.write_bytes(payload)
+        with pytest.raises(InputError, match=re.escape(said)):
+            import_labels(study.path, fmt, path)
+    assert ev.read(study.events_path) == before

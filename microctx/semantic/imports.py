@@ -18,14 +18,13 @@ file, the record and the field.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 
 import orjson
 
 from microctx._io.jsonio import parse_json, read_bytes
-from microctx.errors import InputError
+from microctx._io.textin import decode_text, read_csv_rows
+from microctx.errors import InputError, json_type_name
 from microctx.semantic import events as ev
 from microctx.semantic.items import StudyFolder
 
@@ -72,9 +71,32 @@ def _json_array(data: bytes, path: str, what: str) -> list:
     return parsed
 
 
+def _object(value: object, where: tuple, *, missing_ok: bool = False) -> dict:
+    """`value` when it is a JSON object (or null/absent, as {}, when `missing_ok`); else an
+    InputError naming the file, the record and the field (`where`)."""
+    if value is None and missing_ok:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(where[0], f"expected an object, got {json_type_name(value)}", record=where[1], field=where[2])
+    return value
+
+
+def _array(value: object, where: tuple) -> list:
+    """`value` when it is a JSON array (null or absent: []); else an InputError (see `_object`)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(where[0], f"expected an array, got {json_type_name(value)}", record=where[1], field=where[2])
+    return value
+
+
 def _choice(regions: list, question: str, where: tuple) -> str | None:
     """The chosen label of a Label Studio annotation: its `choices` region named after the
     question (or `label`), else its only `choices` region; several unnamed ones are ambiguous."""
+    for r, region in enumerate(regions):
+        if isinstance(region, dict) and region.get("type") == "choices":
+            value = _object(region.get("value"), (where[0], where[1], f"{where[2]}[{r}].value"))
+            _array(value.get("choices"), (where[0], where[1], f"{where[2]}[{r}].value.choices"))
     choices = [r for r in regions if isinstance(r, dict) and r.get("type") == "choices" and (r.get("value") or {}).get("choices")]
     named = [r for r in choices if r.get("from_name") in (question, "label")]
     if len(named) > 1 or (not named and len(choices) > 1):
@@ -89,27 +111,31 @@ def from_label_studio(folder: StudyFolder, data: bytes, path: str, users: dict) 
     tasks = _json_array(data, path, "tasks (Label Studio's JSON export)")
     found = []
     for t, task in enumerate(tasks):
-        item = (task.get("data") or {}).get("item") if isinstance(task, dict) else None
+        task = _object(task, (path, t, None))
+        item = _object(task.get("data"), (path, t, "data"), missing_ok=True).get("item")
         question = folder.item(str(item), path, t)["question"]
-        for a, annotation in enumerate(task.get("annotations") or []):
+        for a, annotation in enumerate(_array(task.get("annotations"), (path, t, "annotations"))):
             where = (path, f"{t} (item {item})", f"annotations[{a}].result")
-            label = None if annotation.get("was_cancelled") else _choice(annotation.get("result") or [], question, where)
+            annotation = _object(annotation, (path, where[1], f"annotations[{a}]"))
+            regions = _array(annotation.get("result"), where)
+            label = None if annotation.get("was_cancelled") else _choice(regions, question, where)
             found.append(_label_event(folder, item, annotation.get("completed_by"), label, users, where))
     return found
 
 
 def from_prodigy(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
     found = []
-    for n, line in enumerate(data.decode().splitlines(), 1):
+    for n, line in enumerate(decode_text(data, path).split("\n"), 1):
         if not line.strip():
             continue
         try:
             task = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise InputError(path, f"not JSON: {exc}", record=f"line {n}") from None
-        item = (task.get("meta") or {}).get("item", task.get("item"))
+        task = _object(task, (path, f"line {n}", None))
+        item = _object(task.get("meta"), (path, f"line {n}", "meta"), missing_ok=True).get("item", task.get("item"))
         where = (path, f"line {n} (item {item})", "accept")
-        accepted = task.get("accept") or []
+        accepted = _array(task.get("accept"), where)
         label = accepted[0] if task.get("answer") == "accept" and accepted else None
         who = task.get("_annotator_id") or task.get("_session_id")
         found.append(_label_event(folder, item, who, label, users, where))
@@ -120,24 +146,25 @@ def from_argilla(folder: StudyFolder, data: bytes, path: str, users: dict) -> li
     records = _json_array(data, path, "records (Argilla's records.to_json)")
     found = []
     for r, record in enumerate(records):
+        record = _object(record, (path, r, None))
         item = folder.item(str(record.get("id")), path, r)
-        responses = record.get("responses") or {}
+        where = (path, f"{r} (item {item['item']})", "responses")
+        responses = _object(record.get("responses"), where, missing_ok=True)
         for key in (item["question"], "label"):
-            for k, response in enumerate(responses.get(key) or []):
-                where = (path, f"{r} (item {item['item']})", f"responses.{key}[{k}]")
-                found.append(_label_event(folder, item["item"], response.get("user_id"), response.get("value"), users, where))
+            for k, response in enumerate(_array(responses.get(key), (*where[:2], f"responses.{key}"))):
+                at = (path, where[1], f"responses.{key}[{k}]")
+                response = _object(response, at)
+                found.append(_label_event(folder, item["item"], response.get("user_id"), response.get("value"), users, at))
     return found
 
 
 def from_csv(folder: StudyFolder, data: bytes, path: str, users: dict) -> list[dict]:
-    reader = csv.DictReader(io.StringIO(data.decode()))
-    if reader.fieldnames is None or not {"item", "annotator", "label"} <= set(reader.fieldnames):
-        raise InputError(path, "expected the CSV header item,annotator,label (and optional note)", field="header")
+    rows = read_csv_rows(path, ("item", "annotator", "label"), text=decode_text(data, path))
     return [
         _label_event(
             folder, row["item"], row["annotator"], row["label"] or None, users, (path, n, "label"), row.get("note") or ""
         )
-        for n, row in enumerate(reader, 2)
+        for n, row in rows
     ]
 
 
