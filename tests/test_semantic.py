@@ -465,3 +465,43 @@ def test_the_adjudication_widget_needs_a_reason_hides_names_and_undoes(study):
     widget._on_message(widget, {"action": "undo"}, [])
     assert widget.progress == {"done": 0, "total": 2, "unit": "decided"} and pair[0] not in status(study)["gold"]
     assert [e["kind"] for e in ev.read(study.events_path)][-2:] == ["adjudicate", "undo"]
+
+
+def test_study_outputs_never_replace_the_study_s_inputs(s8f, tmp_path):
+    """`study agreement --output` and `study freeze --out` naming the event log, items.json, the
+    study file (through a symlink too) or the answers the study was made from: refused, exit 2,
+    nothing replaced (before: agreement wrote its CSV over events.sqlite, losing every label)."""
+    public, answers = tmp_path / "public.json", tmp_path / "answers.json"
+    shutil.copyfile(s8f.public, public)
+    shutil.copyfile(s8f.answers, answers)
+    folder = init_folder(STUDY, public, answers, tmp_path / "study")
+    simulate(folder, truth_for(folder, 61), {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=62)
+    (tmp_path / "link").symlink_to(folder.path / "study.toml")
+    inputs = [folder.events_path, folder.path / "items.json", tmp_path / "link", answers]
+    before = {p: p.read_bytes() for p in [*inputs, public]}
+    for target in inputs:
+        for step, option in (("agreement", "--output"), ("freeze", "--out")):
+            run = cli("study", step, folder.path, option, target, "--n-boot", 50)
+            assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+            assert f"{option} is the same file as the input the study's" in run.stderr, run.stderr
+    assert {p: p.read_bytes() for p in before} == before
+    assert len(ev.read(folder.events_path)) == 264
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["agreement", "{dir}", "--output", "{out}", "--n-boot", "0"], "argument --n-boot: expected a whole number from 1 to"),
+        (["agreement", "{dir}", "--output", "{out}", "--seed", "-1"], "argument --seed: expected a whole number from 0 to"),
+        (["freeze", "{dir}", "--out", "{out}", "--n-boot", "10000000000"], "argument --n-boot: expected a whole number"),
+        (["import", "{dir}", "--format", "csv", "--from", "{out}", "--user", "7"], "argument --user: expected ID=NAME"),
+        (["judge", "{dir}", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "inf"], "argument --timeout"),
+    ],
+)
+def test_study_options_out_of_range_are_one_line(study, tmp_path, argv, said):
+    """Before: --n-boot 0 wrote NaN intervals (exit 0), --seed -1 and --user 7 were exit 70,
+    --n-boot 10^10 ran for ever; now the shared ranges (microctx.options) of every command."""
+    out = tmp_path / "out.csv"
+    run = cli("study", *[a.format(dir=study.path, out=out) for a in argv])
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
+    assert not out.exists() and ev.read(study.events_path) == []

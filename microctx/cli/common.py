@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+
+# The shared number types live at the base (microctx.options): `microctx study` uses them too.
+from microctx.options import MAX_SECONDS, N_BOOT, POSITIVE, SEED, bounded_int  # noqa: F401
+from microctx.options import seconds as _seconds  # noqa: F401
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -24,45 +27,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         _say(f"{self.prog}: {message} (see `{self.prog} -h`)")
         sys.exit(EXIT_INPUT)
-
-
-MAX_SECONDS = 30 * 86400  # a timeout past 30 days is a typo (1e308 would silently disable it)
-
-
-def _seconds(text: str) -> float:
-    """A positive, finite number of seconds, at most 30 days (`inf`, `nan`, 0, negatives and
-    `1e308` are refused)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive, finite number of seconds, at most {MAX_SECONDS} (30 days), got {text!r}"
-        )
-    return value
-
-
-def bounded_int(low: int, high: int):
-    """An argparse type: a whole number from `low` to `high` (a seed of -1, 2e9 resamples and the
-    like are refused as one line, exit 2, before anything runs)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
-        return value
-
-    parse.__name__ = "whole number"
-    return parse
-
-
-SEED = bounded_int(0, 2**32 - 1)  # numpy's seed range
-N_BOOT = bounded_int(1, 1_000_000)  # 10^6 resamples of a few thousand components fit in memory
-POSITIVE = bounded_int(1, 10**9)
 
 
 def _check_paths(inputs: dict, outputs: dict | None = None, folders: dict | None = None) -> None:

@@ -7,17 +7,25 @@ import io
 import sys
 
 from microctx.errors import InputError
+from microctx.options import N_BOOT, SEED, seconds
 
 EXIT_OK = 0
 
 
-def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    from microctx._io.jsonio import read_bytes
+def _user(text: str) -> tuple[str, str]:
+    """`--user ID=NAME`: (the tool's user id, the annotator)."""
+    import argparse
 
-    reader = csv.DictReader(io.StringIO(read_bytes(path).decode()))
-    if reader.fieldnames is None or list(reader.fieldnames[: len(required)]) != list(required):
-        raise InputError(path, f"expected the CSV header {','.join(required)}", field="header")
-    return list(enumerate(reader, 2))
+    tool_id, sep, name = text.partition("=")
+    if not sep or not tool_id or not name:
+        raise argparse.ArgumentTypeError(f"expected ID=NAME (a tool's user id, an annotator), got {text!r}")
+    return tool_id, name
+
+
+def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    from microctx._io.textin import read_csv_rows
+
+    return read_csv_rows(path, required)
 
 
 def _write_csv(rows: list[dict], columns: list[str], out=None) -> None:
@@ -72,7 +80,7 @@ def cmd_annotate(args) -> int:
 def cmd_import(args) -> int:
     from microctx.semantic.imports import import_labels
 
-    users = dict(pair.split("=", 1) for pair in args.user or [])
+    users = dict(args.user or [])
     count = import_labels(args.dir, args.format, args.source, users)
     print(f"{count} labels imported from {args.source} ({args.format})")
     return EXIT_OK
@@ -122,6 +130,7 @@ def cmd_agreement(args) -> int:
     from microctx.semantic.labels import annotator_labels
 
     folder = StudyFolder(args.dir)
+    folder.check_output("--output", args.output)
     labels = annotator_labels(folder)
     rows = study_agreement(folder, labels, n_boot=args.n_boot, seed=args.seed)
     buffer = io.StringIO()
@@ -192,7 +201,7 @@ def add_parsers(sub, parser_class=None) -> None:
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--format", required=True, choices=["label-studio", "prodigy", "argilla", "csv"])
     p.add_argument("--from", dest="source", required=True, metavar="FILE")
-    p.add_argument("--user", action="append", metavar="ID=NAME", help="map a tool's user id to an annotator")
+    p.add_argument("--user", action="append", type=_user, metavar="ID=NAME", help="map a tool's user id to an annotator")
     p.set_defaults(func=cmd_import)
     p = kinds.add_parser("queue", help="CSV of the disagreements to adjudicate on stdout")
     p.add_argument("dir", metavar="DIR")
@@ -210,13 +219,13 @@ def add_parsers(sub, parser_class=None) -> None:
         p = kinds.add_parser(name, help=what)
         p.add_argument("dir", metavar="DIR")
         p.add_argument(out, dest="output" if out == "--output" else "out", required=True, metavar="FILE")
-        p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap replicates (default 10000)")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--n-boot", type=N_BOOT, default=10_000, help="bootstrap replicates (default 10000)")
+        p.add_argument("--seed", type=SEED, default=0)
         p.set_defaults(func=func)
     p = kinds.add_parser("judge", help="a model behind an OpenAI-compatible endpoint labels every item (record mode)")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True)
     p.add_argument("--api-key-env", help="name of the variable holding the API key (never the key itself)")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=seconds, default=60.0)
     p.set_defaults(func=cmd_judge)

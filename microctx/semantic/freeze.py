@@ -110,7 +110,9 @@ def semantic_document(folder: StudyFolder, *, n_boot: int = DEFAULT_N_BOOT, seed
 def write_semantic(folder: str | os.PathLike, out: str | os.PathLike, **kw) -> dict:
     from microctx._io.atomic import atomic_write
 
-    document = semantic_document(StudyFolder(folder), **kw)
+    study = StudyFolder(folder)
+    study.check_output("--out", out)
+    document = semantic_document(study, **kw)
     atomic_write(out, dumps(document))
     return document
 

@@ -156,6 +156,24 @@ class StudyFolder:
                 )
         return load_answers(src["answers"]), load_corpus(src["public"]).document
 
+    def inputs(self) -> dict[str, Path]:
+        """Every file the study's commands read (the folder's files, the event log's SQLite side
+        files, the public corpus and answers it was made from): what no output may replace."""
+        names = (ITEMS_FILE, STUDY_FILE, GUIDELINE_FILE, EVENTS_FILE, EVENTS_FILE + "-wal", EVENTS_FILE + "-shm")
+        found = {f"the study's {name}": self.path / name for name in names}
+        sources = self.document.get("sources") or {}
+        for key in ("public", "answers"):
+            if isinstance(sources.get(key), str):
+                found[f"the study's {key} file"] = Path(sources[key])
+        return found
+
+    def check_output(self, option: str, path: str | os.PathLike) -> None:
+        """Refuse `path` as the output `option` when it is one of the study's `inputs` (the event
+        log, items.json, the answers it was made from...): exit 2, nothing replaced."""
+        from microctx._io.paths import check_paths
+
+        check_paths(self.inputs(), {option: path})
+
     def assigned(self, annotator: str) -> list[str]:
         if annotator not in self.document["assignments"]:
             raise InputError(
