@@ -75,6 +75,35 @@ def test_dev_zero_and_a_fifo_as_submission_are_refused(tmp_path):
         assert "not a regular file" in one_line(done)
 
 
+@pytest.mark.parametrize("command", ["ledger", "run", "verify"])
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_fifo_or_a_device_hashed_by_name_is_refused_at_once(tmp_path, command, kind):
+    """Inputs hashed by name (`ledger --answers`, the public corpus of `run`, the answers of
+    `verify`) went through a plain open(): a FIFO nobody writes to blocked for ever and /dev/zero
+    was hashed for ever. `file_sha256` now reads as every input does (`open_input`)."""
+    special = {"fifo": tmp_path / "x.fifo", "zero": Path("/dev/zero")}[kind]
+    if kind == "fifo":
+        os.mkfifo(special)
+    argv = {
+        "ledger": ["ledger", "--answers", special],
+        "run": ["run", "exact-sql", "--public", special, "--submission", tmp_path / "s.json"],
+        "verify": [
+            "verify",
+            "--public",
+            DATA / "synthetic-public.json",
+            "--answers",
+            special,
+            "--report",
+            DATA / "synthetic-report.json",
+        ],
+    }[command]
+    started = time.monotonic()
+    line = one_line(cli(*argv, env={"MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")}, timeout=30))
+    assert time.monotonic() - started < 20
+    assert str(special) in line and "not a regular file" in line
+    assert not (tmp_path / "s.json").exists()
+
+
 def test_an_input_over_the_size_limit_is_refused(tmp_path):
     line = one_line(cli(*freeze_args(tmp_path, DATA / "synthetic-raw.json"), env={"MICROCTX_MAX_INPUT_BYTES": "1000"}))
     assert "over the input limit of 1000" in line and "MICROCTX_MAX_INPUT_BYTES" in line

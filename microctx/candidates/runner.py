@@ -74,10 +74,12 @@ _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 
 def _check_public(path: Path) -> str:
     """The public corpus's digest; refuse what is plainly not a public corpus (checked by its head)."""
+    from microctx._io.jsonio import open_input
+
     if path.is_dir():
         raise InputError(path, "expected a public corpus file, got a folder")
     try:
-        with open(path, "rb") as handle:
+        with open_input(path) as handle:  # a regular file: a FIFO or a device is refused, never waited on
             head = handle.read(4096)
     except OSError as exc:
         raise InputError(path, f"cannot read file: {exc.strerror or exc}") from None

@@ -47,8 +47,16 @@ def _any_of(needles: list[bytes]) -> re.Pattern[bytes] | None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of the file at `path`, read as every input is (`open_input`): a FIFO, a device
+    (`/dev/zero`), a folder or a file over the input limit is an InputError at once, never a read
+    that blocks or never ends. Standard input (`-`) cannot be hashed by name (it is read once)."""
+    from microctx._io.jsonio import open_input
+    from microctx.errors import InputError
+
+    if os.fspath(path) == "-":
+        raise InputError(path, "standard input cannot be read twice; give a file")
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -372,7 +372,7 @@ def _belongs(manifest: dict[str, Any], submission: Path, sha256: str | None) -> 
         return True
     try:
         return file_sha256(submission) == digest
-    except OSError:
+    except (InputError, OSError):
         return False
 
 
