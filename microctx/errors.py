@@ -114,3 +114,45 @@ def shown(text: str, limit: int, pattern: re.Pattern[str] | None = None) -> str:
     folded, then cut to `limit` characters (in that order, so a cut never shows part of a secret).
     Secrets are scrubbed again after the URLs: showing a URL decodes its query once."""
     return " ".join(scrub_secret(scrub_urls(scrub_secret(text, pattern)), pattern).split())[:limit]
+
+
+# --- the secrets in this process's environment: never echoed back in a message ------------------
+
+_SECRET_VARIABLE = re.compile(r"(?i)(token|secret|passw|api_?key|access_?key|private_?key|credential)")
+_MIN_SECRET = 8  # a shorter value ("1", "true") is no secret, and hiding it would hide ordinary text
+
+
+def environment_secrets() -> dict[str, str]:
+    """Value -> name of the environment variables named like secrets (GITHUB_TOKEN,
+    OPENAI_API_KEY, MICROCTX_TOKEN, AWS_SECRET_ACCESS_KEY...) whose values have at least 8
+    characters, longest value first."""
+    import os
+
+    found = {v: k for k, v in sorted(os.environ.items()) if _SECRET_VARIABLE.search(k) and len(v) >= _MIN_SECRET}
+    return dict(sorted(found.items(), key=lambda item: len(item[0]), reverse=True))
+
+
+def environment_secret_in(value: object) -> str | None:
+    """The name of the first environment secret (`environment_secrets`) whose value a string in
+    `value` (a string, or the keys and items of dicts and lists, nested) holds, or None."""
+
+    def strings(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [s for k, v in node.items() for s in strings(k) + strings(v)]
+        if isinstance(node, (list, tuple)):
+            return [s for item in node for s in strings(item)]
+        return []
+
+    text = "\n".join(strings(value))
+    return next((name for secret, name in environment_secrets().items() if secret in text), None)
+
+
+def scrub_message(text: str) -> str:
+    """`text` fit to print: every secret of the environment hidden by value (raw or escaped, see
+    `secret_pattern`), then URLs scrubbed (`scrub_urls`). A user who gives a key where its
+    variable's name belongs (`--model-key-env sk-...`) is told so without the key shown."""
+    for value in environment_secrets():
+        text = scrub_secret(text, secret_pattern(value, exact_case=True))
+    return scrub_urls(text)

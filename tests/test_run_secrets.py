@@ -106,3 +106,28 @@ def test_every_escaped_form_of_a_key_is_redacted(tmp_path):
         output.write_text("a" * 50_000 + forms[8] + "b" * (16_000 - shift) + "\n")
         tail = output_tail(output, [key])
         assert "\\u0030\\u0031" not in tail and tail.endswith("b\n")
+
+
+def test_a_key_given_where_its_variable_s_name_belongs_is_never_echoed_or_recorded(s8f, tmp_path, monkeypatch, capsys):
+    """The key itself given for --model-key-env, --pass-env, --token-env, or as a parameter
+    (`--param api_key_env=sk-...`): before, the error line showed the key and the run manifest
+    recorded it; now the line hides it by value (any secret of the environment) and a parameter
+    holding one is refused before anything runs. A URL in a message has its password hidden too."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MICROCTX_TOKEN", KEY[::-1])
+    out = tmp_path / "s.json"
+    run = ["run", "exact-sql", "--public", str(s8f.public), "--submission", str(out)]
+    cases = [
+        [*run, "--model-endpoint", "https://api.example/v1", "--model-key-env", KEY],
+        [*run, "--pass-env", KEY],
+        [*run, "--model-endpoint", f"ftp://user:{KEY[::-1]}@api.example/v1"],
+        [*run, "--model-endpoint", "http://[broken"],
+        ["submit", "--server", "http://127.0.0.1:9", "--token-env", KEY[::-1], str(s8f.answers)],
+        ["run", "llm", "--public", str(s8f.public), "--submission", str(out), "--param", f"api_key_env={KEY}"],
+    ]
+    for argv in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and KEY not in err and KEY[::-1] not in err and "internal error" not in err, err
+    assert "a parameter holds the value of $OPENAI_API_KEY" in err
+    assert list(tmp_path.iterdir()) == []

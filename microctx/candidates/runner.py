@@ -64,7 +64,7 @@ from microctx.candidates.run_record import (  # noqa: F401  (manifest_path, read
     utc_now,
 )
 from microctx.contract.digests import file_sha256
-from microctx.errors import InputError
+from microctx.errors import InputError, environment_secret_in
 
 if TYPE_CHECKING:
     from microctx._io.atomic import AtomicOutputs
@@ -216,6 +216,9 @@ def _prepare(
     pass_env: Sequence[str] = (),
 ) -> RunInputs:
     """Resolve the candidate and check every input; InputError before anything runs."""
+    secret = environment_secret_in(params or {})
+    if secret is not None:  # parameters go to the run manifest and a sweep's files: a key never does
+        raise InputError("--param", f"a parameter holds the value of ${secret}: give the variable's name, never the key")
     spec = resolve(candidate, params, cmd)
     public, submission = Path(public), Path(submission)
     if not submission.parent.is_dir():

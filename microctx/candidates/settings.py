@@ -77,8 +77,12 @@ class GatewaySettings:
     def __post_init__(self) -> None:
         from urllib.parse import urlsplit
 
-        parts = urlsplit(self.endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(self.endpoint)
+            hostname = parts.hostname
+        except ValueError:  # "http://[x": an unbalanced IPv6 bracket
+            hostname = None
+        if hostname is None or parts.scheme not in ("http", "https"):
             raise InputError(
                 "--model-endpoint", f"expected an http(s) URL such as https://api.openai.com/v1, got {self.endpoint!r}"
             )

@@ -17,8 +17,12 @@ EXIT_INTERNAL = 70  # a bug in microctx (EX_SOFTWARE): one line, the traceback w
 
 def _say(message: str) -> None:
     """One line on stderr, whatever the message holds (a file name or a parser's message with a
-    newline in it would otherwise break the one-line promise)."""
-    print(" ".join(str(message).split()), file=sys.stderr)
+    newline in it would otherwise break the one-line promise), with the environment's secrets
+    and the secrets in URLs hidden (`scrub_message`: a key given where its name belongs, a URL
+    with a password in it)."""
+    from microctx.errors import scrub_message
+
+    print(" ".join(scrub_message(str(message)).split()), file=sys.stderr)
 
 
 class _Parser(argparse.ArgumentParser):
