@@ -414,3 +414,51 @@ def test_a_failed_re_evaluation_leaves_the_earlier_evaluation_or_the_failed_one_
     kills = kill_every_step(lambda kill_at: evaluate("fail", folder, kill_at), folder, old, new, EVALUATION, classify=classify)
     assert kills == 6  # the journal, two files, three removals (a failed run is no look: no ledger)
     assert litter(folder) == []
+
+
+def test_grade_with_the_semantic_layer_is_old_or_new_after_a_kill(tmp_path, s8f):
+    """`grade --semantic` wrote `<grade>.semantic.csv` after the grade's set was published, on its
+    own: a kill (or a failure) between the two left the new grade beside the old submission's
+    semantic table. Now the table is staged into the grade's set: the three are old or new."""
+    from semantic_sim import adjudicate, good, simulate, truth_for
+
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+    from microctx.semantic.freeze import write_semantic
+    from microctx.semantic.items import init_folder
+
+    study = init_folder(ROOT / "studies" / "s8f-conflicts.toml", s8f.public, s8f.answers, tmp_path / "study")
+    truth = truth_for(study, 81)
+    simulate(study, truth, {"ann": good(0.9), "ben": good(0.9), "cat": good(0.9)}, seed=82)
+    adjudicate(study, truth, "simulated")
+    semantic = tmp_path / "semantic.json"
+    write_semantic(study.path, semantic, n_boot=50)
+    document = load_answers(s8f.answers)
+    perfect = {k: document[k] for k in ("corpus_sha256", "answers", "aggregates")}
+    perfect["schema"] = "fak-microcontext-submission/1"
+    spoiled = {**perfect, "answers": [{**a, "scope_contradictions": [], "duplicate_targets": []} for a in perfect["answers"]]}
+    (tmp_path / "perfect.json").write_bytes(dumps(perfect))
+    (tmp_path / "spoiled.json").write_bytes(dumps(spoiled))
+    folder = tmp_path / "g"
+    folder.mkdir()
+    names = ("grade.json", "grade.facts.csv", "grade.semantic.csv")
+
+    def grade(submission: str, out: Path, kill_at=None):
+        argv = ["grade", "--answers", s8f.answers, "--submission", tmp_path / submission, "--output", out / "grade.json"]
+        return cli(*argv, "--semantic", semantic, kill_at=kill_at)
+
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    grade("spoiled.json", expected)
+    new = contents(expected, names)
+    assert grade("perfect.json", folder).returncode == 0
+    old = contents(folder, names)
+    assert len(new) == len(old) == 3 and all(old[n] != new[n] for n in names)
+    kills = kill_every_step(lambda kill_at: grade("spoiled.json", folder, kill_at), folder, old, new, names)
+    assert kills >= 4  # three files and the journal
+    # --output naming the --semantic input (its grade would replace semantic.json): refused
+    before = semantic.read_bytes()
+    argv = ["grade", "--answers", s8f.answers, "--submission", tmp_path / "perfect.json", "--output", semantic]
+    done = cli(*argv, "--semantic", semantic)
+    assert done.returncode == 2 and "--output is the same file as the input --semantic" in done.stderr, done.stderr
+    assert semantic.read_bytes() == before

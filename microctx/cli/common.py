@@ -87,11 +87,23 @@ def _semantic_layer(args, answers: dict, submission: dict) -> tuple[bytes, str] 
     return layer_for(args.semantic, args.answers, answers, submission)
 
 
-def _write_semantic(layer: tuple[bytes, str] | None, output: str) -> None:
-    if layer is not None:
-        from microctx.semantic.grade import write_beside
+def _semantic_paths(args) -> tuple[dict, dict]:
+    """`--semantic`'s input and the table it writes beside --output, for `_check_paths` (none without it)."""
+    if not getattr(args, "semantic", None):
+        return {}, {}
+    from microctx.semantic.grade import semantic_path
 
-        write_beside(layer, output)
+    return {"--semantic": args.semantic}, {"the semantic table": semantic_path(args.output)}
+
+
+def _stage_semantic(layer: tuple[bytes, str] | None, output: str, into) -> str | None:
+    """Stage the semantic layer's table beside `output` into the command's set `into` (see
+    `microctx.semantic.grade.stage_beside`); its summary line, printed once the set is published."""
+    if layer is None:
+        return None
+    from microctx.semantic.grade import stage_beside
+
+    return stage_beside(layer, output, into)
 
 
 def _stats_options(p) -> None:

@@ -11,7 +11,8 @@ from microctx.cli.common import (
     _say,
     _seconds,
     _semantic_layer,
-    _write_semantic,
+    _semantic_paths,
+    _stage_semantic,
     add_inputs,
 )
 from microctx.errors import InputError
@@ -65,9 +66,10 @@ def cmd_grade(args) -> int:
     from microctx.contract.facts import facts_path, write_grade
 
     gold = args.devkit if args.split == "tune" else args.answers
+    semantic_in, semantic_out = _semantic_paths(args)
     _check_paths(
-        {"--devkit" if args.split == "tune" else "--answers": gold, "--submission": args.submission},
-        {"--output": args.output, "the fact table": facts_path(args.output)},
+        {"--devkit" if args.split == "tune" else "--answers": gold, "--submission": args.submission, **semantic_in},
+        {"--output": args.output, "the fact table": facts_path(args.output), **semantic_out},
     )
     if args.split == "tune":  # tuning: against a devkit's tune answers, not a look at the held-out test
         if not args.devkit or args.answers:
@@ -147,10 +149,12 @@ def _grade_whole(args) -> int:
             submission_sha256=submission_sha256,
         )
         look = looks_line(entry)
+        semantic_line = _stage_semantic(layer, args.output, table.outputs)  # published with the grade, old or new
         table.grade = result.grade
     print(result.summary())
     print(look)
-    _write_semantic(layer, args.output)
+    if semantic_line:
+        print(semantic_line)
     return EXIT_OK if result.passed else EXIT_FAIL
 
 

@@ -17,9 +17,10 @@ from microctx.cli.common import (
     _say,
     _seconds,
     _semantic_layer,
+    _semantic_paths,
+    _stage_semantic,
     _stats_kw,
     _stats_options,
-    _write_semantic,
     add_inputs,
 )
 
@@ -57,8 +58,10 @@ def cmd_slices(args) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from microctx._io.jsonio import gc_paused
 
+    semantic_in, semantic_out = _semantic_paths(args)
     _check_paths(
-        {"--public": args.public, "--answers": args.answers, "--submission": args.submission}, {"--output": args.output}
+        {"--public": args.public, "--answers": args.answers, "--submission": args.submission, **semantic_in},
+        {"--output": args.output, **semantic_out},
     )  # an --output that is an input (the gold answers) is refused
     # the inputs are trees (no cycles): without the collector walking the growing heap between
     # stages, about 1.3 s of CPU less at 100,000 records (docs/benchmarks.md, Slices)
@@ -85,7 +88,7 @@ def _answers_after_corpus(public: str, answers: str) -> tuple[dict, str]:
 def _slices(args, kw: dict) -> int:
     import numpy as np
 
-    from microctx._io.atomic import atomic_write
+    from microctx._io.atomic import AtomicOutputs
     from microctx._io.csvout import columns_csv_bytes
     from microctx.contract.schemas import read_submission
     from microctx.contract.score import grade
@@ -113,14 +116,17 @@ def _slices(args, kw: dict) -> int:
         submission_sha256=submission_sha256,
     )
     look = looks_line(entry)
-    atomic_write(args.output, columns_csv_bytes(table))
+    with AtomicOutputs() as outputs:  # the slice table and the semantic layer's beside it: one set
+        outputs.write(args.output, columns_csv_bytes(table))
+        semantic_line = _stage_semantic(layer, args.output, outputs)
     judged = int((~np.isnan(table["p_value"])).sum())  # the slices the table judged (the method text's count)
     print(
         f"wrote {args.output}: {len(table['slice'])} slices, {int(table['weak'].sum())} weak of {judged} judged, "
         f"{int((~table['estimable']).sum())} not estimable (n_boot={kw['n_boot']}, seed={kw['seed']})"
     )
     print(look)
-    _write_semantic(layer, args.output)
+    if semantic_line:
+        print(semantic_line)
     return EXIT_OK
 
 

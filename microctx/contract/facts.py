@@ -91,6 +91,12 @@ class StreamedFacts:
         self._write(self._head)
         return self
 
+    @property
+    def outputs(self) -> AtomicOutputs:
+        """The set the fact table and the grade are published in: a file staged into it (the
+        semantic layer's table) is published with them, all or none."""
+        return self._out
+
     def append(self, row: FactRow) -> None:
         self.append_cells((row.record_id, row.split, row.kind, row.value, row.outcome, row.detail))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from typing import TYPE_CHECKING
 
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
@@ -27,6 +28,9 @@ from microctx.semantic.freeze import load_semantic
 from microctx.semantic.study import parse_study
 
 SEMANTIC_COLUMNS = ("item", "record_id", "question", "gold_label", "submitted", "lexical", "semantic")
+
+if TYPE_CHECKING:
+    from microctx._io.atomic import AtomicOutputs
 
 
 def _verdict(claim: bool, truth: bool | None) -> str:
@@ -113,10 +117,11 @@ def layer_for(semantic_file: str | os.PathLike | None, answers_path, answers: di
     return grade_semantic(semantic_file, answers_path, answers, submission) if semantic_file else None
 
 
-def write_beside(layer: tuple[bytes, str] | None, output: str | os.PathLike) -> None:
-    """Write `<output>.semantic.csv` beside a grade or slice table and print its summary line."""
-    if layer:
-        from microctx._io.atomic import atomic_write
-
-        atomic_write(semantic_path(output), layer[0])
-        print(layer[1])
+def stage_beside(layer: tuple[bytes, str] | None, output: str | os.PathLike, into: AtomicOutputs) -> str | None:
+    """Stage `<output>.semantic.csv` beside a grade or slice table into the caller's set `into`
+    (published with the grade and its fact table, or with the slice table: all or none, old or
+    new under a kill); its summary line to print once published, or None without a layer."""
+    if not layer:
+        return None
+    into.write(semantic_path(output), layer[0])
+    return layer[1]
