@@ -341,6 +341,15 @@ def test_infinite_timeouts_are_refused(tmp_path, value):
     assert info.value.field == "candidate.timeout"
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "[1.0, nan]", "{ a = -inf }"])
+def test_grid_values_json_cannot_hold_are_refused(tmp_path, value):
+    """TOML has nan and inf; JSON has not (orjson writes null): such a grid value was run under a
+    key and written to selected.json as null, so the configuration said was not the one run."""
+    with pytest.raises(InputError) as info:
+        load_sweep(sweep_file(tmp_path, f"miss = [0]\nodd = [{value}]"))
+    assert info.value.field == "grid.odd" and "not a finite number" in info.value.message
+
+
 @pytest.mark.parametrize(
     "argv",
     [

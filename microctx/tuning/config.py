@@ -245,6 +245,9 @@ def _check_grid(path, grid: dict, kind: str, entry: str) -> int:
             encoded = {dumps(v) for v in values}
         except (TypeError, ValueError) as exc:  # orjson: integers past 64 bits, values nested too deeply
             raise InputError(path, f"expected values JSON can hold: {exc}", field=f"grid.{key}") from None
+        odd = next((v for v in values if _not_finite(v)), None)
+        if odd is not None:  # TOML's nan and inf: JSON would write null, so the key and selected.json would not say them
+            raise InputError(path, f"expected values JSON can hold, got {odd!r} (not a finite number)", field=f"grid.{key}")
         if len(encoded) != len(values):
             raise InputError(path, "repeated value", field=f"grid.{key}")
         size *= len(values)
@@ -260,6 +263,17 @@ def _check_grid(path, grid: dict, kind: str, entry: str) -> int:
                 except InputError as exc:  # the declared type (microctx.candidates.builtins.params)
                     raise InputError(path, exc.message, field=f"grid.{key}") from None
     return size
+
+
+def _not_finite(value: object) -> bool:
+    """A float that is nan or infinite, anywhere in a grid value (lists and tables included)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_finite(v) for v in value)
+    return False
 
 
 def _check_search(path, search: SearchTable, size: int) -> None:
