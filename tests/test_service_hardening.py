@@ -242,3 +242,34 @@ def test_submit_sends_the_run_manifest_read_by_the_one_typed_reader(tmp_path, s8
     expected = config_digest({**manifest, "submission_sha256": file_sha256(sub)})
     assert [tuple(r) for r in rows] == [("exact-sql", expected), ("runner", None)]
     service.engine.dispose()
+
+
+def test_a_receipt_path_that_cannot_be_written_is_refused_before_a_look_is_spent(tmp_path, s8f, s8f_answers):
+    """`submit --receipt` was written after the service had scored (and counted) the submission: a
+    receipt in a folder that does not exist, a folder in the way or the submission itself was
+    refused (or replaced the submission) with the look spent and the signed receipt lost. Now the
+    receipt is staged first: each is exit 2, one line, nothing sent; a good path gets the receipt."""
+    from sqlalchemy import text
+
+    from microctx.service.server import build_service
+
+    answers = private_answers(s8f.answers, tmp_path / "private")
+    service = build_service(str(answers), str(s8f.public), f"sqlite:///{tmp_path / 'state.db'}")
+    token = add_team(str(service.engine.url), "careful")
+    sub = tmp_path / "s.json"
+    sub.write_bytes(body(submission(s8f_answers)))
+    before = sub.read_bytes()
+    (tmp_path / "taken").mkdir()
+    with InProcessService(service) as running:
+        for receipt in (tmp_path / "nowhere" / "r.json", tmp_path / "taken", sub):
+            done = cli(
+                "submit", str(sub), "--server", running.url, "--receipt", str(receipt), env={"MICROCTX_TOKEN": token}, check=False
+            )
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        with service.engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM ledger")).scalar() == 0
+        assert sub.read_bytes() == before
+        good = tmp_path / "r.json"
+        cli("submit", str(sub), "--server", running.url, "--receipt", str(good), env={"MICROCTX_TOKEN": token})
+        assert b'"signature"' in good.read_bytes()
+    service.engine.dispose()

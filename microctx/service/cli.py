@@ -75,17 +75,25 @@ def cmd_admin(args) -> int:
 
 
 def cmd_submit(args) -> int:
+    from microctx._io.atomic import AtomicOutputs
+    from microctx._io.paths import check_paths
     from microctx.contract.records import read_manifest
     from microctx.service import client
 
+    check_paths({"SUBMISSION": args.submission}, {"--receipt": args.receipt})
     manifest = read_manifest(args.submission)  # the one typed reader (RunManifest); unreadable: none sent
     try:
-        result = client.submit(args.submission, args.server, args.token_env, None if manifest is None else manifest.as_dict())
+        # the receipt's file is staged before the submission is sent: a --receipt that cannot be
+        # written (no such folder, a folder in the way, no permission) is refused while no look is spent
+        with AtomicOutputs() as staged:
+            receipt = staged.stage(args.receipt) if args.receipt else None
+            meta = None if manifest is None else manifest.as_dict()
+            result = client.submit(args.submission, args.server, args.token_env, meta)
+            if receipt is not None:
+                receipt.write(client.receipt_bytes(result))
     except client.Refused as exc:
         print(f"microctx submit: {exc}", file=sys.stderr)
         return EXIT_FAIL
-    if args.receipt:
-        client.write_receipt(result, args.receipt)
     print(client.result_line(result))
     return EXIT_OK
 

@@ -14,7 +14,6 @@ import httpx
 import orjson
 
 from microctx._io import http
-from microctx._io.atomic import atomic_write
 from microctx._io.jsonio import read_bytes
 from microctx.contract.canonical import dumps
 from microctx.errors import InputError, scrub_urls
@@ -105,5 +104,6 @@ def leaderboard_lines(board: dict) -> list[str]:
     return lines
 
 
-def write_receipt(result: dict, path: str) -> None:
-    atomic_write(path, dumps(result["receipt"]))
+def receipt_bytes(result: dict) -> bytes:
+    """The signed receipt of a scored submission, as `microctx submit --receipt` writes it."""
+    return dumps(result["receipt"])
