@@ -462,3 +462,43 @@ def test_grade_with_the_semantic_layer_is_old_or_new_after_a_kill(tmp_path, s8f)
     done = cli(*argv, "--semantic", semantic)
     assert done.returncode == 2 and "--output is the same file as the input --semantic" in done.stderr, done.stderr
     assert semantic.read_bytes() == before
+
+
+def test_ctrl_c_between_two_steps_of_a_set_leaves_it_whole(tmp_path):
+    """Ctrl-C (SIGINT, a KeyboardInterrupt) between two renames of a committed set: the `finally`
+    that tidies up removed the journal and the temporary files not yet renamed, so the folder
+    kept a mix (a new grade beside the old fact table) that no reader could finish. Now Ctrl-C is
+    held back while the set's steps run: the command ends interrupted (130) with the set new."""
+    from microctx.contract.canonical import dumps
+    from microctx.contract.schemas import load_answers
+
+    answers = ROOT / "tests" / "data" / "synthetic-answers.json"
+    document = load_answers(answers)
+    perfect = {
+        "schema": "fak-microcontext-submission/1",
+        "corpus_sha256": document["corpus_sha256"],
+        "answers": [a for a in document["answers"] if a["split"] == "test"],
+    }
+    spoiled = {**perfect, "answers": [{**a, "labels": []} for a in perfect["answers"]]}
+    (tmp_path / "perfect.json").write_bytes(dumps(perfect))
+    (tmp_path / "spoiled.json").write_bytes(dumps(spoiled))
+    names = ("grade.json", "grade.facts.csv")
+
+    def grade(submission: str, out: Path, kill_at=None):
+        argv = ["grade", "--answers", answers, "--submission", tmp_path / submission, "--output", out / "grade.json"]
+        return cli(*argv, kill_at=kill_at)
+
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    grade("spoiled.json", expected)
+    new = contents(expected, names)
+    folder = tmp_path / "g"
+    for step in (2, 3):  # the first rename is the journal's (the commit); 2 and 3 are the set's files
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        grade("perfect.json", folder)
+        done = grade("spoiled.json", folder, kill_at=f"{step}:INT")
+        assert done.returncode == 130 and "interrupted" in done.stderr, (done.returncode, done.stderr)
+        assert (folder / sets.JOURNAL).exists() is False
+        assert {n: (folder / n).read_bytes() for n in names} == new, f"Ctrl-C before step {step}: a mixed set"
+        assert litter(folder) == []

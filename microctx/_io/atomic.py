@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from microctx._io import sets
 from microctx._io.paths import locked_folders, resolved, write_failure
-from microctx._io.renames import exchange, remove, rename
+from microctx._io.renames import exchange, interrupts_deferred, remove, rename
 from microctx.errors import InputError
 
 
@@ -178,24 +178,25 @@ class AtomicOutputs:
             journals: list[Path] = []
             done: list[Path] = []  # renamed or removed, in order: what a failure puts back
             current = dests[0] if dests else Path(".")
-            try:
-                if len(self._staged) + len(removals) > 1:
-                    journals = self._commit(folders, removals)
-                for staged in self._staged:
-                    current = staged.dest
-                    rename(staged.tmp, staged.dest)
-                    done.append(staged.dest)
-                for current in removals:
-                    remove(current)
-                    done.append(current)
-                _fsync_folders(folders)
-            except OSError as exc:
-                _roll_back(done, backups, set(removals))
-                raise write_failure(current, exc) from None
-            finally:
-                for path in [*journals, *backups.values()]:
-                    with suppress(OSError):
-                        path.unlink()
+            with interrupts_deferred():  # a Ctrl-C waits for the set's last step: old or new, never a mix
+                try:
+                    if len(self._staged) + len(removals) > 1:
+                        journals = self._commit(folders, removals)
+                    for staged in self._staged:
+                        current = staged.dest
+                        rename(staged.tmp, staged.dest)
+                        done.append(staged.dest)
+                    for current in removals:
+                        remove(current)
+                        done.append(current)
+                    _fsync_folders(folders)
+                except OSError as exc:
+                    _roll_back(done, backups, set(removals))
+                    raise write_failure(current, exc) from None
+                finally:
+                    for path in [*journals, *backups.values()]:
+                        with suppress(OSError):
+                            path.unlink()
 
     def _present_removals(self) -> list[Path]:
         """The destinations to remove that exist (checked under the folders' locks); refuses the

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"microctx {args.command}: {exc}")
         return EXIT_FAIL
     except KeyboardInterrupt:
-        _say(f"microctx {args.command}: interrupted; no output was written")
+        _say(f"microctx {args.command}: interrupted; every output is whole (as it was, or as this command finished it)")
         return 130
     except OSError as exc:  # an input or output path the system refused: one line, like any bad input
         where = f"{exc.filename}: " if exc.filename else ""
