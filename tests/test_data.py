@@ -173,3 +173,20 @@ def test_unreachable_or_missing_download_is_one_clear_line(cache, monkeypatch, c
     err = capsys.readouterr().err
     assert f"cannot download {NAMES['public']}: 404 Client Error" in err
     assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_env_file_naming_one_of_the_data_files_is_refused(tmp_path, monkeypatch, s8f, capsys):
+    """`data s8f --env F` with F one of the files it found (a slip of tab completion) wrote the
+    shell assignments over the answer bundle; now it is refused, exit 2, the file untouched."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for key in ("public", "answers", "report"):
+        (folder / NAMES[key]).write_bytes(getattr(s8f, key).read_bytes())
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(folder))
+    monkeypatch.setenv(data.BASE_URL_ENV, _dead_url())
+    target = folder / NAMES["answers"]
+    before = target.read_bytes()
+    assert main(["data", "s8f", "--env", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--env is the same file as the input ANSWERS" in err, err
+    assert target.read_bytes() == before

@@ -165,6 +165,8 @@ def cmd_data(args) -> int:
     if args.env:  # shell assignments, written whole or not at all: `... --env F && source F` stops on a failure
         import shlex
 
+        _check_paths({"PUBLIC": paths.public, "ANSWERS": paths.answers, "REPORT": paths.report}, {"--env": args.env})
+
         from microctx._io.atomic import atomic_write
 
         lines = [f"{key.upper()}={shlex.quote(str(getattr(paths, key)))}\n" for key in ("public", "answers", "report")]
