@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -528,3 +529,48 @@ def test_notes_that_look_like_formulas_are_text_in_the_queue_csv(study):
     (row,) = [r for r in csv.DictReader(run.stdout.splitlines()) if r["item"] == name]
     assert not row["notes"].startswith(("=", "@")) and unescape_cell(row["notes"]) in (f"{note} / @SUM(1)", f"@SUM(1) / {note}")
     assert row["notes"].startswith("'")
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"answers_sha256": KeyError}, "field 'answers_sha256': missing"),
+        ({"gold": [{"item": "conflict:issue-1", "question": "conflict"}]}, "field 'gold[0].record_id': missing"),
+        ({"gold": [{"item": "x", "question": "q", "record_id": "r", "split": "test", "label": 1, "via": "v"}]}, "gold[0].label"),
+        ({"gold": {"x": 1}}, "field 'gold': expected array"),
+        ({"judge": None}, "field 'judge': expected array"),
+    ],
+)
+def test_a_semantic_file_cut_or_edited_is_one_line_naming_the_key(s8f, tmp_path, change, said):
+    """semantic.json was checked for its schema id only: a key missing or of another type was a
+    KeyError or a TypeError in the grader (exit 70). Now its readers' keys are typed (SemanticFile)."""
+    import json
+
+    from microctx.contract.digests import file_sha256
+    from microctx.contract.schemas import SEMANTIC_SCHEMA
+
+    document = {
+        "schema": SEMANTIC_SCHEMA,
+        "public_sha256": file_sha256(s8f.public),
+        "answers_sha256": file_sha256(s8f.answers),
+        "gold": [],
+        "agreement": [],
+        "judge": [],
+    }
+    for key, value in change.items():
+        if value is KeyError:
+            del document[key]
+        else:
+            document[key] = value
+    semantic = tmp_path / "semantic.json"
+    semantic.write_text(json.dumps(document))
+    out = tmp_path / "grade.json"
+    argv = ["grade", "--answers", s8f.answers, "--submission", s8f.answers, "--output", out, "--semantic", semantic]
+    run = subprocess.run(
+        [sys.executable, "-m", "microctx", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MICROCTX_LEDGER": str(tmp_path / "ledger.sqlite")},
+    )
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
+    assert not out.exists()

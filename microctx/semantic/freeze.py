@@ -11,6 +11,9 @@ against gold with intervals, and the model judge's verdict when one was run.
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import msgspec
 
 from microctx.contract.canonical import dumps
 from microctx.contract.digests import file_sha256, sha256_hex
@@ -133,10 +136,38 @@ def check_binding(
     return problems
 
 
+class SemanticGold(msgspec.Struct):
+    """One adjudicated label of semantic.json, as its readers (grade, slices, the report) use it."""
+
+    item: str
+    question: str
+    record_id: str
+    split: str
+    label: str
+    via: str
+    target: int | None = None
+
+
+class SemanticFile(msgspec.Struct):
+    """The keys of semantic.json its readers rely on, with their types (more keys are allowed)."""
+
+    schema: str
+    public_sha256: str
+    answers_sha256: str
+    gold: list[SemanticGold]
+    agreement: list[dict[str, Any]]
+    judge: list[dict[str, Any]]
+    study_toml: str | None = None
+
+
 def load_semantic(path: str | os.PathLike) -> dict:
+    """semantic.json, checked: its schema, and the keys its readers use, of their types (a file
+    cut short or edited by hand is one InputError naming the key, never a KeyError later)."""
     from microctx._io.jsonio import parse_json, read_bytes
+    from microctx.contract.declared import convert
 
     document = parse_json(read_bytes(path), path)
     if not isinstance(document, dict) or document.get("schema") != SEMANTIC_SCHEMA:
         raise InputError(path, f"expected schema {SEMANTIC_SCHEMA!r}", field="schema")
+    convert(document, SemanticFile, path, "semantic.json from `microctx study freeze`")
     return document
