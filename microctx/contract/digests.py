@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Iterable
 
 
@@ -47,16 +48,22 @@ def _any_of(needles: list[bytes]) -> re.Pattern[bytes] | None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of the file at `path`, read as every input is (`open_input`): a FIFO, a device
-    (`/dev/zero`), a folder or a file over the input limit is an InputError at once, never a read
-    that blocks or never ends. Standard input (`-`) cannot be hashed by name (it is read once)."""
-    from microctx._io.jsonio import open_input
-    from microctx.errors import InputError
-
+    """The SHA-256 of the regular file at `path`. A FIFO, a device (`/dev/zero`) or a folder is
+    refused at once (opened without blocking, checked with fstat; the refusal is `open_input`'s,
+    one line naming the file), never a read that blocks or never ends; standard input (`-`)
+    cannot be hashed by name. Nothing more is imported on the way of a regular file: the
+    sandboxed exact-sql child hashes its corpus with this."""
     if os.fspath(path) == "-":
+        from microctx.errors import InputError
+
         raise InputError(path, "standard input cannot be read twice; give a file")
-    digest = hashlib.sha256()
-    with open_input(path) as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            from microctx._io.jsonio import open_input
+
+            open_input(path).close()  # refuses what is not a regular file, in the words of every input
+        digest = hashlib.sha256()
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
