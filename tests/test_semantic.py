@@ -574,3 +574,25 @@ def test_a_semantic_file_cut_or_edited_is_one_line_naming_the_key(s8f, tmp_path,
     )
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda d: d.pop("items"), "field 'items': missing"),
+        (lambda d: d["items"][0].update(labels="yes|no"), "field 'items[0].labels': expected array"),
+        (lambda d: d.update(assignments=["ann"]), "field 'assignments': expected object"),
+    ],
+)
+def test_a_study_folder_edited_by_hand_is_one_line_naming_the_key(study, change, said):
+    """items.json was checked for its schema id only: a key missing or of another type was a
+    KeyError in every study command (exit 70). Now its keys are typed (ItemsFile)."""
+    import json
+
+    path = study.path / "items.json"
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+    run = cli("study", "items", study.path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
+    assert "items.json" in run.stderr

@@ -14,9 +14,13 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from microctx._io.jsonio import parse_json, read_bytes
 from microctx.contract.canonical import dumps
+from microctx.contract.declared import convert
 from microctx.contract.patterns import issue_text, references, scope_contradictions
 from microctx.contract.schemas import STUDY_ITEMS_SCHEMA as ITEMS_SCHEMA
 from microctx.contract.split import SPLITS
@@ -104,6 +108,29 @@ def write_items_bytes(document: dict) -> bytes:
     return dumps(document)
 
 
+class ItemRow(msgspec.Struct):
+    """One item of items.json as the study's commands read it."""
+
+    item: str
+    record_id: str
+    question: str
+    labels: list[str]
+    split: str
+    annotators: list[str]
+    target: int | None = None
+
+
+class ItemsFile(msgspec.Struct):
+    """The keys of items.json the study's commands rely on, typed (a folder edited by hand or cut
+    short is one InputError naming the key, never a KeyError later)."""
+
+    guideline_version: str
+    items: list[ItemRow]
+    assignments: dict[str, list[str]]
+    records: dict[str, dict[str, Any]]
+    sources: dict[str, str]
+
+
 class StudyFolder:
     """A study folder: items.json, study.toml, guideline.md and events.sqlite."""
 
@@ -115,6 +142,7 @@ class StudyFolder:
         document = parse_json(read_bytes(items), items)
         if not isinstance(document, dict) or document.get("schema") != ITEMS_SCHEMA:
             raise InputError(items, f"expected schema {ITEMS_SCHEMA!r}", field="schema")
+        convert(document, ItemsFile, items, "items.json of `microctx study init`")  # its keys, typed
         self.document = document
         self.items = {row["item"]: row for row in document["items"]}
         self.records = document["records"]
