@@ -95,6 +95,36 @@ def test_the_candidate_never_holds_the_key_and_cannot_go_around_the_gateway(s8f,
     assert [d["reason"] for d in manifest["network"]["denied"]] == ["host not allowed (see --allow-host)"]
 
 
+def test_a_path_that_climbs_out_of_v1_is_refused_before_it_reaches_the_endpoint(s8f, tmp_path, monkeypatch):
+    """The gateway forwards the path it is given, with the key: `/v1/../admin` (or its encoded
+    forms) would reach another place of the endpoint's host once its server, or a proxy before
+    it, normalises the path. Refused (404) at the gateway; the endpoint sees the one call under /v1."""
+    monkeypatch.setenv("GATEWAY_KEY", KEY)
+    climbs = ["/../../admin/keys", "/%2e%2e/%2e%2e/admin/keys", "/..%2f..%2fadmin", "/%252e%252e/admin", "/a/..;/..;/admin"]
+    script = tmp_path / "climb.py"
+    script.write_text(
+        "import hashlib, json, os, sys, urllib.request, urllib.error\n"
+        "def post(path):\n"
+        "    req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + path, b'{}', {'Content-Type': 'application/json'})\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(req, timeout=10) as r: return r.status\n"
+        "    except urllib.error.HTTPError as e: return e.code\n"
+        f"report = [post(p) for p in {climbs!r} + ['/models']]\n"
+        "digest = hashlib.sha256(open('public.json', 'rb').read()).hexdigest()\n"
+        "json.dump({'corpus_sha256': digest, 'answers': [], 'probe': report}, open(sys.argv[1], 'w'))\n"
+    )
+    out = tmp_path / "climb.json"
+    argv = ["run", "climb", "--public", str(s8f.public), "--submission", str(out), "--cmd", f"python {script} {{submission}}"]
+    with FakeOpenAI() as fake:
+        code = main([*argv, "--model-endpoint", fake.base_url, "--model-key-env", "GATEWAY_KEY"])
+        paths = [r["path"] for r in fake.requests]
+    manifest = json.loads(manifest_path(out).read_text())
+    assert code == 0, manifest["error"]
+    assert json.loads(out.read_text())["probe"] == [404] * len(climbs) + [404]  # the last: the fake has no /v1/models
+    assert paths == ["/v1/models"]  # only the call under /v1 reached the endpoint
+    assert [d["reason"] for d in manifest["network"]["denied"]] == ["the model gateway serves /v1/ only"] * len(climbs)
+
+
 def test_a_budget_stops_the_run(small, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("GATEWAY_KEY", KEY)
     public, _ = small
