@@ -6,9 +6,8 @@ entries. `clean_tree` makes such a folder harmless for the host and for later ru
 deletes one whatever it holds. Both work on directory file descriptors (`os.scandir(fd)`,
 `dir_fd=` calls), never follow a link, never open anything but a directory (or, to change a
 file's mode, the file itself as an `O_PATH` handle), and keep every folder at most `MAX_DEPTH`
-levels below the top: a subfolder found at that depth is first moved
-up (one rename) into a holding folder at the top, so neither recursion nor a path grows with the
-tree. A tree of more than `max_entries` entries is not walked to its end: `TreeTooLarge`.
+levels below the top: a subfolder found at that depth is first moved up (one rename) into a
+holding folder at the top, so neither recursion nor a path grows with the tree. A tree of more than `max_entries` entries is not walked to its end: `TreeTooLarge`.
 
 A candidate of another run may still be writing the folder while it is cleaned (a sweep's runs
 share the cache folder and run side by side), so what an entry was when it was listed is never
@@ -38,9 +37,8 @@ class TreeTooLarge(Exception):
 class Cleaned:
     """What `clean_tree` removed or changed (the manifest's `cache_cleaned`)."""
 
-    removed: dict[str, int] = field(
-        default_factory=dict
-    )  # kind -> count (fifo, socket, device, symlink, hardlink, deep, swapped)
+    # kind -> count (fifo, socket, device, symlink, hardlink, deep, swapped)
+    removed: dict[str, int] = field(default_factory=dict)
     set_id_cleared: int = 0
     entries: int = 0
 
