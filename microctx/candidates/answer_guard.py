@@ -176,7 +176,14 @@ def _large_file_holds(path: Path) -> bool:
     import orjson
 
     too_big = f"over {FILE_LIMIT >> 20} MiB and not JSON Lines; the answer guard cannot read it whole"
-    with open(path, "rb") as handle:
+    try:  # as `read_bounded`: the file was a large regular file when listed, a candidate may have swapped it since
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return False
+    with os.fdopen(fd, "rb") as handle:
         first = b""
         while not first:
             chunk = handle.read(_CHUNK)

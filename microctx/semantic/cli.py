@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import sys
 
@@ -29,23 +28,11 @@ def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
 
 
 def _write_csv(rows: list[dict], columns: list[str], out=None) -> None:
-    """Rows as CSV, every text cell through the one CSV escape (`microctx._io.csvout.escape_cell`:
-    a note or label starting with `=`, `+`, `-`, `@` is written as text, never as a formula a
-    spreadsheet would run); a number already formatted as text ("-0.490683") is left a number."""
-    from microctx._io.csvout import escape_cell
+    """`columns` of `rows` as CSV through the one writer (`_io.csvout`): an annotator's note, a name
+    or a label that a spreadsheet would run as a formula is written as text."""
+    from microctx._io.csvout import csv_bytes
 
-    def cell(value: object) -> object:
-        if isinstance(value, str):
-            try:
-                float(value)
-                return value
-            except ValueError:
-                return escape_cell(value)
-        return value
-
-    writer = csv.DictWriter(out or sys.stdout, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows({column: cell(row.get(column)) for column in columns} for row in rows)
+    (out or sys.stdout).write(csv_bytes(columns, ([row.get(c) for c in columns] for row in rows)).decode())
 
 
 def cmd_init(args) -> int:
@@ -149,7 +136,7 @@ def cmd_agreement(args) -> int:
     rows = study_agreement(folder, labels, n_boot=args.n_boot, seed=args.seed)
     buffer = io.StringIO()
     _write_csv(
-        [{k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], list(AGREEMENT_COLUMNS), buffer
+        [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows], list(AGREEMENT_COLUMNS), buffer
     )
     atomic_write(args.output, buffer.getvalue().encode())
     for r in (r for r in rows if r["slice_kind"] == "overall"):
