@@ -19,30 +19,69 @@ lists and objects: answers past a bound would go unseen.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from microctx.candidates import answer_formats
+from microctx.contract.schemas import ANSWER_FIELDS
 from microctx.errors import InputError
 
 FILE_LIMIT = 256 << 20
 MAX_FILES = 20_000
-_ANSWER_FIELDS = frozenset({"state", "labels", "references", "duplicate_targets", "scope_contradictions"})
+_ANSWER_FIELDS = frozenset(ANSWER_FIELDS)
+# what only the answers hold: state and labels stay in the public corpus (corpus.freeze.PRESERVED_KEYS)
+_DERIVED_FIELDS = _ANSWER_FIELDS - {"state", "labels"}
 _MAX_NODES = 5_000_000
 _MAX_DEPTH = 32
+_MIN_ROWS = 10  # distinct test records the value test needs (a partial leak of fewer passes it)
+_ROW_SPAN = 256  # bytes from a record's id to its split name, in one row
+_RUN_GAP = 64  # bytes between split names in one column
+_CHUNK = 16 << 20
 
 
 class _Unchecked(Exception):
     """A document with more than _MAX_NODES lists and objects: the walk would miss the rest."""
 
 
+def _corpus_names(names: Iterable) -> bool:
+    """A public corpus record's names: a title and a body, and none of the fields only answers hold."""
+    return "title" in names and "body" in names and _DERIVED_FIELDS.isdisjoint(names)
+
+
 def _is_answer(item: object) -> bool:
-    return isinstance(item, dict) and "id" in item and item.get("split") == "test" and not _ANSWER_FIELDS.isdisjoint(item)
+    return (
+        isinstance(item, dict)
+        and "id" in item
+        and item.get("split") == "test"
+        and not _ANSWER_FIELDS.isdisjoint(item)
+        and not _corpus_names(item)
+    )
 
 
 def _names_answers(names: object) -> bool:
-    return isinstance(names, (list, dict)) and "id" in names and "split" in names and not _ANSWER_FIELDS.isdisjoint(names)
+    return (
+        isinstance(names, (list, dict))
+        and "id" in names
+        and "split" in names
+        and not _ANSWER_FIELDS.isdisjoint(names)
+        and not _corpus_names(names)
+    )
+
+
+def _is_corpus(node: dict) -> bool:
+    """A public corpus record, or a table of them with its names (by columns or `orient="split"`)."""
+    columns = node.get("columns")
+    return _corpus_names(node) or (isinstance(columns, list) and _corpus_names(columns))
+
+
+# a corpus record's or table's values the names judged (any other value is still read)
+_JUDGED = frozenset(
+    {"id", "split", "number", "title", "body", "url", "state", "labels", "columns", "index", "data"}
+    | {"created_at", "updated_at", "closed_at", "title_sha256", "body_sha256"}
+)
 
 
 def _is_answer_table(node: dict) -> bool:
@@ -59,16 +98,72 @@ def _is_answer_table(node: dict) -> bool:
     return any(isinstance(row, list) and len(row) > at and row[at] == "test" for row in rows)
 
 
-def _csv_holds(data: bytes) -> bool:
-    """A CSV (or TSV) table of answer records: a header naming `id`, `split` and an answer field,
-    and a row whose split is "test". Any line ending (CRLF, LF, a lone CR); a row the csv module
-    cannot read (a field past its size limit, a stray CR) is split on the delimiter instead."""
+class _Tally:
+    """The value test, blind to names and layout: the record ids (`issue-<number>`) and split
+    names in a file's strings, in order. Test records are there when `_MIN_ROWS` distinct ids
+    are each followed, within `_ROW_SPAN` bytes, by "test" (rows: a headless CSV, lists of
+    values, a pickled list of records), or when a column of split names holds `_MIN_ROWS`
+    "test"s and the file `_MIN_ROWS` distinct ids (a table stored by columns: a pickled or Arrow
+    DataFrame, a transposed table)."""
+
+    def __init__(self) -> None:
+        self.ids: set[bytes] = set()
+        self.rows: set[bytes] = set()
+        self.pending, self.pending_at = b"", 0
+        self.run_end, self.run_tests, self.column_tests = -_RUN_GAP - 1, 0, 0
+        self.at = 0  # the offset of the next value a walk of parsed values feeds
+
+    def feed(self, matches: Iterable[tuple[int, bytes]]) -> bool:
+        for at, token in matches:
+            if token.startswith(b"issue-"):
+                if len(self.ids) < _MIN_ROWS:
+                    self.ids.add(token)
+                self.pending, self.pending_at = token, at
+                continue
+            is_test = token == b"test"
+            self.run_tests = (self.run_tests if 0 <= at - self.run_end <= _RUN_GAP else 0) + is_test
+            self.run_end = at + len(token)
+            self.column_tests = max(self.column_tests, self.run_tests)
+            if is_test and self.pending and at - self.pending_at <= _ROW_SPAN:
+                self.rows.add(self.pending)
+                self.pending = b""
+        return self.holds
+
+    @property
+    def holds(self) -> bool:
+        return len(self.rows) >= _MIN_ROWS or (self.column_tests >= _MIN_ROWS and len(self.ids) >= _MIN_ROWS)
+
+    def scan(self, data: bytes, offset: int = 0) -> bool:
+        return self.feed((offset + m.start(), m.group()) for m in answer_formats.TOKENS.finditer(data))
+
+    def value(self, value: object) -> None:
+        """One parsed scalar, at the walk's next offset."""
+        if isinstance(value, str):
+            data = value.encode("utf-8", "surrogatepass")
+            self.scan(data, self.at)
+            self.at += len(data) + 3
+        else:
+            self.at += 4
+
+
+def _header(data: bytes) -> tuple[list[str], str]:
+    """The first line's names and the delimiter (of `,`, tab, `;`, `|`) it holds most of."""
     end = data.find(b"\n", 0, 1 << 16)  # the header first: a binary file is not decoded whole
     first = data[: end if end >= 0 else 1 << 16].decode("utf-8", errors="replace")
     delimiter = max(",\t;|", key=first.count)
-    header = [name.strip() for name in next(_csv_rows(first, delimiter), [])]
-    if not _names_answers(header):
+    return [name.strip() for name in next(_csv_rows(first, delimiter), [])], delimiter
+
+
+def _csv_holds(data: bytes, tally: _Tally, offset: int = 0) -> bool:
+    """A CSV (or TSV) table whose header names `id` and `split` and an answer field is judged by
+    its names (a row whose split is "test"), as a public corpus's table is (it passes); any other
+    text goes to the value test. Any line ending (CRLF, LF, a lone CR); a row the csv module
+    cannot read (a field past its size limit, a stray CR) is split on the delimiter instead."""
+    header, delimiter = _header(data)
+    if "id" in header and "split" in header and _corpus_names(header):
         return False
+    if not _names_answers(header):
+        return tally.scan(data, offset)
     at = header.index("split")
     rows = _csv_rows(data.decode("utf-8", errors="replace"), delimiter)
     return any(len(row) > at and row[at].strip() == "test" for row in rows)
@@ -88,7 +183,9 @@ def _csv_rows(text: str, delimiter: str) -> Iterator[list[str]]:
             yield line.split(delimiter)
 
 
-def _holds(document: object) -> bool:
+def _holds(document: object, tally: _Tally) -> bool:
+    """Answer records (or a table of them) anywhere in a parsed document, by their names; every
+    value outside a public corpus's named records goes to the value test as well."""
     stack, seen = [document], 0
     while stack:
         if seen == _MAX_NODES:  # not a pass: answers past the bound would go unseen
@@ -98,11 +195,22 @@ def _holds(document: object) -> bool:
         if isinstance(node, list):
             if any(_is_answer(item) for item in node):
                 return True
-            stack += [item for item in node if isinstance(item, (list, dict))]
+            values: Iterable = node
         elif isinstance(node, dict):
             if _is_answer(node) or _is_answer_table(node):
                 return True
-            stack += [value for value in node.values() if isinstance(value, (list, dict))]
+            values = [v for k, v in node.items() if k not in _JUDGED] if _is_corpus(node) else node.values()
+        else:
+            continue
+        children = []
+        for value in values:
+            if isinstance(value, (list, dict)):
+                children.append(value)
+            else:
+                tally.value(value)
+        if tally.holds:
+            return True
+        stack += children
     return False
 
 
@@ -131,82 +239,112 @@ def _loads(data: bytes) -> object:
             raise ValueError("nested too deep") from None
 
 
-def holds_answers(data: bytes) -> bool:
-    """True when `data` is JSON or JSON Lines holding test answer records (see the module's docstring)."""
-    data = _as_utf8(data)
-    stripped = data.lstrip()
-    if stripped[:1] not in (b"{", b"["):
-        return _csv_holds(data)
+def _text_holds(data: bytes) -> bool:
+    """`data` (read whole, at most FILE_LIMIT bytes) as text: JSON, JSON Lines, CSV or anything else."""
+    data, tally = _as_utf8(data), _Tally()
+    if data.lstrip()[:1] not in (b"{", b"["):
+        return _csv_holds(data, tally)
     try:
-        return _holds(_loads(data))
+        return _holds(_loads(data), tally)
     except ValueError:
         pass
-    for line in data.splitlines():
-        if line.strip()[:1] in (b"{", b"["):
-            try:
-                if _holds(_loads(line)):
-                    return True
-            except ValueError:
-                continue
+    for line in data.splitlines():  # JSON Lines; a line that is not JSON goes to the value test
+        try:
+            if _holds(_loads(line), tally) if line.strip()[:1] in (b"{", b"[") else tally.scan(line):
+                return True
+        except ValueError:
+            if tally.scan(line):
+                return True
     return False
 
 
+def _large_holds(path: object, first: bytes, rest) -> bool:
+    """`first` (FILE_LIMIT bytes read) and the `rest` of a larger text, in bounded memory: JSON
+    Lines read line by line (each at most FILE_LIMIT bytes), any other JSON an InputError (it
+    cannot be read whole), anything else read in pieces of about `_CHUNK` bytes, cut at line
+    ends, each judged as `_csv_holds` judges a text (with the header, when it names columns)."""
+    import orjson
+
+    too_big = f"over {FILE_LIMIT >> 20} MiB and not JSON Lines; the answer guard cannot read it whole"
+    head = first.lstrip()
+    while not head:  # blank so far
+        if not (head := rest.read(_CHUNK)):
+            return False
+        head = head.lstrip()
+    stream = io.BufferedReader(answer_formats.Prefixed(rest, head), _CHUNK)
+    if head[:1] in (b"{", b"["):
+        while line := stream.readline(FILE_LIMIT + 1):
+            if len(line) > FILE_LIMIT:
+                raise InputError(path, too_big)
+            try:
+                if line.strip() and _holds(orjson.loads(line), _Tally()):
+                    return True
+            except orjson.JSONDecodeError:
+                raise InputError(path, too_big) from None
+        return False
+    if _as_utf8(head[:4096]).lstrip()[:1] in (b"{", b"["):  # JSON with a byte order mark
+        raise InputError(path, too_big.replace("not JSON Lines", "not UTF-8"))
+    header = head[: head.find(b"\n", 0, 1 << 16) + 1]
+    names = _header(header)[0]
+    named = "id" in names and "split" in names and (_corpus_names(names) or _names_answers(names))
+    tally, offset, carry = _Tally(), 0, b""
+    while block := stream.read(_CHUNK):
+        data = carry + block
+        cut = data.rfind(b"\n") + 1 or len(data)
+        piece, carry = data[:cut], data[cut:]
+        if _csv_holds(header + piece if named and offset else piece, tally, offset):
+            return True
+        offset += len(piece)
+    return _csv_holds(header + carry if named else carry, tally, offset)
+
+
+def _content_holds(path: object, reader) -> bool:
+    """`reader` (a file's bytes) holds test answers, in any container or format answer_formats opens."""
+    budget = answer_formats.Budget(path)
+    for content in answer_formats.contents(path, reader, budget):
+        tally = _Tally()
+        if isinstance(content, answer_formats.Plain):
+            first = content.reader.read(FILE_LIMIT + 1)
+            holds = _text_holds(first) if len(first) <= FILE_LIMIT else _large_holds(path, first, content.reader)
+        elif isinstance(content, answer_formats.Rows):
+            holds = any(_holds(rows, tally) for rows in content.batches)
+        else:
+            holds = tally.feed(content.matches)
+        if holds:
+            return True
+    return False
+
+
+def holds_answers(data: bytes, name: object = "<data>") -> bool:
+    """True when `data` holds test answer records (see the module's docstring); InputError (naming
+    `name`) when it cannot be read all."""
+    try:
+        return _content_holds(name, io.BytesIO(data))
+    except _Unchecked:
+        raise InputError(
+            name, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
+        ) from None
+
+
 def read_bounded(path: Path) -> bytes | None:
+    """A regular file's bytes when it has at most FILE_LIMIT; None for a larger file, a link or
+    anything else (a FIFO is never waited on)."""
+    handle = _open_regular(path)
+    if handle is None:
+        return None
+    with handle:
+        return handle.read(FILE_LIMIT + 1) if os.fstat(handle.fileno()).st_size <= FILE_LIMIT else None
+
+
+def _open_regular(path: Path):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_LIMIT:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(FILE_LIMIT + 1)
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-
-
-_CHUNK = 1 << 20
-
-
-def _large_file_holds(path: Path) -> bool:
-    """`holds_answers` for a regular file over FILE_LIMIT, in bounded memory: False when its first
-    non-blank byte opens no JSON value; JSON Lines checked line by line (each line at most
-    FILE_LIMIT bytes); InputError for anything else, which cannot be read whole."""
-    import orjson
-
-    too_big = f"over {FILE_LIMIT >> 20} MiB and not JSON Lines; the answer guard cannot read it whole"
-    with open(path, "rb") as handle:
-        first = b""
-        while not first:
-            chunk = handle.read(_CHUNK)
-            if not chunk:
-                return False
-            first = chunk.lstrip()[:1]
-        if first not in (b"{", b"["):
-            if _as_utf8(chunk[:4096]).lstrip()[:1] in (b"{", b"["):  # JSON with a byte order mark
-                raise InputError(path, too_big.replace("not JSON Lines", "not UTF-8"))
-            return False
-        handle.seek(0)
-        while line := handle.readline(FILE_LIMIT + 1):
-            if len(line) > FILE_LIMIT:
-                raise InputError(path, too_big)
-            if not line.strip():
-                continue
-            try:
-                if _holds(orjson.loads(line)):
-                    return True
-            except orjson.JSONDecodeError:
-                raise InputError(path, too_big) from None
-    return False
-
-
-def _is_large_file(path: Path) -> bool:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size > FILE_LIMIT
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
@@ -241,13 +379,16 @@ def find_answers(paths: Iterable[Path]) -> list[Path]:
     """The files among `paths` (files, or folders walked) that hold test answers; [] when none."""
     found = []
     for path in walk_files(paths):
-        data = read_bounded(path)
-        try:
-            holds = holds_answers(data) if data is not None else _is_large_file(path) and _large_file_holds(path)
-        except _Unchecked:
-            raise InputError(
-                path, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
-            ) from None
+        handle = _open_regular(path)
+        if handle is None:
+            continue
+        with handle:
+            try:
+                holds = _content_holds(path, handle)
+            except _Unchecked:
+                raise InputError(
+                    path, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
+                ) from None
         if holds:
             found.append(path)
     return found

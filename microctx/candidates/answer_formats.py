@@ -1,0 +1,333 @@
+"""What the answer guard looks inside: compressed files, archives and binary table formats.
+
+`contents(name, reader, budget)` turns one file's bytes into what its content tests read: a
+gzip, bzip2 or xz (lzma) stream is decompressed, and every regular member of a zip or tar
+archive (compressed or not, nested in one another up to `_MAX_LAYERS` deep) is opened in turn;
+what is left comes out as one of
+
+- `("plain", reader)`: bytes the guard reads as text (JSON, CSV, anything else), in pieces;
+- `("rows", rows)`: batches of records a reader of the format gives with their column names
+  (Parquet through pyarrow, a NumPy `.npy`/`.npz` array of strings or records);
+- `("values", matches)`: the strings of a format read without running it, as `(offset, token)`
+  pairs (a pickle, which is never unpickled: its opcodes are walked and its memo replayed, so a
+  string pickled once and referenced again counts at each place; a NumPy array of objects is a
+  pickle after its header).
+
+Every byte a decompressor or an archive gives counts against the file's `Budget`: past
+`EXPAND_LIMIT` expanded bytes, `_MAX_MEMBERS` archive members or `_MAX_LAYERS` nested
+containers the file is an InputError naming it (a decompression bomb is refused, never passed).
+A container the guard cannot open (an encrypted zip member, a compression it lacks, a Parquet
+file without pyarrow) is refused the same way: answers inside would go unseen. A corrupt or
+truncated compressed stream is read up to where it breaks, as a candidate's reader would.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from microctx.errors import InputError
+
+EXPAND_LIMIT = 1 << 30
+_MAX_MEMBERS = 20_000
+_MAX_LAYERS = 8
+_HEAD = 512
+# the tokens the value test counts: record ids as the corpus writes them (`issue-<number>`, the
+# freeze's) and split names, also run together as a column's string buffer stores them
+# ("issue-5105issue-5106", "testtraintest")
+TOKENS = re.compile(
+    rb"issue-[0-9]{1,19}|(?:(?<![A-Za-z0-9_])|(?<=test)|(?<=tune)|(?<=train))"
+    rb"(?:test|train|tune)(?=test|train|tune|[^A-Za-z0-9_]|\Z)"
+)
+
+
+@dataclass(frozen=True)
+class Plain:
+    """Bytes to read as text, from a binary reader."""
+
+    reader: Any
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Batches of records (dicts by column name, or lists of values)."""
+
+    batches: Iterator[list]
+
+
+@dataclass(frozen=True)
+class Values:
+    """`(offset, token)` pairs of the `TOKENS` in a format's strings, in order."""
+
+    matches: Iterator[tuple[int, bytes]]
+
+
+Content = Plain | Rows | Values
+
+
+class Budget:
+    """The expanded bytes and archive members one file may still give, and the file to name."""
+
+    def __init__(self, path: object, limit: int = EXPAND_LIMIT):
+        self.path, self.left, self.members = path, limit, 0
+        self.limit = limit
+
+    def take(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            self.refuse(f"expands past {self.limit >> 20} MiB (compressed or archived); the answer guard cannot read it all")
+
+    def member(self) -> None:
+        self.members += 1
+        if self.members > _MAX_MEMBERS:
+            self.refuse(f"holds more than {_MAX_MEMBERS:,} archive members; the answer guard cannot read them all")
+
+    def refuse(self, message: str) -> None:
+        raise InputError(self.path, message)
+
+
+class _Counted(io.RawIOBase):
+    """`inner`'s bytes, counted against `budget`; a decompressor's error ends the stream."""
+
+    def __init__(self, inner, budget: Budget):
+        self.inner, self.budget = inner, budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        import lzma
+        import zlib
+
+        try:
+            data = self.inner.read(len(buffer))
+        except (OSError, EOFError, zlib.error, lzma.LZMAError):
+            return 0  # corrupt or truncated: what came before is all a reader would get
+        self.budget.take(len(data))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _counted(inner, budget: Budget) -> io.BufferedReader:
+    return io.BufferedReader(_Counted(inner, budget), 1 << 20)
+
+
+def _kind(head: bytes) -> str:
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:3] == b"BZh":
+        return "bz2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:6] == b"\x93NUMPY":
+        return "npy"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "pickle"
+    return "plain"
+
+
+def _seekable(reader, head: bytes):
+    """The file again from its first byte, seekable: a file on disk itself, else its bytes in
+    memory (a member or a decompressed stream, counted against the budget as it is read)."""
+    if reader.seekable():
+        reader.seek(0)
+        return reader
+    return io.BytesIO(head + reader.read())
+
+
+class Prefixed(io.RawIOBase):
+    """`head` (already read), then the rest of `inner`."""
+
+    def __init__(self, inner, head: bytes):
+        self.inner, self.head = inner, head
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count], self.head = self.head[:count], self.head[count:]
+            return count
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def contents(name: object, reader, budget: Budget, layer: int = 0) -> Iterator[Content]:
+    """What `reader` (binary, at its start) holds, as the module's docstring says."""
+    import bz2
+    import gzip
+    import lzma
+
+    if layer > _MAX_LAYERS:
+        budget.refuse(f"containers nested more than {_MAX_LAYERS} deep; the answer guard cannot read them all")
+    head = reader.read(_HEAD)
+    kind = _kind(head)
+    if kind == "zip":
+        yield from _zip_members(name, _seekable(reader, head), budget, layer)
+        return
+    if kind == "parquet":
+        yield Rows(_parquet_rows(_seekable(reader, head), budget))
+        return
+    rest = io.BufferedReader(Prefixed(reader, head), 1 << 20)
+    if kind in ("gzip", "bz2", "xz"):
+        opened = gzip.GzipFile(fileobj=rest) if kind == "gzip" else bz2.BZ2File(rest) if kind == "bz2" else lzma.LZMAFile(rest)
+        yield from contents(name, _counted(opened, budget), budget, layer + 1)
+    elif kind == "tar":
+        yield from _tar_members(name, rest, budget, layer)
+    elif kind == "npy":
+        yield from _npy(rest, budget)
+    elif kind == "pickle":
+        yield Values(pickle_values(rest))
+    else:
+        yield Plain(rest)
+
+
+def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[Content]:
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(source)
+    except (zipfile.BadZipFile, OSError, EOFError):
+        source.seek(0)
+        yield Plain(source)  # not a readable archive: its bytes as they are
+        return
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            budget.member()
+            try:
+                member = archive.open(info)
+            except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # encrypted, unknown method
+                budget.refuse(f"zip member {info.filename!r} cannot be opened ({exc}); the answer guard cannot read it")
+            with member:
+                yield from contents(name, _counted(member, budget), budget, layer + 1)
+
+
+def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[Content]:
+    import tarfile
+
+    try:
+        with tarfile.open(fileobj=source, mode="r|") as archive:
+            for info in archive:
+                if not info.isreg():
+                    continue
+                budget.member()
+                member = archive.extractfile(info)
+                if member is not None:
+                    yield from contents(name, _counted(member, budget), budget, layer + 1)
+    except tarfile.TarError:
+        return  # what a reader gets of a broken archive was searched
+
+
+def _parquet_rows(source, budget: Budget) -> Iterator[list[dict]]:
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError:
+        budget.refuse("a Parquet file, and pyarrow is not installed; the answer guard cannot read it")
+    try:
+        table = parquet.ParquetFile(source)
+        for batch in table.iter_batches(batch_size=1 << 14):
+            yield batch.to_pylist()
+    except (OSError, ValueError) as exc:
+        budget.refuse(f"a Parquet file pyarrow cannot read ({exc}); the answer guard cannot read it")
+
+
+def _npy(source, budget: Budget) -> Iterator[Content]:
+    """A NumPy array: objects are a pickle (walked as one); strings and records are read as rows;
+    numbers hold no id or split name and pass."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    try:
+        version = npy.read_magic(source)
+        shape, fortran, dtype = npy.read_array_header_1_0(source) if version == (1, 0) else npy.read_array_header_2_0(source)
+    except ValueError:
+        yield Plain(source)
+        return
+    if dtype.hasobject:
+        yield Values(pickle_values(source))
+        return
+    if not (dtype.names or dtype.kind in "SU"):
+        return
+    count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if count > budget.left:
+        budget.refuse(f"a NumPy array of {count:,} bytes of text; the answer guard cannot read it all")
+    array = np.frombuffer(source.read(count), dtype=dtype)
+    yield Rows(iter([[_plain(row, dtype.names) for row in array.tolist()]]))
+
+
+def _plain(value: object, names: tuple[str, ...] | None = None) -> object:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, (tuple, list)):
+        items = [_plain(item) for item in value]
+        return dict(zip(names, items, strict=False)) if names else items
+    return value
+
+
+_STRINGS = frozenset(
+    {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"}
+    | {"BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8"}
+)
+
+
+def pickle_values(source) -> Iterator[tuple[int, bytes]]:
+    """The `TOKENS` in a pickle's strings and byte strings, in order, with their offsets; a string
+    fetched again from the memo counts again. The pickle is walked (pickletools), never run."""
+    import pickletools
+
+    memo: dict[int, list[tuple[int, bytes]]] = {}
+    last: list[tuple[int, bytes]] = []
+    source = _Tell(source)
+    try:
+        for op, arg, pos in pickletools.genops(source):
+            if op.name in _STRINGS:
+                data = arg.encode("utf-8", "surrogatepass") if isinstance(arg, str) else bytes(arg or b"")
+                last = [(match.start(), match.group()) for match in TOKENS.finditer(data)]
+            elif op.name == "MEMOIZE":
+                memo[len(memo)] = last
+                continue
+            elif op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+                memo[int(arg or 0)] = last
+                continue
+            elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+                last = memo.get(int(arg or 0), [])
+            else:
+                last = []
+            for offset, token in last:
+                yield (pos or 0) + offset, token
+    except (ValueError, EOFError, OverflowError, UnicodeDecodeError):
+        return  # a broken pickle: what came before it was searched
+
+
+class _Tell:
+    """A stream's read and readline, with the offset pickletools asks for (a stream that cannot
+    seek cannot say it)."""
+
+    def __init__(self, inner):
+        self.inner, self.offset = inner, 0
+
+    def read(self, count: int = -1) -> bytes:
+        data = self.inner.read(count)
+        self.offset += len(data)
+        return data
+
+    def readline(self) -> bytes:
+        data = self.inner.readline()
+        self.offset += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self.offset
