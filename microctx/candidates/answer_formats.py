@@ -35,12 +35,13 @@ EXPAND_LIMIT = 1 << 30
 _MAX_MEMBERS = 20_000
 _MAX_LAYERS = 8
 _HEAD = 512
+_OLD_PICKLE_LIMIT = 256 << 20  # a text-protocol pickle is read whole, so both ways, up to this
+_KINDS = frozenset({"gzip", "bz2", "xz", "zip", "tar", "parquet", "arrow", "npy", "pickle", "old pickle", "plain"})
 # the tokens the value test counts: record ids as the corpus writes them (`issue-<number>`, the
-# freeze's) and split names, also run together as a column's string buffer stores them
-# ("issue-5105issue-5106", "testtraintest")
+# freeze's) and split names (lower case, not inside a word), also run together as binary formats
+# store strings ("issue-5105issue-5106", "testtraintest", "issue-5105testCLOSED")
 TOKENS = re.compile(
-    rb"issue-[0-9]{1,19}|(?:(?<![A-Za-z0-9_])|(?<=test)|(?<=tune)|(?<=train))"
-    rb"(?:test|train|tune)(?=test|train|tune|[^A-Za-z0-9_]|\Z)"
+    rb"issue-[0-9]{1,19}|(?:(?<![a-z_])|(?<=test)|(?<=tune)|(?<=train))(?:test|train|tune)(?=test|train|tune|[^a-z_]|\Z)"
 )
 
 
@@ -130,15 +131,30 @@ def _kind(head: bytes) -> str:
         return "parquet"
     if head[:6] == b"\x93NUMPY":
         return "npy"
+    if head[:6] == b"ARROW1":
+        return "arrow"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         return "pickle"
+    if head[:1] in b"(c]}" and (b"p0\n" in head or b"q\x00" in head):  # protocols 0 and 1: text too
+        return "old pickle"
+    for magic, what in _UNREADABLE.items():
+        if head.startswith(magic):
+            return what
     return "plain"
 
 
-def _seekable(reader, head: bytes):
+_UNREADABLE = {
+    b"(\xb5/\xfd": "compressed with zstd",
+    b"\x04\x22\x4d\x18": "compressed with LZ4",
+    b"7z\xbc\xaf\x27\x1c": "a 7-Zip archive",
+    b"Rar!\x1a\x07": "a RAR archive",
+}
+
+
+def _seekable(reader, head: bytes, layer: int):
     """The file again from its first byte, seekable: a file on disk itself, else its bytes in
     memory (a member or a decompressed stream, counted against the budget as it is read)."""
-    if reader.seekable():
+    if layer == 0 and reader.seekable():
         reader.seek(0)
         return reader
     return io.BytesIO(head + reader.read())
@@ -174,11 +190,13 @@ def contents(name: object, reader, budget: Budget, layer: int = 0) -> Iterator[C
     head = reader.read(_HEAD)
     kind = _kind(head)
     if kind == "zip":
-        yield from _zip_members(name, _seekable(reader, head), budget, layer)
+        yield from _zip_members(name, _seekable(reader, head, layer), budget, layer)
         return
-    if kind == "parquet":
-        yield Rows(_parquet_rows(_seekable(reader, head), budget))
+    if kind in ("parquet", "arrow"):
+        yield Rows(_arrow_rows(_seekable(reader, head, layer), budget, kind))
         return
+    if kind not in _KINDS:
+        budget.refuse(f"{kind}, which the answer guard cannot read; give the data uncompressed or as zip, tar, gzip, bzip2 or xz")
     rest = io.BufferedReader(Prefixed(reader, head), 1 << 20)
     if kind in ("gzip", "bz2", "xz"):
         opened = gzip.GzipFile(fileobj=rest) if kind == "gzip" else bz2.BZ2File(rest) if kind == "bz2" else lzma.LZMAFile(rest)
@@ -189,6 +207,13 @@ def contents(name: object, reader, budget: Budget, layer: int = 0) -> Iterator[C
         yield from _npy(rest, budget)
     elif kind == "pickle":
         yield Values(pickle_values(rest))
+    elif kind == "old pickle":  # perhaps text that looks like one: read both ways
+        data = rest.read(_OLD_PICKLE_LIMIT + 1)
+        if len(data) > _OLD_PICKLE_LIMIT:
+            yield Plain(io.BufferedReader(Prefixed(rest, data), 1 << 20))
+            return
+        yield Values(pickle_values(io.BytesIO(data)))
+        yield Plain(io.BytesIO(data))
     else:
         yield Plain(rest)
 
@@ -212,7 +237,8 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
             except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # encrypted, unknown method
                 budget.refuse(f"zip member {info.filename!r} cannot be opened ({exc}); the answer guard cannot read it")
             with member:
-                yield from contents(name, _counted(member, budget), budget, layer + 1)
+                stored = info.compress_type == zipfile.ZIP_STORED  # no expansion to count
+                yield from contents(name, member if stored else _counted(member, budget), budget, layer + 1)
 
 
 def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[Content]:
@@ -225,23 +251,30 @@ def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
                     continue
                 budget.member()
                 member = archive.extractfile(info)
-                if member is not None:
-                    yield from contents(name, _counted(member, budget), budget, layer + 1)
+                if member is not None:  # stored as it is: no expansion to count
+                    yield from contents(name, member, budget, layer + 1)
     except tarfile.TarError:
         return  # what a reader gets of a broken archive was searched
 
 
-def _parquet_rows(source, budget: Budget) -> Iterator[list[dict]]:
+def _arrow_rows(source, budget: Budget, kind: str) -> Iterator[list[dict]]:
+    """A Parquet or Arrow (Feather 2) file's records, a batch at a time, through pyarrow."""
+    what = "a Parquet file" if kind == "parquet" else "an Arrow (Feather) file"
     try:
+        import pyarrow.ipc as ipc
         import pyarrow.parquet as parquet
     except ImportError:
-        budget.refuse("a Parquet file, and pyarrow is not installed; the answer guard cannot read it")
+        budget.refuse(f"{what}, and pyarrow is not installed; the answer guard cannot read it")
     try:
-        table = parquet.ParquetFile(source)
-        for batch in table.iter_batches(batch_size=1 << 14):
+        if kind == "parquet":
+            batches = parquet.ParquetFile(source).iter_batches(batch_size=1 << 14)
+        else:
+            reader = ipc.open_file(source)
+            batches = (reader.get_batch(index) for index in range(reader.num_record_batches))
+        for batch in batches:
             yield batch.to_pylist()
     except (OSError, ValueError) as exc:
-        budget.refuse(f"a Parquet file pyarrow cannot read ({exc}); the answer guard cannot read it")
+        budget.refuse(f"{what} pyarrow cannot read ({exc}); the answer guard cannot read it")
 
 
 def _npy(source, budget: Budget) -> Iterator[Content]:

@@ -37,7 +37,7 @@ _DERIVED_FIELDS = _ANSWER_FIELDS - {"state", "labels"}
 _MAX_NODES = 5_000_000
 _MAX_DEPTH = 32
 _MIN_ROWS = 10  # distinct test records the value test needs (a partial leak of fewer passes it)
-_ROW_SPAN = 256  # bytes from a record's id to its split name, in one row
+_ROW_SPAN = 1024  # bytes from a record's id to its split name, in one row
 _RUN_GAP = 64  # bytes between split names in one column
 _CHUNK = 16 << 20
 
@@ -137,7 +137,9 @@ class _Tally:
         return self.feed((offset + m.start(), m.group()) for m in answer_formats.TOKENS.finditer(data))
 
     def value(self, value: object) -> None:
-        """One parsed scalar, at the walk's next offset."""
+        """One parsed scalar (or a key), at the walk's next offset; None is nothing."""
+        if value is None:
+            return
         if isinstance(value, str):
             data = value.encode("utf-8", "surrogatepass")
             self.scan(data, self.at)
@@ -186,28 +188,31 @@ def _csv_rows(text: str, delimiter: str) -> Iterator[list[str]]:
 def _holds(document: object, tally: _Tally) -> bool:
     """Answer records (or a table of them) anywhere in a parsed document, by their names; every
     value outside a public corpus's named records goes to the value test as well."""
-    stack, seen = [document], 0
+    stack: list[tuple[object, object]] = [(None, document)]
+    seen = 0
     while stack:
         if seen == _MAX_NODES:  # not a pass: answers past the bound would go unseen
             raise _Unchecked
-        node = stack.pop()
+        key, node = stack.pop()
         seen += 1
+        tally.value(key)  # a key is a value too: records keyed by their ids (`orient="index"`)
         if isinstance(node, list):
             if any(_is_answer(item) for item in node):
                 return True
-            values: Iterable = node
+            items: Iterable[tuple[object, object]] = ((None, item) for item in node)
         elif isinstance(node, dict):
             if _is_answer(node) or _is_answer_table(node):
                 return True
-            values = [v for k, v in node.items() if k not in _JUDGED] if _is_corpus(node) else node.values()
+            items = ((k, v) for k, v in node.items() if k not in _JUDGED) if _is_corpus(node) else node.items()
         else:
             continue
         children = []
-        for value in values:
-            if isinstance(value, (list, dict)):
-                children.append(value)
+        for item in items:
+            if isinstance(item[1], (list, dict)):
+                children.append(item)
             else:
-                tally.value(value)
+                tally.value(item[0])
+                tally.value(item[1])
         if tally.holds:
             return True
         stack += children
