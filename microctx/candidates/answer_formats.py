@@ -72,9 +72,9 @@ Content = Plain | Rows | Values
 class Budget:
     """The expanded bytes and archive members one file may still give, and the file to name."""
 
-    def __init__(self, path: object, limit: int = EXPAND_LIMIT):
-        self.path, self.left, self.members = path, limit, 0
-        self.limit = limit
+    def __init__(self, path: object):
+        self.path, self.left, self.members = path, EXPAND_LIMIT, 0
+        self.limit = EXPAND_LIMIT
 
     def take(self, count: int) -> None:
         self.left -= count

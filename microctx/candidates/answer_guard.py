@@ -109,8 +109,13 @@ class _Tally:
     def __init__(self) -> None:
         self.ids: set[bytes] = set()
         self.rows: set[bytes] = set()
+        self.column_tests = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """A new content of the file (an archive's next member): offsets start again."""
         self.pending, self.pending_at = b"", 0
-        self.run_end, self.run_tests, self.column_tests = -_RUN_GAP - 1, 0, 0
+        self.run_end, self.run_tests = -_RUN_GAP - 1, 0
         self.at = 0  # the offset of the next value a walk of parsed values feeds
 
     def feed(self, matches: Iterable[tuple[int, bytes]]) -> bool:
@@ -244,9 +249,9 @@ def _loads(data: bytes) -> object:
             raise ValueError("nested too deep") from None
 
 
-def _text_holds(data: bytes) -> bool:
+def _text_holds(data: bytes, tally: _Tally) -> bool:
     """`data` (read whole, at most FILE_LIMIT bytes) as text: JSON, JSON Lines, CSV or anything else."""
-    data, tally = _as_utf8(data), _Tally()
+    data = _as_utf8(data)
     if data.lstrip()[:1] not in (b"{", b"["):
         return _csv_holds(data, tally)
     try:
@@ -263,7 +268,7 @@ def _text_holds(data: bytes) -> bool:
     return False
 
 
-def _large_holds(path: object, first: bytes, rest) -> bool:
+def _large_holds(path: object, first: bytes, rest, tally: _Tally) -> bool:
     """`first` (FILE_LIMIT bytes read) and the `rest` of a larger text, in bounded memory: JSON
     Lines read line by line (each at most FILE_LIMIT bytes), any other JSON an InputError (it
     cannot be read whole), anything else read in pieces of about `_CHUNK` bytes, cut at line
@@ -282,7 +287,7 @@ def _large_holds(path: object, first: bytes, rest) -> bool:
             if len(line) > FILE_LIMIT:
                 raise InputError(path, too_big)
             try:
-                if line.strip() and _holds(orjson.loads(line), _Tally()):
+                if line.strip() and _holds(orjson.loads(line), tally):
                     return True
             except orjson.JSONDecodeError:
                 raise InputError(path, too_big) from None
@@ -292,7 +297,7 @@ def _large_holds(path: object, first: bytes, rest) -> bool:
     header = head[: head.find(b"\n", 0, 1 << 16) + 1]
     names = _header(header)[0]
     named = "id" in names and "split" in names and (_corpus_names(names) or _names_answers(names))
-    tally, offset, carry = _Tally(), 0, b""
+    offset, carry = 0, b""
     while block := stream.read(_CHUNK):
         data = carry + block
         cut = data.rfind(b"\n") + 1 or len(data)
@@ -306,11 +311,12 @@ def _large_holds(path: object, first: bytes, rest) -> bool:
 def _content_holds(path: object, reader) -> bool:
     """`reader` (a file's bytes) holds test answers, in any container or format answer_formats opens."""
     budget = answer_formats.Budget(path)
+    tally = _Tally()  # one per file: the columns of a table may be an archive's members (`.npz`)
     for content in answer_formats.contents(path, reader, budget):
-        tally = _Tally()
+        tally.restart()
         if isinstance(content, answer_formats.Plain):
             first = content.reader.read(FILE_LIMIT + 1)
-            holds = _text_holds(first) if len(first) <= FILE_LIMIT else _large_holds(path, first, content.reader)
+            holds = _text_holds(first, tally) if len(first) <= FILE_LIMIT else _large_holds(path, first, content.reader, tally)
         elif isinstance(content, answer_formats.Rows):
             holds = any(_holds(rows, tally) for rows in content.batches)
         else:

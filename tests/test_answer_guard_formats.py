@@ -1,0 +1,274 @@
+"""The answer guard finds held-out answers whatever the serialisation: without column names, over
+its read limit, compressed or archived, in binary table formats and pickles; a decompression bomb
+is refused, not passed; and the public corpus, the devkit, the built-in candidates and the
+project's own files still pass (microctx.candidates.answer_guard, answer_formats)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import pickle
+import sqlite3
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def frame(s8f):
+    import pandas as pd
+
+    return pd.DataFrame(json.loads(s8f.answers.read_bytes())["answers"])
+
+
+def _refused(tmp_path, name: str, body: bytes) -> None:
+    """`body` saved as data/`name` makes the project refused, naming the file."""
+    from microctx.candidates.project import make_project
+    from microctx.errors import InputError
+
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / name).write_bytes(body)
+    with pytest.raises(InputError) as caught:
+        make_project([], [str(data)], base=tmp_path)
+    assert str(caught.value).startswith(f"{data / name}: "), caught.value
+
+
+def _passes(tmp_path, name: str, body: bytes) -> None:
+    from microctx.candidates.project import make_project
+
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / name).write_bytes(body)
+    make_project([], [str(data)], base=tmp_path)
+
+
+def _zipped(name: str, body: bytes, method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", method) as archive:
+        archive.writestr(name, body)
+    return out.getvalue()
+
+
+def _tarred(name: str, body: bytes, mode: str = "w") -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode=mode) as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(body)
+        archive.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+def _sqlite(tmp_path, table) -> bytes:
+    path = tmp_path / f"made-{len(table)}.sqlite"
+    with sqlite3.connect(path) as connection:
+        table.astype(str).to_sql("answers", connection)
+    connection.close()
+    return path.read_bytes()
+
+
+WITHOUT_NAMES = {
+    "values": lambda t, _: t.to_json(orient="values").encode(),
+    "values-transposed": lambda t, _: t.T.to_json(orient="values").encode(),
+    "renamed-columns": lambda t, _: t.set_axis([f"c{i}" for i in range(t.shape[1])], axis=1).to_json().encode(),
+    "keyed-by-id": lambda t, _: t.set_index("id").to_json(orient="index").encode(),
+    "values-lines": lambda t, _: b"\n".join(json.dumps(row).encode() for row in t.values.tolist()),
+    "csv-headerless": lambda t, _: t.to_csv(index=False, header=False).encode(),
+    "tsv-renamed-header": lambda t, _: t.to_csv(index=False, sep="\t", header=[f"c{i}" for i in range(t.shape[1])]).encode(),
+    "yaml": lambda t, _: "".join(f"- {r.id}: {{split: {r.split}, refs: {r.references}}}\n" for r in t.itertuples()).encode(),
+    "sqlite": lambda t, tmp: _sqlite(tmp, t),
+}
+
+
+@pytest.mark.parametrize("form", sorted(WITHOUT_NAMES))
+def test_answers_without_column_names_are_found(s8f, frame, tmp_path, form):
+    """pandas' `to_json(orient="values")` (lists with no names), a transposed table, renamed
+    columns, records keyed by id, a headerless CSV, YAML or an SQLite file held no object with an
+    `id` and a `split` and passed the guard. The value test finds the test records' ids each
+    followed by "test", or a column of split names beside a column of ids; the same table of
+    train and tune records still passes."""
+    make = WITHOUT_NAMES[form]
+    _passes(tmp_path, "table.bin", make(frame[frame["split"] != "test"], tmp_path))
+    _refused(tmp_path, "table.bin", make(frame, tmp_path))
+
+
+@pytest.mark.parametrize("orient", ["records", "index", "table", "split", "columns"])
+def test_answers_as_pandas_json_by_names_are_found(s8f, frame, tmp_path, orient):
+    _refused(tmp_path, "frame.json", frame.to_json(orient=orient).encode())
+
+
+@pytest.mark.parametrize("form", ["csv", "csv-headerless", "tsv-renamed", "json-lines", "json-lines-values"])
+def test_a_table_over_the_read_limit_is_read_in_pieces(s8f, frame, tmp_path, monkeypatch, form):
+    """A CSV or TSV of answers over FILE_LIMIT (256 MiB) passed unread: only a file opening like
+    JSON was read past the limit. Now any large text is read in pieces (here both bounds lowered,
+    so the answers cross several pieces); train and tune rows alone still pass."""
+    from microctx.candidates import answer_guard
+
+    def make(table) -> bytes:
+        names = [f"c{i}" for i in range(table.shape[1])]
+        return {
+            "csv": lambda: table.to_csv(index=False).encode(),
+            "csv-headerless": lambda: table.to_csv(index=False, header=False).encode(),
+            "tsv-renamed": lambda: table.to_csv(index=False, sep="\t", header=names).encode(),
+            "json-lines": lambda: table.to_json(orient="records", lines=True).encode(),
+            "json-lines-values": lambda: b"\n".join(json.dumps(row).encode() for row in table.values.tolist()) + b"\n",
+        }[form]()
+
+    train = frame[frame["split"] != "test"]
+    body = make(train) + make(frame[frame["split"] == "test"].iloc[:40])
+    monkeypatch.setattr(answer_guard, "FILE_LIMIT", 4096)
+    monkeypatch.setattr(answer_guard, "_CHUNK", 1000)
+    assert len(body) > 5 * answer_guard.FILE_LIMIT
+    _passes(tmp_path, "big.txt", make(train))
+    _refused(tmp_path, "big.txt", body)
+
+
+def test_a_sparse_300_mib_csv_of_answers_is_found(s8f, frame, tmp_path):
+    """At the real limit: 300 MiB (sparse) of a CSV whose answer rows come after the padding."""
+    from microctx.candidates.answer_guard import find_answers
+
+    big = tmp_path / "big.csv"
+    with open(big, "wb") as handle:
+        handle.write(b"c0,c1,c2\n")
+        handle.truncate(300 << 20)
+        handle.seek(0, 2)
+        handle.write(frame.to_csv(index=False, header=False).encode())
+    assert find_answers([big]) == [big]
+
+
+COMPRESSED = {
+    "gzip": lambda raw: gzip.compress(raw),
+    "bz2": lambda raw: bz2.compress(raw),
+    "xz": lambda raw: lzma.compress(raw),
+    "lzma-alone": lambda raw: lzma.compress(raw, format=lzma.FORMAT_XZ, check=lzma.CHECK_NONE),
+    "zip": lambda raw: _zipped("answers.json", raw),
+    "zip-stored": lambda raw: _zipped("answers.json", raw, zipfile.ZIP_STORED),
+    "tar": lambda raw: _tarred("answers.json", raw),
+    "tar.gz": lambda raw: _tarred("answers.json", raw, "w:gz"),
+    "tar.xz": lambda raw: _tarred("answers.json", raw, "w:xz"),
+    "zip-in-tar.gz": lambda raw: _tarred("inner.zip", _zipped("answers.json", raw), "w:gz"),
+    "gzip-in-zip": lambda raw: _zipped("answers.json.gz", gzip.compress(raw)),
+}
+
+
+@pytest.mark.parametrize("what", ["answers.json", "answers.csv"])
+@pytest.mark.parametrize("container", sorted(COMPRESSED))
+def test_compressed_or_archived_answers_are_found(s8f, frame, tmp_path, container, what):
+    """A gzip, bzip2 or xz copy of the answers (JSON or CSV), a zip or tar of them, nested or
+    not, passed the guard, which read the compressed bytes as they are."""
+    raw = s8f.answers.read_bytes() if what == "answers.json" else frame.to_csv(index=False).encode()
+    _refused(tmp_path, "backup.bin", COMPRESSED[container](raw))
+
+
+def _npy(array, allow_pickle: bool = False) -> bytes:
+    import numpy as np
+
+    out = io.BytesIO()
+    np.save(out, array, allow_pickle=allow_pickle)
+    return out.getvalue()
+
+
+def _npz(frame) -> bytes:
+    import numpy as np
+
+    out = io.BytesIO()
+    np.savez_compressed(out, ids=frame["id"].to_numpy(str), splits=frame["split"].to_numpy(str))
+    return out.getvalue()
+
+
+def _parquet(table, how: str) -> bytes:
+    out = io.BytesIO()
+    getattr(table, f"to_{how}")(out)
+    return out.getvalue()
+
+
+BINARY = {
+    "parquet": lambda t: _parquet(t, "parquet"),
+    "parquet-renamed": lambda t: _parquet(t.set_axis([f"c{i}" for i in range(t.shape[1])], axis=1), "parquet"),
+    "feather": lambda t: _parquet(t, "feather"),
+    "npy-objects": lambda t: _npy(t.to_numpy(), allow_pickle=True),
+    "npy-strings": lambda t: _npy(t[["id", "split", "state"]].to_numpy(str)),
+    "npy-records": lambda t: _npy(
+        t[["id", "split", "state"]].to_records(index=False).astype([("a", "U12"), ("b", "U6"), ("c", "U7")])
+    ),
+    "npz": _npz,
+    "pickle-frame": lambda t: pickle.dumps(t),
+    "pickle-frame-objects": lambda t: pickle.dumps(t.astype(object), protocol=2),
+    "pickle-records": lambda t: pickle.dumps(t.to_dict(orient="records")),
+    "pickle-text-protocol": lambda t: pickle.dumps(t.to_dict(orient="records"), protocol=0),
+    "pickle-values": lambda t: pickle.dumps(t.values.tolist(), protocol=5),
+}
+
+
+@pytest.mark.parametrize("form", sorted(BINARY))
+def test_answers_in_binary_formats_are_found(s8f, frame, tmp_path, form):
+    """Parquet and Feather (read through pyarrow, by names or by the value test), NumPy arrays
+    (`.npy` of objects, strings or records; `.npz`) and pickles (walked opcode by opcode, never
+    unpickled) passed the guard. Found now; the same of train and tune records passes."""
+    make = BINARY[form]
+    _passes(tmp_path, "model.bin", make(frame[frame["split"] != "test"].reset_index(drop=True)))
+    _refused(tmp_path, "model.bin", make(frame))
+
+
+def test_a_decompression_bomb_or_an_unreadable_container_is_refused(s8f, tmp_path, monkeypatch):
+    """A file that expands past EXPAND_LIMIT, or is nested too deep, or compressed in a way the
+    guard cannot undo, is an InputError naming it (answers inside would go unseen), never a pass."""
+    from microctx.candidates import answer_formats
+    from microctx.candidates.answer_guard import find_answers
+    from microctx.errors import InputError
+
+    monkeypatch.setattr(answer_formats, "EXPAND_LIMIT", 1 << 20)
+    bomb = tmp_path / "weights.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (2 << 20)))
+    with pytest.raises(InputError, match="expands past 1 MiB") as caught:
+        find_answers([tmp_path])
+    assert str(caught.value).startswith(f"{bomb}: ")
+    bomb.write_bytes(_zipped("a", _zipped("b", b"\0" * (2 << 20))))
+    with pytest.raises(InputError, match="expands past"):
+        find_answers([bomb])
+    nested = s8f.answers.read_bytes()
+    for _ in range(10):
+        nested = gzip.compress(nested)
+    bomb.write_bytes(nested)
+    with pytest.raises(InputError, match="nested more than"):
+        find_answers([bomb])
+    bomb.write_bytes(b"(\xb5/\xfd" + bytes(100))
+    with pytest.raises(InputError, match="zstd"):
+        find_answers([bomb])
+    bomb.write_bytes(gzip.compress(b"\0" * (1 << 19)))  # under the limit: read, and clean
+    assert find_answers([bomb]) == []
+
+
+def test_the_public_corpus_devkit_builtins_and_project_files_pass(s8f, devkit, frame, tmp_path):
+    """No false alarms: the public corpus as published and as a table with its names (CSV,
+    Parquet, pandas JSON), the report, the devkit (train and tune answers), every built-in
+    candidate's folder and the project's own code, docs and tests pass; in the s8f folder only
+    the answer bundle is found."""
+    import pandas as pd
+
+    from microctx.candidates.answer_guard import find_answers
+
+    public = pd.DataFrame(json.loads(s8f.public.read_bytes())["records"])
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "public.json").write_bytes(s8f.public.read_bytes())
+    (data / "report.json").write_bytes(s8f.report.read_bytes())
+    (data / "devkit.json").write_bytes(devkit.read_bytes())
+    (data / "public.csv").write_bytes(public.to_csv(index=False).encode())
+    (data / "public.parquet").write_bytes(_parquet(public, "parquet"))
+    (data / "public.json.gz").write_bytes(gzip.compress(s8f.public.read_bytes()))
+    for orient in ("columns", "split", "records", "index", "table"):
+        (data / f"public-{orient}.json").write_bytes(public.to_json(orient=orient).encode())
+    (data / "devkit.pkl").write_bytes(pickle.dumps(json.loads(devkit.read_bytes())))
+    assert find_answers([data]) == []
+    own = [ROOT / "microctx", ROOT / "docs", *sorted((ROOT / "tests").glob("*.py")), ROOT / "tests" / "candidates"]
+    assert find_answers([ROOT / "microctx" / "candidates" / "builtins"]) == []
+    assert find_answers(own) == []
+    assert find_answers([s8f.public.parent]) == [s8f.answers]
