@@ -147,7 +147,8 @@ COMPRESSED = {
     "gzip": lambda raw: gzip.compress(raw),
     "bz2": lambda raw: bz2.compress(raw),
     "xz": lambda raw: lzma.compress(raw),
-    "lzma-alone": lambda raw: lzma.compress(raw, format=lzma.FORMAT_XZ, check=lzma.CHECK_NONE),
+    "xz-unchecked": lambda raw: lzma.compress(raw, check=lzma.CHECK_NONE),
+    "lzma-alone": lambda raw: lzma.compress(raw, format=lzma.FORMAT_ALONE),
     "zip": lambda raw: _zipped("answers.json", raw),
     "zip-stored": lambda raw: _zipped("answers.json", raw, zipfile.ZIP_STORED),
     "tar": lambda raw: _tarred("answers.json", raw),
@@ -272,3 +273,29 @@ def test_the_public_corpus_devkit_builtins_and_project_files_pass(s8f, devkit, f
     assert find_answers([ROOT / "microctx" / "candidates" / "builtins"]) == []
     assert find_answers(own) == []
     assert find_answers([s8f.public.parent]) == [s8f.answers]
+
+
+@pytest.mark.parametrize("magic", ["gzip", "pickle", "npy", "zip", "tar", "lzma", "parquet-in-zip"])
+def test_answers_behind_a_formats_magic_bytes_are_read_as_they_are(s8f, frame, tmp_path, magic):
+    """A file that only starts like a format (its magic bytes, then the answers as CSV) must not
+    pass because its format's reader gives up: its bytes are read as they are, too."""
+    body = frame.to_csv(index=False, header=False).encode()
+    fake = {
+        "gzip": b"\x1f\x8b\x08\x00" + body,
+        "pickle": b"\x80\x04" + body,
+        "npy": b"\x93NUMPY\x01\x00" + body,
+        "zip": b"PK\x03\x04" + body,
+        "tar": b"\0" * 257 + b"ustar\x0000" + body,
+        "lzma": b"\x5d" + b"\xff" * 12 + body,
+        "parquet-in-zip": _zipped("x.parquet", b"PAR1" + body + b"PAR1"),
+    }[magic]
+    if magic == "parquet-in-zip":
+        from microctx.candidates.project import make_project
+        from microctx.errors import InputError
+
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "x.zip").write_bytes(fake)
+        with pytest.raises(InputError, match="Parquet file pyarrow cannot read"):
+            make_project([], [str(tmp_path / "data")], base=tmp_path)
+        return
+    _refused(tmp_path, "blob", fake)

@@ -13,12 +13,17 @@ what is left comes out as one of
   string pickled once and referenced again counts at each place; a NumPy array of objects is a
   pickle after its header).
 
-Every byte a decompressor or an archive gives counts against the file's `Budget`: past
-`EXPAND_LIMIT` expanded bytes, `_MAX_MEMBERS` archive members or `_MAX_LAYERS` nested
+A file in a format is read as plain bytes as well (a member or stream of at most
+`_REPLAY_LIMIT` bytes is kept in memory for that), so bytes that merely start like a format (a
+gzip or pickle header, then answers) are read as they are; a corrupt or truncated compressed
+stream is read up to where it breaks, as a candidate's reader would read it.
+
+Every byte a decompressor or a compressed zip member gives counts against the file's `Budget`:
+past `EXPAND_LIMIT` expanded bytes, `_MAX_MEMBERS` archive members or `_MAX_LAYERS` nested
 containers the file is an InputError naming it (a decompression bomb is refused, never passed).
-A container the guard cannot open (an encrypted zip member, a compression it lacks, a Parquet
-file without pyarrow) is refused the same way: answers inside would go unseen. A corrupt or
-truncated compressed stream is read up to where it breaks, as a candidate's reader would.
+A container the guard cannot open (an encrypted zip member, zstd, LZ4, 7-Zip or RAR, a Parquet
+or Arrow file pyarrow cannot read, or without pyarrow) is refused the same way: answers inside
+would go unseen.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ EXPAND_LIMIT = 1 << 30
 _MAX_MEMBERS = 20_000
 _MAX_LAYERS = 8
 _HEAD = 512
-_OLD_PICKLE_LIMIT = 256 << 20  # a text-protocol pickle is read whole, so both ways, up to this
-_KINDS = frozenset({"gzip", "bz2", "xz", "zip", "tar", "parquet", "arrow", "npy", "pickle", "old pickle", "plain"})
+_REPLAY_LIMIT = 256 << 20  # a member or stream in a format is kept to be read again up to this
+_KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zip", "tar", "parquet", "arrow", "npy", "pickle"})
 # the tokens the value test counts: record ids as the corpus writes them (`issue-<number>`, the
 # freeze's) and split names (lower case, not inside a word), also run together as binary formats
 # store strings ("issue-5105issue-5106", "testtraintest", "issue-5105testCLOSED")
@@ -123,6 +128,8 @@ def _kind(head: bytes) -> str:
         return "bz2"
     if head[:6] == b"\xfd7zXZ\x00":
         return "xz"
+    if head[:1] == b"\x5d" and (head[5:13] == b"\xff" * 8 or head[12:13] == b"\x00"):
+        return "lzma"  # the legacy .lzma format: no magic; its usual properties byte, then a size
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "zip"
     if head[257:262] == b"ustar":
@@ -135,8 +142,8 @@ def _kind(head: bytes) -> str:
         return "arrow"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         return "pickle"
-    if head[:1] in b"(c]}" and (b"p0\n" in head or b"q\x00" in head):  # protocols 0 and 1: text too
-        return "old pickle"
+    if head[:1] in b"(c]}" and (b"p0\n" in head or b"q\x00" in head):  # protocols 0 and 1
+        return "pickle"
     for magic, what in _UNREADABLE.items():
         if head.startswith(magic):
             return what
@@ -151,13 +158,18 @@ _UNREADABLE = {
 }
 
 
-def _seekable(reader, head: bytes, layer: int):
-    """The file again from its first byte, seekable: a file on disk itself, else its bytes in
-    memory (a member or a decompressed stream, counted against the budget as it is read)."""
+def _source(reader, head: bytes, layer: int) -> tuple[Any, bool]:
+    """`reader` from its first byte again, and whether it can be read again after its format's
+    reader is done: a file on disk itself; a member or a decompressed stream in memory when it
+    has at most `_REPLAY_LIMIT` bytes (counted against the budget as it is read), else as a
+    stream read once."""
     if layer == 0 and reader.seekable():
         reader.seek(0)
-        return reader
-    return io.BytesIO(head + reader.read())
+        return reader, True
+    data = head + reader.read(_REPLAY_LIMIT)
+    if len(data) > _REPLAY_LIMIT:
+        return io.BufferedReader(Prefixed(reader, data), 1 << 20), False
+    return io.BytesIO(data), True
 
 
 class Prefixed(io.RawIOBase):
@@ -180,42 +192,51 @@ class Prefixed(io.RawIOBase):
 
 
 def contents(name: object, reader, budget: Budget, layer: int = 0) -> Iterator[Content]:
-    """What `reader` (binary, at its start) holds, as the module's docstring says."""
-    import bz2
-    import gzip
-    import lzma
-
+    """What `reader` (binary, at its start) holds, as the module's docstring says. A file in a
+    format is read as plain bytes as well (when it can be read again): bytes that merely start
+    like a format (answers behind a gzip or pickle header) are still read."""
     if layer > _MAX_LAYERS:
         budget.refuse(f"containers nested more than {_MAX_LAYERS} deep; the answer guard cannot read them all")
     head = reader.read(_HEAD)
     kind = _kind(head)
-    if kind == "zip":
-        yield from _zip_members(name, _seekable(reader, head, layer), budget, layer)
-        return
-    if kind in ("parquet", "arrow"):
-        yield Rows(_arrow_rows(_seekable(reader, head, layer), budget, kind))
+    if kind == "plain":
+        yield Plain(io.BufferedReader(Prefixed(reader, head), 1 << 20))
         return
     if kind not in _KINDS:
         budget.refuse(f"{kind}, which the answer guard cannot read; give the data uncompressed or as zip, tar, gzip, bzip2 or xz")
-    rest = io.BufferedReader(Prefixed(reader, head), 1 << 20)
-    if kind in ("gzip", "bz2", "xz"):
-        opened = gzip.GzipFile(fileobj=rest) if kind == "gzip" else bz2.BZ2File(rest) if kind == "bz2" else lzma.LZMAFile(rest)
+    source, again = _source(reader, head, layer)
+    if kind in ("zip", "parquet", "arrow") and not again:
+        source, again = io.BytesIO(source.read()), True  # these are read by seeking
+    yield from _formatted(name, kind, source, budget, layer)
+    if again:
+        source.seek(0)
+        yield Plain(source)
+
+
+def _formatted(name: object, kind: str, source, budget: Budget, layer: int) -> Iterator[Content]:
+    import bz2
+    import gzip
+    import lzma
+
+    if kind in ("gzip", "bz2", "xz", "lzma"):
+        opened = (
+            gzip.GzipFile(fileobj=source)
+            if kind == "gzip"
+            else bz2.BZ2File(source)
+            if kind == "bz2"
+            else lzma.LZMAFile(source, format=lzma.FORMAT_XZ if kind == "xz" else lzma.FORMAT_ALONE)
+        )
         yield from contents(name, _counted(opened, budget), budget, layer + 1)
+    elif kind == "zip":
+        yield from _zip_members(name, source, budget, layer)
+    elif kind in ("parquet", "arrow"):
+        yield Rows(_arrow_rows(source, budget, kind))
     elif kind == "tar":
-        yield from _tar_members(name, rest, budget, layer)
+        yield from _tar_members(name, source, budget, layer)
     elif kind == "npy":
-        yield from _npy(rest, budget)
-    elif kind == "pickle":
-        yield Values(pickle_values(rest))
-    elif kind == "old pickle":  # perhaps text that looks like one: read both ways
-        data = rest.read(_OLD_PICKLE_LIMIT + 1)
-        if len(data) > _OLD_PICKLE_LIMIT:
-            yield Plain(io.BufferedReader(Prefixed(rest, data), 1 << 20))
-            return
-        yield Values(pickle_values(io.BytesIO(data)))
-        yield Plain(io.BytesIO(data))
+        yield from _npy(source, budget)
     else:
-        yield Plain(rest)
+        yield Values(pickle_values(source))
 
 
 def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[Content]:
@@ -224,9 +245,7 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
     try:
         archive = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError, EOFError):
-        source.seek(0)
-        yield Plain(source)  # not a readable archive: its bytes as they are
-        return
+        return  # not a readable archive: its bytes are read as they are
     with archive:
         for info in archive.infolist():
             if info.is_dir():
@@ -254,7 +273,7 @@ def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
                 if member is not None:  # stored as it is: no expansion to count
                     yield from contents(name, member, budget, layer + 1)
     except tarfile.TarError:
-        return  # what a reader gets of a broken archive was searched
+        return  # a broken archive: what came before was searched, and its bytes are read as they are
 
 
 def _arrow_rows(source, budget: Budget, kind: str) -> Iterator[list[dict]]:
@@ -287,8 +306,7 @@ def _npy(source, budget: Budget) -> Iterator[Content]:
         version = npy.read_magic(source)
         shape, fortran, dtype = npy.read_array_header_1_0(source) if version == (1, 0) else npy.read_array_header_2_0(source)
     except ValueError:
-        yield Plain(source)
-        return
+        return  # not an array after all: its bytes are read as they are
     if dtype.hasobject:
         yield Values(pickle_values(source))
         return

@@ -251,9 +251,10 @@ def _loads(data: bytes) -> object:
 
 def _text_holds(data: bytes, tally: _Tally) -> bool:
     """`data` (read whole, at most FILE_LIMIT bytes) as text: JSON, JSON Lines, CSV or anything else."""
-    data = _as_utf8(data)
-    if data.lstrip()[:1] not in (b"{", b"["):
-        return _csv_holds(data, tally)
+    text = _as_utf8(data)  # binary bytes may look like UTF-16 or UTF-32: read both ways
+    if text.lstrip()[:1] not in (b"{", b"["):
+        return _csv_holds(data, tally) or (text is not data and (tally.restart() or _csv_holds(text, tally)))
+    data = text
     try:
         return _holds(_loads(data), tally)
     except ValueError:
