@@ -5,10 +5,10 @@ gzip, bzip2 or xz (lzma) stream is decompressed, and every regular member of a z
 archive (compressed or not, nested in one another up to `_MAX_LAYERS` deep) is opened in turn;
 what is left comes out as one of
 
-- `("plain", reader)`: bytes the guard reads as text (JSON, CSV, anything else), in pieces;
-- `("rows", rows)`: batches of records a reader of the format gives with their column names
-  (Parquet through pyarrow, a NumPy `.npy`/`.npz` array of strings or records);
-- `("values", matches)`: the strings of a format read without running it, as `(offset, token)`
+- `Plain`: bytes the guard reads as text (JSON, CSV, anything else), in pieces;
+- `Rows`: batches of records a reader of the format gives with their column names (Parquet
+  and Arrow/Feather through pyarrow, a NumPy `.npy`/`.npz` array of strings or records);
+- `Values`: the strings of a format read without running it, as `(offset, token)`
   pairs (a pickle, which is never unpickled: its opcodes are walked and its memo replayed, so a
   string pickled once and referenced again counts at each place; a NumPy array of objects is a
   pickle after its header).

@@ -253,7 +253,12 @@ def _text_holds(data: bytes, tally: _Tally) -> bool:
     """`data` (read whole, at most FILE_LIMIT bytes) as text: JSON, JSON Lines, CSV or anything else."""
     text = _as_utf8(data)  # binary bytes may look like UTF-16 or UTF-32: read both ways
     if text.lstrip()[:1] not in (b"{", b"["):
-        return _csv_holds(data, tally) or (text is not data and (tally.restart() or _csv_holds(text, tally)))
+        if _csv_holds(data, tally):
+            return True
+        if text is data:
+            return False
+        tally.restart()
+        return _csv_holds(text, tally)
     data = text
     try:
         return _holds(_loads(data), tally)
