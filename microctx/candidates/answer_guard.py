@@ -120,7 +120,7 @@ class _Tally:
 
     def feed(self, matches: Iterable[tuple[int, bytes]]) -> bool:
         for at, token in matches:
-            if token.startswith(b"issue-"):
+            if token[0] == 0x69:  # "i": an id
                 if len(self.ids) < _MIN_ROWS:
                     self.ids.add(token)
                 self.pending, self.pending_at = token, at
@@ -128,10 +128,13 @@ class _Tally:
             is_test = token == b"test"
             self.run_tests = (self.run_tests if 0 <= at - self.run_end <= _RUN_GAP else 0) + is_test
             self.run_end = at + len(token)
-            self.column_tests = max(self.column_tests, self.run_tests)
-            if is_test and self.pending and at - self.pending_at <= _ROW_SPAN:
-                self.rows.add(self.pending)
-                self.pending = b""
+            if is_test:
+                self.column_tests = max(self.column_tests, self.run_tests)
+                if self.pending and at - self.pending_at <= _ROW_SPAN:
+                    self.rows.add(self.pending)
+                    self.pending = b""
+                if self.holds:
+                    return True
         return self.holds
 
     @property
@@ -139,7 +142,7 @@ class _Tally:
         return len(self.rows) >= _MIN_ROWS or (self.column_tests >= _MIN_ROWS and len(self.ids) >= _MIN_ROWS)
 
     def scan(self, data: bytes, offset: int = 0) -> bool:
-        return self.feed((offset + m.start(), m.group()) for m in answer_formats.TOKENS.finditer(data))
+        return self.feed(answer_formats.tokens(data, offset))
 
     def value(self, value: object) -> None:
         """One parsed scalar (or a key), at the walk's next offset; None is nothing."""
