@@ -1,20 +1,39 @@
 """The answer guard: no folder or file handed to a candidate holds held-out answers, by content.
 
-`holds_answers(data)` is true when the bytes are a JSON document (or JSON Lines) anywhere inside
-which is a list of answer records: objects with an `id`, a `split` of "test" and at least one of
-the answer fields (`state`, `labels`, `references`, `duplicate_targets`, `scope_contradictions`).
-The schema string, the file name and the serialisation do not matter: an `answers.json.bak`, a
-re-serialised or re-indented copy, a bare list of records, one record per line, a table of them
-(a pandas DataFrame's `to_json()` by columns or `orient="split"`, CSV or TSV with a header), a
-copy with a byte order mark (UTF-16) or a NaN (`json.dump` writes one) are all found;
-a helper file that merely mentions the schema's name is not. A devkit (train and tune answers
-only) passes. `find_answers(paths)` walks folders without following links, reads regular files
-whole up to `FILE_LIMIT` bytes, and never blocks on a FIFO. A larger file is read in pieces: one
-whose first non-blank byte opens no JSON value passes (as it would below the limit: model weights,
-archives), JSON Lines are read line by line, and any other JSON over the limit is an InputError
-naming the file, not a pass. Likewise a folder the walk cannot finish (more than `MAX_FILES`
-files, or folders deeper than `_MAX_DEPTH` levels) and a document holding more than `_MAX_NODES`
-lists and objects: answers past a bound would go unseen.
+Test answer records are records with an `id`, a `split` of "test" and at least one answer field
+(`state`, `labels`, `references`, `duplicate_targets`, `scope_contradictions`). The callers
+(`project.make_project`, `cachedir.check_cache_dir`, the runner's check of file arguments) hold
+no answer bundle, so the guard knows no test id: it finds the records by two tests.
+
+- By names: JSON (or JSON Lines) anywhere inside which is such a record or a table of them (a
+  list of records, pandas' `to_json()` by columns, `orient="split"`, `"records"`, `"index"`,
+  `"table"`), a CSV/TSV whose header names the fields, Parquet or Arrow columns named so. A
+  public corpus record (a `title` and a `body`, none of the fields only answers hold:
+  references, duplicate targets, scope contradictions) is not one: state and labels are
+  candidate input. So the public corpus passes, as published or as a table with its names.
+- By values, blind to names and layout (`_Tally`): the corpus's ids (`issue-<number>`) and the
+  split names in every string outside a named record, in order. `_MIN_ROWS` distinct ids each
+  followed within `_ROW_SPAN` bytes by "test" (rows: a headerless CSV, `orient="values"`, YAML,
+  SQLite, a pickled list), or a column of split names holding `_MIN_ROWS` "test"s beside
+  `_MIN_ROWS` ids (a table stored by columns: a pickled or Arrow DataFrame, a transposed table,
+  an `.npz` of columns) are test records. Without names a public corpus's test records look the
+  same, so a nameless copy of them is refused too; fewer than `_MIN_ROWS` test records without
+  names pass (a partial leak below the bound).
+
+The file's bytes are read whatever the name, the serialisation or the encoding (a byte order
+mark, UTF-16/32, a NaN). answer_formats opens what is inside: gzip, bzip2, xz and .lzma, zip
+and tar members (nested), Parquet and Arrow through pyarrow, NumPy arrays and pickles (walked,
+never unpickled); a decompression bomb, or a container the guard cannot open, is an InputError
+naming the file, never a pass. A devkit (train and tune answers only) passes.
+
+`find_answers(paths)` walks folders without following links and never blocks on a FIFO. A file
+(or a member) up to `FILE_LIMIT` bytes is read whole; a larger one in pieces: JSON Lines line by
+line, other text in pieces of `_CHUNK` bytes cut at line ends; a larger JSON document that is not
+JSON Lines is an InputError naming it (it cannot be read whole). Likewise a folder the walk cannot
+finish (more than `MAX_FILES` files, or folders deeper than `_MAX_DEPTH` levels) and a document
+holding more than `_MAX_NODES` lists and objects: answers past a bound would go unseen.
+Out of reach by design: answers encoded or encrypted (base64, a cipher), or split from their
+`split` (ids of test records with no split name beside them).
 """
 
 from __future__ import annotations
