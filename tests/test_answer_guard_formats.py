@@ -299,3 +299,21 @@ def test_answers_behind_a_formats_magic_bytes_are_read_as_they_are(s8f, frame, t
             make_project([], [str(tmp_path / "data")], base=tmp_path)
         return
     _refused(tmp_path, "blob", fake)
+
+
+@pytest.mark.parametrize("form", ["json", "csv"])
+def test_answers_dressed_as_public_corpus_records_are_found(s8f, frame, tmp_path, form):
+    """A public corpus record (a title and a body, state and labels) is not an answer; answer
+    records given a title, a body and their references under another name are: only a record
+    with no name a corpus record lacks is judged a corpus record."""
+    from microctx.contract.schemas import PUBLIC_FIELDS
+
+    public = json.loads(s8f.public.read_bytes())["records"]
+    assert {key for record in public for key in record} == PUBLIC_FIELDS
+    dressed = frame.assign(title="", body="").rename(columns={"references": "refs"})
+    dressed = dressed.drop(columns=["duplicate_targets", "scope_contradictions"])
+    _refused(
+        tmp_path,
+        "corpus.txt",
+        dressed.to_json(orient="records").encode() if form == "json" else dressed.to_csv(index=False).encode(),
+    )

@@ -8,9 +8,9 @@ no answer bundle, so the guard knows no test id: it finds the records by two tes
 - By names: JSON (or JSON Lines) anywhere inside which is such a record or a table of them (a
   list of records, pandas' `to_json()` by columns, `orient="split"`, `"records"`, `"index"`,
   `"table"`), a CSV/TSV whose header names the fields, Parquet or Arrow columns named so. A
-  public corpus record (a `title` and a `body`, none of the fields only answers hold:
-  references, duplicate targets, scope contradictions) is not one: state and labels are
-  candidate input. So the public corpus passes, as published or as a table with its names.
+  public corpus record (a `title` and a `body`, and no field a corpus record lacks, so none
+  only answers hold: references, duplicate targets, scope contradictions) is not one: state and
+  labels are candidate input. So the public corpus passes, as published or as a table with its names.
 - By values, blind to names and layout (`_Tally`): the corpus's ids (`issue-<number>`) and the
   split names in every string outside a named record, in order. `_MIN_ROWS` distinct ids each
   followed within `_ROW_SPAN` bytes by "test" (rows: a headerless CSV, `orient="values"`, YAML,
@@ -45,14 +45,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from microctx.candidates import answer_formats
-from microctx.contract.schemas import ANSWER_FIELDS
+from microctx.contract.schemas import ANSWER_FIELDS, PUBLIC_FIELDS
 from microctx.errors import InputError
 
 FILE_LIMIT = 256 << 20
 MAX_FILES = 20_000
 _ANSWER_FIELDS = frozenset(ANSWER_FIELDS)
-# what only the answers hold: state and labels stay in the public corpus (corpus.freeze.PRESERVED_KEYS)
-_DERIVED_FIELDS = _ANSWER_FIELDS - {"state", "labels"}
+# a corpus record's names, and those pandas and pyarrow give a table's index
+_CORPUS_NAMES = PUBLIC_FIELDS | {"", "index", "level_0", "Unnamed: 0", "__index_level_0__"}
 _MAX_NODES = 5_000_000
 _MAX_DEPTH = 32
 _MIN_ROWS = 10  # distinct test records the value test needs (a partial leak of fewer passes it)
@@ -66,8 +66,9 @@ class _Unchecked(Exception):
 
 
 def _corpus_names(names: Iterable) -> bool:
-    """A public corpus record's names: a title and a body, and none of the fields only answers hold."""
-    return "title" in names and "body" in names and _DERIVED_FIELDS.isdisjoint(names)
+    """A public corpus record's names: a title and a body, and no name a corpus record lacks
+    (besides a table's index), so none of the fields only answers hold."""
+    return "title" in names and "body" in names and all(name in _CORPUS_NAMES for name in names)
 
 
 def _is_answer(item: object) -> bool:
@@ -97,10 +98,7 @@ def _is_corpus(node: dict) -> bool:
 
 
 # a corpus record's or table's values the names judged (any other value is still read)
-_JUDGED = frozenset(
-    {"id", "split", "number", "title", "body", "url", "state", "labels", "columns", "index", "data"}
-    | {"created_at", "updated_at", "closed_at", "title_sha256", "body_sha256"}
-)
+_JUDGED = PUBLIC_FIELDS | {"columns", "index", "data"}
 
 
 def _is_answer_table(node: dict) -> bool:
