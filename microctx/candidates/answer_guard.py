@@ -334,10 +334,10 @@ def _large_holds(path: object, first: bytes, rest, tally: _Tally) -> bool:
     return _csv_holds(header + carry if named else carry, tally, offset)
 
 
-def _content_holds(path: object, reader) -> bool:
-    """`reader` (a file's bytes) holds test answers, in any container or format answer_formats opens."""
+def _content_holds(path: object, reader, tally: _Tally) -> bool:
+    """`reader` (a file's bytes) holds test answers, in any container or format answer_formats
+    opens. `tally`: the file's (the columns of a table may be an archive's members, `.npz`)."""
     budget = answer_formats.Budget(path)
-    tally = _Tally()  # one per file: the columns of a table may be an archive's members (`.npz`)
     for content in answer_formats.contents(path, reader, budget):
         tally.restart()
         if isinstance(content, answer_formats.Plain):
@@ -356,7 +356,7 @@ def holds_answers(data: bytes, name: object = "<data>") -> bool:
     """True when `data` holds test answer records (see the module's docstring); InputError (naming
     `name`) when it cannot be read all."""
     try:
-        return _content_holds(name, io.BytesIO(data))
+        return _content_holds(name, io.BytesIO(data), _Tally())
     except _Unchecked:
         raise InputError(
             name, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
@@ -413,15 +413,21 @@ def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
 
 
 def find_answers(paths: Iterable[Path]) -> list[Path]:
-    """The files among `paths` (files, or folders walked) that hold test answers; [] when none."""
-    found = []
+    """The files among `paths` (files, or folders walked) that hold test answers; [] when none.
+    The value test counts test records across the files too: answers split into files of fewer
+    than `_MIN_ROWS` records each are found from the file that brings the count to it on."""
+    found: list[Path] = []
+    rows: set[bytes] = set()  # the test records the value test saw in the files before
     for path in walk_files(paths):
         handle = _open_regular(path)
         if handle is None:
             continue
         with handle:
             try:
-                holds = _content_holds(path, handle)
+                tally = _Tally()
+                holds = _content_holds(path, handle, tally)
+                rows |= tally.rows
+                holds = holds or bool(tally.rows) and len(rows) >= _MIN_ROWS
             except _Unchecked:
                 raise InputError(
                     path, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
