@@ -189,15 +189,16 @@ class Prefixed(io.RawIOBase):
     """`head` (already read), then the rest of `inner`."""
 
     def __init__(self, inner, head: bytes):
-        self.inner, self.head = inner, head
+        self.inner, self.head, self.at = inner, memoryview(head), 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count], self.head = self.head[:count], self.head[count:]
+        if self.at < len(self.head):  # no copy of the rest of a large head per read
+            count = min(len(buffer), len(self.head) - self.at)
+            buffer[:count] = self.head[self.at : self.at + count]
+            self.at += count
             return count
         data = self.inner.read(len(buffer))
         buffer[: len(data)] = data

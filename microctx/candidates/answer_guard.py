@@ -159,6 +159,8 @@ class _Tally:
         return len(self.rows) >= _MIN_ROWS or (self.column_tests >= _MIN_ROWS and len(self.ids) >= _MIN_ROWS)
 
     def scan(self, data: bytes, offset: int = 0) -> bool:
+        if b"issue-" not in data and b"test" not in data:  # most bytes (weights): found at memory speed
+            return self.holds
         return self.feed(answer_formats.tokens(data, offset))
 
     def value(self, value: object) -> None:
