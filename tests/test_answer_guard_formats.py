@@ -335,3 +335,31 @@ def test_answers_split_into_small_files_are_found(s8f, frame, tmp_path):
     for start in range(0, 50, 5):
         (data / f"part-{start:03}.csv").write_bytes(train.iloc[start : start + 5].to_csv(index=False, header=False).encode())
     assert find_answers([data]) == []
+
+
+def _xlsx(table) -> bytes:
+    """A minimal Excel workbook of `table` as spreadsheet programs write it: each distinct string
+    once in xl/sharedStrings.xml, the cells referring to it by number."""
+    from xml.sax.saxutils import escape
+
+    rows = [list(table.columns)] + table.astype(str).values.tolist()
+    shared = list(dict.fromkeys(value for row in rows for value in row))
+    index = {value: i for i, value in enumerate(shared)}
+    main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    strings = "".join(f"<si><t>{escape(value)}</t></si>" for value in shared)
+    cells = "".join(
+        f'<row r="{r + 1}">' + "".join(f'<c t="s"><v>{index[value]}</v></c>' for value in row) + "</row>"
+        for r, row in enumerate(rows)
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/sharedStrings.xml", f'<sst xmlns="{main}">{strings}</sst>')
+        book.writestr("xl/worksheets/sheet1.xml", f'<worksheet xmlns="{main}"><sheetData>{cells}</sheetData></worksheet>')
+    return out.getvalue()
+
+
+def test_answers_in_an_excel_workbook_are_found(s8f, frame, tmp_path):
+    """An .xlsx keeps "test" once in its shared strings and refers to it from each row: neither
+    member alone holds a test row. Its sheets are read as rows of values."""
+    _passes(tmp_path, "book.xlsx", _xlsx(frame[frame["split"] != "test"]))
+    _refused(tmp_path, "book.xlsx", _xlsx(frame.set_axis([f"c{i}" for i in range(frame.shape[1])], axis=1)))

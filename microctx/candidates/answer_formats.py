@@ -272,6 +272,40 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
             with member:
                 stored = info.compress_type == zipfile.ZIP_STORED  # no expansion to count
                 yield from contents(name, member if stored else _counted(member, budget), budget, layer + 1)
+        if "xl/sharedStrings.xml" in archive.namelist():
+            yield Rows(_xlsx_rows(archive, budget))
+
+
+def _xlsx_rows(archive, budget: Budget) -> Iterator[list]:
+    """An Excel workbook's rows, a sheet at a time: its cells keep each distinct string once
+    (`xl/sharedStrings.xml`) and refer to it by number, so its members alone hide the rows."""
+    from xml.etree.ElementTree import ParseError, iterparse
+
+    shared: list[str] = []
+    try:
+        with archive.open("xl/sharedStrings.xml") as strings:
+            for _, element in iterparse(_counted(strings, budget)):
+                if element.tag.endswith("}si"):
+                    shared.append("".join(element.itertext()))
+                    element.clear()
+        for sheet in (n for n in archive.namelist() if n.startswith("xl/worksheets/") and n.endswith(".xml")):
+            rows = []
+            with archive.open(sheet) as cells:
+                for _, element in iterparse(_counted(cells, budget)):
+                    if element.tag.endswith("}row"):
+                        rows.append([_cell(cell, shared) for cell in element if cell.tag.endswith("}c")])
+                        element.clear()
+            yield rows
+    except (ParseError, KeyError, RuntimeError, NotImplementedError):
+        return  # a broken workbook: its members were read as they are
+
+
+def _cell(cell, shared: list[str]) -> str:
+    value = cell.find("{*}v")
+    text = value.text or "" if value is not None else "".join(cell.itertext())
+    if cell.get("t") == "s" and text.isdigit() and int(text) < len(shared):
+        return shared[int(text)]
+    return text
 
 
 def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[Content]:
