@@ -321,7 +321,7 @@ def test_answers_dressed_as_public_corpus_records_are_found(s8f, frame, tmp_path
 
 def test_answers_split_into_small_files_are_found(s8f, frame, tmp_path):
     """The value test needs ten test records; answers without names cut into files of five
-    records each passed it one file at a time. The count runs across the folder's files."""
+    records each passed it one file at a time. The count runs across the folder's files (to 30)."""
     from microctx.candidates.answer_guard import find_answers
 
     test = frame[frame["split"] == "test"]
@@ -330,7 +330,7 @@ def test_answers_split_into_small_files_are_found(s8f, frame, tmp_path):
     for start in range(0, 50, 5):
         (data / f"part-{start:03}.csv").write_bytes(test.iloc[start : start + 5].to_csv(index=False, header=False).encode())
     found = find_answers([data])
-    assert 0 < len(found) < 10  # from the file that brings the count to ten on
+    assert 0 < len(found) < 10  # from the file that brings the count to 30 on
     train = frame[frame["split"] != "test"]
     for start in range(0, 50, 5):
         (data / f"part-{start:03}.csv").write_bytes(train.iloc[start : start + 5].to_csv(index=False, header=False).encode())

@@ -17,8 +17,9 @@ no answer bundle, so the guard knows no test id: it finds the records by two tes
   SQLite, a pickled list), or a column of split names holding `_MIN_ROWS` "test"s beside
   `_MIN_ROWS` ids (a table stored by columns: a pickled or Arrow DataFrame, a transposed table,
   an `.npz` of columns) are test records. Without names a public corpus's test records look the
-  same, so a nameless copy of them is refused too; fewer than `_MIN_ROWS` test records without
-  names pass (a partial leak below the bound).
+  same, so a nameless copy of them is refused too. Fewer than `_MIN_ROWS` test records without
+  names in a file pass, and fewer than `_MIN_WALK_ROWS` across a walk's files (a partial leak
+  below the bounds: a note may mention an issue beside the word "test").
 
 The file's bytes are read whatever the name, the serialisation or the encoding (a byte order
 mark, UTF-16/32, a NaN). answer_formats opens what is inside: gzip, bzip2, xz and .lzma, zip
@@ -56,6 +57,7 @@ _CORPUS_NAMES = PUBLIC_FIELDS | {"", "index", "level_0", "Unnamed: 0", "__index_
 _MAX_NODES = 5_000_000
 _MAX_DEPTH = 32
 _MIN_ROWS = 10  # distinct test records the value test needs (a partial leak of fewer passes it)
+_MIN_WALK_ROWS = 30  # the same across a walk's files (a mention of an issue in a note is one)
 _ROW_SPAN = 1024  # bytes from a record's id to its split name, in one row
 _RUN_GAP = 64  # bytes between split names in one column
 _CHUNK = 16 << 20
@@ -417,7 +419,8 @@ def walk_files(paths: Iterable[Path]) -> Iterable[Path]:
 def find_answers(paths: Iterable[Path]) -> list[Path]:
     """The files among `paths` (files, or folders walked) that hold test answers; [] when none.
     The value test counts test records across the files too: answers split into files of fewer
-    than `_MIN_ROWS` records each are found from the file that brings the count to it on."""
+    than `_MIN_ROWS` records each are found from the file that brings the count to
+    `_MIN_WALK_ROWS` on."""
     found: list[Path] = []
     rows: set[bytes] = set()  # the test records the value test saw in the files before
     for path in walk_files(paths):
@@ -429,7 +432,7 @@ def find_answers(paths: Iterable[Path]) -> list[Path]:
                 tally = _Tally()
                 holds = _content_holds(path, handle, tally)
                 rows |= tally.rows
-                holds = holds or bool(tally.rows) and len(rows) >= _MIN_ROWS
+                holds = holds or bool(tally.rows) and len(rows) >= _MIN_WALK_ROWS
             except _Unchecked:
                 raise InputError(
                     path, f"more than {_MAX_NODES:,} JSON lists and objects; the answer guard cannot read them all"
