@@ -188,7 +188,7 @@ def _source(reader, head: bytes, layer: int) -> tuple[Any, bool]:
 class Prefixed(io.RawIOBase):
     """`head` (already read), then the rest of `inner`."""
 
-    def __init__(self, inner, head: bytes):
+    def __init__(self, inner, head: bytes | memoryview):
         self.inner, self.head, self.at = inner, memoryview(head), 0
 
     def readable(self) -> bool:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -61,6 +62,7 @@ _MIN_WALK_ROWS = 30  # the same across a walk's files (a mention of an issue in 
 _ROW_SPAN = 1024  # bytes from a record's id to its split name, in one row
 _RUN_GAP = 64  # bytes between split names in one column
 _CHUNK = 16 << 20
+_NON_BLANK = re.compile(rb"[^ \t\n\r\f\v]")
 
 
 class _Unchecked(Exception):
@@ -306,13 +308,13 @@ def _large_holds(path: object, first: bytes, rest, tally: _Tally) -> bool:
     import orjson
 
     too_big = f"over {FILE_LIMIT >> 20} MiB and not JSON Lines; the answer guard cannot read it whole"
-    head = first.lstrip()
-    while not head:  # blank so far
-        if not (head := rest.read(_CHUNK)):
+    while not (start := _NON_BLANK.search(first)):  # blank so far
+        if not (first := rest.read(_CHUNK)):
             return False
-        head = head.lstrip()
+    head = memoryview(first)[start.start() :]  # not a copy of 256 MiB
+    opening = bytes(head[: 1 << 16])
     stream = io.BufferedReader(answer_formats.Prefixed(rest, head), _CHUNK)
-    if head[:1] in (b"{", b"["):
+    if opening[:1] in (b"{", b"["):
         while line := stream.readline(FILE_LIMIT + 1):
             if len(line) > FILE_LIMIT:
                 raise InputError(path, too_big)
@@ -322,9 +324,9 @@ def _large_holds(path: object, first: bytes, rest, tally: _Tally) -> bool:
             except orjson.JSONDecodeError:
                 raise InputError(path, too_big) from None
         return False
-    if _as_utf8(head[:4096]).lstrip()[:1] in (b"{", b"["):  # JSON with a byte order mark
+    if _as_utf8(opening[:4096]).lstrip()[:1] in (b"{", b"["):  # JSON with a byte order mark
         raise InputError(path, too_big.replace("not JSON Lines", "not UTF-8"))
-    header = head[: head.find(b"\n", 0, 1 << 16) + 1]
+    header = opening[: opening.find(b"\n") + 1]
     names = _header(header)[0]
     named = "id" in names and "split" in names and (_corpus_names(names) or _names_answers(names))
     offset, carry = 0, b""
