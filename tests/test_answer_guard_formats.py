@@ -363,3 +363,22 @@ def test_answers_in_an_excel_workbook_are_found(s8f, frame, tmp_path):
     member alone holds a test row. Its sheets are read as rows of values."""
     _passes(tmp_path, "book.xlsx", _xlsx(frame[frame["split"] != "test"]))
     _refused(tmp_path, "book.xlsx", _xlsx(frame.set_axis([f"c{i}" for i in range(frame.shape[1])], axis=1)))
+
+
+GROUPED = {
+    "json-ids": lambda t: json.dumps({s: list(g["id"]) for s, g in t.groupby("split")}).encode(),
+    "json-records-by-id": lambda t: json.dumps(
+        {s: g.set_index("id").to_dict(orient="index") for s, g in t.groupby("split")}
+    ).encode(),
+    "yaml": lambda t: "".join(f"{s}:\n" + "".join(f"  - {i}\n" for i in g["id"]) for s, g in t.groupby("split")).encode(),
+    "pickle": lambda t: pickle.dumps({s: g.drop(columns="split").values.tolist() for s, g in t.groupby("split")}),
+}
+
+
+@pytest.mark.parametrize("form", sorted(GROUPED))
+def test_answers_grouped_under_their_split_are_found(s8f, frame, tmp_path, form):
+    """Records grouped by split (`{"test": [ids or records by id], "train": ...}`, a YAML
+    section per split) carry "test" once, before the list: no id is followed by its split. A
+    list of ids under a "test" is test records; the train and tune groups alone still pass."""
+    _passes(tmp_path, "groups.bin", GROUPED[form](frame[frame["split"] != "test"]))
+    _refused(tmp_path, "groups.bin", GROUPED[form](frame))

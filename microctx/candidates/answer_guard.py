@@ -14,7 +14,7 @@ no answer bundle, so the guard knows no test id: it finds the records by two tes
 - By values, blind to names and layout (`_Tally`): the corpus's ids (`issue-<number>`) and the
   split names in every string outside a named record, in order. `_MIN_ROWS` distinct ids each
   followed within `_ROW_SPAN` bytes by "test" (rows: a headerless CSV, `orient="values"`, YAML,
-  SQLite, a pickled list), or a column of split names holding `_MIN_ROWS` "test"s beside
+  SQLite, a pickled list) or listed under a "test" (records grouped by split), or a column of split names holding `_MIN_ROWS` "test"s beside
   `_MIN_ROWS` ids (a table stored by columns: a pickled or Arrow DataFrame, a transposed table,
   an `.npz` of columns) are test records. Without names a public corpus's test records look the
   same, so a nameless copy of them is refused too. Fewer than `_MIN_ROWS` test records without
@@ -121,10 +121,11 @@ def _is_answer_table(node: dict) -> bool:
 
 class _Tally:
     """The value test, blind to names and layout: the record ids (`issue-<number>`) and split
-    names in a file's strings, in order. Test records are there when `_MIN_ROWS` distinct ids
-    are each followed, within `_ROW_SPAN` bytes, by "test" (rows: a headless CSV, lists of
-    values, a pickled list of records), or when a column of split names holds `_MIN_ROWS`
-    "test"s and the file `_MIN_ROWS` distinct ids (a table stored by columns: a pickled or Arrow
+    names in a file's strings, in order. Test records are ids followed within `_ROW_SPAN` bytes
+    by "test" (rows: a headless CSV, lists of values, a pickled list of records), or a list of
+    ids under a "test" (records grouped by split: `{"test": [...]}`, a YAML section); the file
+    holds answers at `_MIN_ROWS` of them, or when a column of split names holds `_MIN_ROWS`
+    "test"s beside `_MIN_ROWS` distinct ids (a table stored by columns: a pickled or Arrow
     DataFrame, a transposed table)."""
 
     def __init__(self) -> None:
@@ -137,7 +138,12 @@ class _Tally:
         """A new content of the file (an archive's next member): offsets start again."""
         self.pending, self.pending_at = b"", 0
         self.run_end, self.run_tests = -_RUN_GAP - 1, 0
+        self.heading, self.heading_at, self.first = False, 0, b""  # a list of ids under a "test"
         self.at = 0  # the offset of the next value a walk of parsed values feeds
+
+    def _row(self, token: bytes) -> None:
+        if len(self.rows) < _MIN_WALK_ROWS:
+            self.rows.add(token)
 
     def feed(self, matches: Iterable[tuple[int, bytes]]) -> bool:
         for at, token in matches:
@@ -145,14 +151,30 @@ class _Tally:
                 if len(self.ids) < _MIN_ROWS:
                     self.ids.add(token)
                 self.pending, self.pending_at = token, at
+                if not (self.heading and at - self.heading_at <= _ROW_SPAN):
+                    self.heading = False
+                    continue
+                self.heading_at = at + len(token)
+                if self.first == b"-":  # a list of ids under the "test"
+                    self._row(token)
+                elif self.first:  # a second id under it: a list, not a row's next id
+                    self._row(self.first)
+                    self._row(token)
+                    self.first = b"-"
+                else:
+                    self.first = token
+                    continue
+                if self.holds:
+                    return True
                 continue
             is_test = token == b"test"
             self.run_tests = (self.run_tests if 0 <= at - self.run_end <= _RUN_GAP else 0) + is_test
             self.run_end = at + len(token)
+            self.heading, self.heading_at, self.first = is_test, self.run_end, b""
             if is_test:
                 self.column_tests = max(self.column_tests, self.run_tests)
                 if self.pending and at - self.pending_at <= _ROW_SPAN:
-                    self.rows.add(self.pending)
+                    self._row(self.pending)
                     self.pending = b""
                 if self.holds:
                     return True
