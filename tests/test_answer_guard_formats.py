@@ -382,3 +382,28 @@ def test_answers_grouped_under_their_split_are_found(s8f, frame, tmp_path, form)
     list of ids under a "test" is test records; the train and tune groups alone still pass."""
     _passes(tmp_path, "groups.bin", GROUPED[form](frame[frame["split"] != "test"]))
     _refused(tmp_path, "groups.bin", GROUPED[form](frame))
+
+
+def test_a_container_the_guard_cannot_open_is_refused(s8f, frame, tmp_path, monkeypatch):
+    """Decided, not passed: an encrypted zip member, and Parquet when pyarrow is missing, are
+    InputErrors naming the file (the guard cannot see inside; a candidate holding the key could)."""
+    import sys
+
+    from microctx.candidates.answer_guard import find_answers
+    from microctx.errors import InputError
+
+    locked = bytearray(_zipped("answers.json", s8f.answers.read_bytes()))
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # the "encrypted" flag bit
+        where = locked.find(signature) + at
+        locked[where] |= 1
+    path = tmp_path / "locked.zip"
+    path.write_bytes(bytes(locked))
+    with pytest.raises(InputError, match="'answers.json' cannot be opened") as caught:
+        find_answers([path])
+    assert str(caught.value).startswith(f"{path}: ")
+    path = tmp_path / "table.parquet"
+    path.write_bytes(_parquet(frame[frame["split"] != "test"], "parquet"))
+    assert find_answers([path]) == []
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(InputError, match="pyarrow is not installed"):
+        find_answers([path])
