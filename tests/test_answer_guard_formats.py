@@ -407,3 +407,13 @@ def test_a_container_the_guard_cannot_open_is_refused(s8f, frame, tmp_path, monk
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(InputError, match="pyarrow is not installed"):
         find_answers([path])
+
+
+def test_answers_appended_to_a_public_corpus_table_are_found(s8f, frame, tmp_path):
+    """A public corpus's CSV passes by its header's names; rows of answers appended below it
+    (another width, no header of their own) must not pass with it."""
+    import pandas as pd
+
+    public = pd.DataFrame(json.loads(s8f.public.read_bytes())["records"]).to_csv(index=False).encode()
+    _passes(tmp_path, "public.csv", public)
+    _refused(tmp_path, "public.csv", public + frame.to_csv(index=False, header=False).encode())

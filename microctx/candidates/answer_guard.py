@@ -211,12 +211,14 @@ def _header(data: bytes) -> tuple[list[str], str]:
 
 def _csv_holds(data: bytes, tally: _Tally, offset: int = 0) -> bool:
     """A CSV (or TSV) table whose header names `id` and `split` and an answer field is judged by
-    its names (a row whose split is "test"), as a public corpus's table is (it passes); any other
-    text goes to the value test. Any line ending (CRLF, LF, a lone CR); a row the csv module
+    its names (a row whose split is "test"), as a public corpus's table is (its rows pass; rows
+    of another width go to the value test); any other text goes to the value test. Any line ending (CRLF, LF, a lone CR); a row the csv module
     cannot read (a field past its size limit, a stray CR) is split on the delimiter instead."""
     header, delimiter = _header(data)
-    if "id" in header and "split" in header and _corpus_names(header):
-        return False
+    if "id" in header and "split" in header and _corpus_names(header):  # rows of another width: values
+        rows = _csv_rows(data.decode("utf-8", errors="replace"), delimiter)
+        odd = "\n".join(delimiter.join(row) for row in rows if len(row) != len(header))
+        return tally.scan(odd.encode("utf-8", "surrogatepass"), offset)
     if not _names_answers(header):
         return tally.scan(data, offset)
     at = header.index("split")
