@@ -417,3 +417,23 @@ def test_answers_appended_to_a_public_corpus_table_are_found(s8f, frame, tmp_pat
     public = pd.DataFrame(json.loads(s8f.public.read_bytes())["records"]).to_csv(index=False).encode()
     _passes(tmp_path, "public.csv", public)
     _refused(tmp_path, "public.csv", public + frame.to_csv(index=False, header=False).encode())
+
+
+@pytest.mark.parametrize("damage", ["truncated-tar.gz", "truncated-tar", "bad-crc-zip", "truncated-gzip"])
+def test_a_damaged_archive_is_read_as_far_as_it_goes(s8f, tmp_path, damage):
+    """A truncated archive or a zip member with a bad checksum raised out of the guard (a crash,
+    not a verdict); it is read as far as a reader gets, and the answers there are found."""
+    from microctx.candidates.answer_guard import find_answers
+
+    raw = s8f.answers.read_bytes()
+    body = {
+        "truncated-tar.gz": lambda: _tarred("a.json", raw, "w:gz")[:-200],
+        "truncated-tar": lambda: _tarred("a.json", raw)[: 512 + len(raw) // 2],
+        "bad-crc-zip": lambda: _zipped("a.json", raw, zipfile.ZIP_STORED).replace(
+            b'"id": "issue-5105"', b'"id": "issue-5104"', 1
+        ),
+        "truncated-gzip": lambda: gzip.compress(raw)[: len(gzip.compress(raw)) // 2],
+    }[damage]()
+    path = tmp_path / "damaged"
+    path.write_bytes(body)
+    assert find_answers([path]) == [path]

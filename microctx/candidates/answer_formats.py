@@ -40,6 +40,7 @@ EXPAND_LIMIT = 1 << 30
 _MAX_MEMBERS = 20_000
 _MAX_LAYERS = 8
 _HEAD = 512
+_PIECE = 1 << 16  # bytes asked of a decompressor at a time
 _REPLAY_LIMIT = 256 << 20  # a member or stream in a format is kept to be read again up to this
 _KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zip", "tar", "parquet", "arrow", "npy", "pickle"})
 # the tokens the value test counts: record ids as the corpus writes them (`issue-<number>`, the
@@ -109,29 +110,33 @@ class Budget:
 
 
 class _Counted(io.RawIOBase):
-    """`inner`'s bytes, counted against `budget`; a decompressor's error ends the stream."""
+    """`inner`'s bytes (a decompressor's, a member's), counted against `budget` unless they are
+    stored as they are; an error of the format (corrupt, truncated, a bad CRC) ends the stream."""
 
-    def __init__(self, inner, budget: Budget):
-        self.inner, self.budget = inner, budget
+    def __init__(self, inner, budget: Budget, count: bool):
+        self.inner, self.budget, self.count = inner, budget, count
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
         import lzma
+        import tarfile
+        import zipfile
         import zlib
 
         try:
-            data = self.inner.read(len(buffer))
-        except (OSError, EOFError, zlib.error, lzma.LZMAError):
-            return 0  # corrupt or truncated: what came before is all a reader would get
-        self.budget.take(len(data))
+            data = self.inner.read(min(len(buffer), _PIECE))  # an error loses at most a piece
+        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, tarfile.TarError):
+            return 0  # what came before is all a reader would get
+        if self.count:
+            self.budget.take(len(data))
         buffer[: len(data)] = data
         return len(data)
 
 
-def _counted(inner, budget: Budget) -> io.BufferedReader:
-    return io.BufferedReader(_Counted(inner, budget), 1 << 20)
+def _counted(inner, budget: Budget, count: bool = True) -> io.BufferedReader:
+    return io.BufferedReader(_Counted(inner, budget, count), 1 << 20)
 
 
 def _kind(head: bytes) -> str:
@@ -271,7 +276,7 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
                 budget.refuse(f"zip member {info.filename!r} cannot be opened ({exc}); the answer guard cannot read it")
             with member:
                 stored = info.compress_type == zipfile.ZIP_STORED  # no expansion to count
-                yield from contents(name, member if stored else _counted(member, budget), budget, layer + 1)
+                yield from contents(name, _counted(member, budget, count=not stored), budget, layer + 1)
         if "xl/sharedStrings.xml" in archive.namelist():
             yield Rows(_xlsx_rows(archive, budget))
 
@@ -319,7 +324,7 @@ def _tar_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
                 budget.member()
                 member = archive.extractfile(info)
                 if member is not None:  # stored as it is: no expansion to count
-                    yield from contents(name, member, budget, layer + 1)
+                    yield from contents(name, _counted(member, budget, count=False), budget, layer + 1)
     except tarfile.TarError:
         return  # a broken archive: what came before was searched, and its bytes are read as they are
 
