@@ -263,7 +263,7 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
 
     try:
         archive = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, EOFError):
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         return  # not a readable archive: its bytes are read as they are
     with archive:
         for info in archive.infolist():
@@ -272,7 +272,14 @@ def _zip_members(name: object, source, budget: Budget, layer: int) -> Iterator[C
             budget.member()
             try:
                 member = archive.open(info)
-            except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # encrypted, unknown method
+            except (
+                RuntimeError,
+                NotImplementedError,
+                zipfile.BadZipFile,
+                OSError,
+                EOFError,
+                ValueError,
+            ) as exc:  # encrypted, unknown method, damaged
                 budget.refuse(f"zip member {info.filename!r} cannot be opened ({exc}); the answer guard cannot read it")
             with member:
                 stored = info.compress_type == zipfile.ZIP_STORED  # no expansion to count
@@ -344,9 +351,10 @@ def _arrow_rows(source, budget: Budget, kind: str) -> Iterator[list[dict]]:
             reader = ipc.open_file(source)
             batches = (reader.get_batch(index) for index in range(reader.num_record_batches))
         for batch in batches:
+            batch.validate(full=True)  # a damaged Arrow batch read unchecked crashes the process
             yield batch.to_pylist()
-    except (OSError, ValueError) as exc:
-        budget.refuse(f"{what} pyarrow cannot read ({exc}); the answer guard cannot read it")
+    except Exception as exc:  # any failure of the reader (pyarrow's errors are many): refused, not passed
+        budget.refuse(f"{what} pyarrow cannot read ({type(exc).__name__}: {exc}); the answer guard cannot read it")
 
 
 def _npy(source, budget: Budget) -> Iterator[Content]:
@@ -358,7 +366,7 @@ def _npy(source, budget: Budget) -> Iterator[Content]:
     try:
         version = npy.read_magic(source)
         shape, fortran, dtype = npy.read_array_header_1_0(source) if version == (1, 0) else npy.read_array_header_2_0(source)
-    except ValueError:
+    except Exception:  # numpy's header parse raises more than ValueError (tokenize's errors)
         return  # not an array after all: its bytes are read as they are
     if dtype.hasobject:
         yield Values(pickle_values(source))
@@ -368,7 +376,8 @@ def _npy(source, budget: Budget) -> Iterator[Content]:
     count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if count > budget.left:
         budget.refuse(f"a NumPy array of {count:,} bytes of text; the answer guard cannot read it all")
-    array = np.frombuffer(source.read(count), dtype=dtype)
+    data = source.read(count)
+    array = np.frombuffer(data[: len(data) - len(data) % dtype.itemsize], dtype=dtype)  # a truncated file: its whole items
     yield Rows(iter([[_plain(row, dtype.names) for row in array.tolist()]]))
 
 
@@ -412,8 +421,8 @@ def pickle_values(source) -> Iterator[tuple[int, bytes]]:
                 last = []
             for offset, token in last:
                 yield (pos or 0) + offset, token
-    except (ValueError, EOFError, OverflowError, UnicodeDecodeError):
-        return  # a broken pickle: what came before it was searched
+    except (ValueError, EOFError, OverflowError, UnicodeDecodeError, MemoryError):
+        return  # a broken pickle: what came before it was searched, and its bytes are read as they are
 
 
 class _Tell:
