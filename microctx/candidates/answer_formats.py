@@ -7,7 +7,9 @@ what is left comes out as one of
 
 - `Plain`: bytes the guard reads as text (JSON, CSV, anything else), in pieces;
 - `Rows`: batches of records a reader of the format gives with their column names (Parquet
-  and Arrow/Feather through pyarrow, a NumPy `.npy`/`.npz` array of strings or records);
+  and Arrow/Feather through pyarrow, each batch validated first; a NumPy `.npy`/`.npz` array of
+  strings or records), or rows of values (an Excel workbook's sheets, its shared strings put
+  back in their cells);
 - `Values`: the strings of a format read without running it, as `(offset, token)`
   pairs (a pickle, which is never unpickled: its opcodes are walked and its memo replayed, so a
   string pickled once and referenced again counts at each place; a NumPy array of objects is a
