@@ -1,6 +1,8 @@
 """A deterministic local OpenAI-compatible server for the model-candidate tests (127.0.0.1, a free port).
 
-`FakeOpenAI` serves `POST /v1/chat/completions`, plain JSON or streamed (SSE, with
+`FakeOpenAI` serves `POST /v1/completions` (the legacy endpoint: every prompt of a `prompt` list
+answered `n` times, each answer exactly `max_tokens` tokens long, 16 without one, as a model that
+never stops early) and `POST /v1/chat/completions`, plain JSON or streamed (SSE, with
 `stream_options.include_usage` honoured: a last chunk carrying `usage`; with `honour_max_tokens`,
 an answer is cut to the request's `max_completion_tokens` or `max_tokens`, as a real model cuts it). It answers like a
 perfect extractor: it reads the records out of the prompt (the JSON after `RECORDS (JSON):`) and
@@ -186,6 +188,8 @@ class _FakeHandler(BaseHTTPRequestHandler):
         }
         self.fake._log(entry)  # logged on arrival, so the count is right even for a client that gave up
         self._entry = entry
+        if self.path == "/v1/completions":
+            return self._completions(body)
         if self.path != "/v1/chat/completions":
             entry["status"] = 404
             return self._send(404, b'{"error": "not found"}')
@@ -232,6 +236,22 @@ class _FakeHandler(BaseHTTPRequestHandler):
             "usage": usage,
         }
         return self._send(200, json.dumps(envelope).encode())
+
+    def _completions(self, body: dict):
+        prompt = body.get("prompt", "")
+        prompts = prompt if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else [prompt]
+        bound, n = body.get("max_tokens", 16), body.get("n", 1)
+        choices = [{"index": i, "text": "word" * bound, "finish_reason": "length"} for i in range(len(prompts) * n)]
+        prompt_tokens = sum(tokens(p) if isinstance(p, str) else len(p) for p in prompts)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(choices) * bound,
+            "total_tokens": prompt_tokens + len(choices) * bound,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
+        self._entry["usage"] = usage
+        envelope = {"id": "cmpl-fake", "object": "text_completion", "model": body.get("model"), "choices": choices}
+        return self._send(200, json.dumps({**envelope, "usage": usage}).encode())
 
     def _content(self, behaviour: str, body: dict, system: str, fields: list[str], records: list[dict]) -> str:
         """What the planted behaviour or the prompt kind makes the fake answer."""

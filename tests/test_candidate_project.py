@@ -387,3 +387,28 @@ def test_a_sparse_300_mib_file_opening_with_an_answer_is_not_passed(s8f, tmp_pat
         handle.truncate(300 << 20)
     with pytest.raises(InputError, match="cannot read it whole"):
         find_answers([blob])
+
+
+def test_a_large_file_swapped_for_a_fifo_or_a_link_never_blocks_the_guard(tmp_path):
+    """The guard reads a file over its read limit after listing it as a large regular file; a
+    candidate still writing the folder (a sweep's runs share the cache folder, checked by the
+    guard before each run) may swap it for a FIFO or a link meanwhile. Opened as listed or not at
+    all: never blocking on the FIFO, never following the link."""
+    import os
+    import threading
+
+    from microctx.candidates.answer_guard import _large_file_holds
+
+    fifo, link = tmp_path / "blob", tmp_path / "link"
+    os.mkfifo(fifo)
+    link.symlink_to(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(_large_file_holds(p) for p in (fifo, link)), daemon=True)
+    reader.start()
+    reader.join(5)
+    try:
+        assert got == [False, False]
+    finally:
+        if reader.is_alive():  # the old guard waits for a writer: give it one, so no thread is left behind
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(5)

@@ -414,3 +414,103 @@ def test_a_failed_re_evaluation_leaves_the_earlier_evaluation_or_the_failed_one_
     kills = kill_every_step(lambda kill_at: evaluate("fail", folder, kill_at), folder, old, new, EVALUATION, classify=classify)
     assert kills == 6  # the journal, two files, three removals (a failed run is no look: no ledger)
     assert litter(folder) == []
+
+
+ROLL_BACK = """
+import errno, os, signal, sys
+from pathlib import Path
+from microctx._io import atomic
+from microctx.errors import InputError
+
+folder, kill_at = Path(sys.argv[1]), int(sys.argv[2])
+count = 0
+real_replace, real_unlink = os.replace, os.unlink
+
+
+def step():  # every rename and unlink the process makes, counted at the os level (as strace would)
+    global count
+    count += 1
+    if count == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def replace(src, dst, *args, **kw):
+    step()
+    if Path(dst).name == "c" and Path(src).name.endswith(".tmp"):
+        raise OSError(errno.EIO, "planted")
+    return real_replace(src, dst, *args, **kw)
+
+
+def unlink(path, *args, **kw):
+    step()
+    return real_unlink(path, *args, **kw)
+
+
+os.replace, os.unlink = replace, unlink
+try:
+    with atomic.AtomicOutputs() as out:
+        for name in ("a", "d", "b", "c"):  # d is new; writing c fails once a, d and b are in place
+            out.write(folder / name, b"new " + name.encode())
+        out.remove(folder / "e")
+except InputError:
+    sys.exit(2)
+"""
+
+
+def test_a_kill_while_a_failed_set_is_put_back_leaves_the_old_set_or_the_new_one(tmp_path):
+    """A planted fault: the set replaces a and b, makes d, removes e, and writing c fails after a,
+    d and b are in place, so the set is put back. A kill at any rename or unlink of that roll-back
+    (counted at the os level) must leave the old set or the new one whole. The roll-back used to
+    restore the files one by one under the committed journal: killed half-way, the next reader
+    rolled the new set forward over a half-restored old one (b old, a, c and d new)."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for name in ("a", "b", "c", "e"):
+        (folder / name).write_bytes(b"old " + name.encode())
+    names = ("a", "b", "c", "d", "e")
+    old = contents(folder, names)
+    new = {n: b"new " + n.encode() for n in ("a", "b", "c", "d")}
+    template = tmp_path / "template"
+    shutil.copytree(folder, template)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen = []
+    for n in range(1, 40):
+        shutil.rmtree(folder)
+        shutil.copytree(template, folder)
+        done = subprocess.run([sys.executable, "-c", ROLL_BACK, str(folder), str(n)], env=env, capture_output=True, timeout=60)
+        got = contents(folder, names)
+        assert got in (old, new), f"killed at step {n}: a mixed set {got}"
+        seen.append("old" if got == old else "new")
+        if done.returncode == 2:  # ran to the end: the fault, then the whole roll-back
+            assert got == old and litter(folder) == []
+            break
+        assert done.returncode == -signal.SIGKILL, done.stderr
+    else:
+        raise AssertionError("the set never finished")
+    # killed before the journal: old; after it, before the roll-back's own journal: new; then old
+    assert seen[0] == "old" and "new" in seen and seen[-3:] == ["old"] * 3, seen
+
+
+def test_the_clean_up_spares_a_committed_set_whose_other_folder_is_not_held(tmp_path):
+    """A set over two folders, killed after its journal was committed: a clean-up of one folder
+    alone (a report's staging clean-up takes that folder's lock only) used to remove that folder's
+    temporary file as a dead command's litter, and the next reader finished the set with it
+    missing: a mixed set."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder in (one, two):
+        folder.mkdir()
+        (folder / "out").write_bytes(b"old")
+    script = (
+        "import sys; from pathlib import Path; from microctx._io import atomic\n"
+        "with atomic.AtomicOutputs() as out:\n"
+        "    for f in sys.argv[1:]: out.write(Path(f) / 'out', b'new')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KILL_ENV: "3"}  # two journals, then killed at the first file
+    done = subprocess.run([sys.executable, "-c", script, str(one), str(two)], env=env, capture_output=True)
+    assert done.returncode == -signal.SIGKILL and litter(one) and litter(two)
+    from microctx._io.paths import locked_folders
+
+    with locked_folders([one]):
+        sets.tidy(one)
+    assert contents(one, ["out"]) == {"out": b"new"} and contents(two, ["out"]) == {"out": b"new"}
+    assert not [name for name in litter(one) + litter(two) if name.endswith((".tmp", ".json"))]  # backups: the next publish's

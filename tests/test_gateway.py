@@ -95,6 +95,70 @@ def test_the_candidate_never_holds_the_key_and_cannot_go_around_the_gateway(s8f,
     assert [d["reason"] for d in manifest["network"]["denied"]] == ["host not allowed (see --allow-host)"]
 
 
+def test_a_path_that_climbs_out_of_v1_is_refused_before_it_reaches_the_endpoint(s8f, tmp_path, monkeypatch):
+    """The gateway forwards the path it is given, with the key: `/v1/../admin` (or its encoded
+    forms) would reach another place of the endpoint's host once its server, or a proxy before
+    it, normalises the path. Refused (404) at the gateway; the endpoint sees the one call under /v1."""
+    monkeypatch.setenv("GATEWAY_KEY", KEY)
+    climbs = ["/../../admin/keys", "/%2e%2e/%2e%2e/admin/keys", "/..%2f..%2fadmin", "/%252e%252e/admin", "/a/..;/..;/admin"]
+    script = tmp_path / "climb.py"
+    script.write_text(
+        "import hashlib, json, os, sys, urllib.request, urllib.error\n"
+        "def post(path):\n"
+        "    req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + path, b'{}', {'Content-Type': 'application/json'})\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(req, timeout=10) as r: return r.status\n"
+        "    except urllib.error.HTTPError as e: return e.code\n"
+        f"report = [post(p) for p in {climbs!r} + ['/models']]\n"
+        "digest = hashlib.sha256(open('public.json', 'rb').read()).hexdigest()\n"
+        "json.dump({'corpus_sha256': digest, 'answers': [], 'probe': report}, open(sys.argv[1], 'w'))\n"
+    )
+    out = tmp_path / "climb.json"
+    argv = ["run", "climb", "--public", str(s8f.public), "--submission", str(out), "--cmd", f"python {script} {{submission}}"]
+    with FakeOpenAI() as fake:
+        code = main([*argv, "--model-endpoint", fake.base_url, "--model-key-env", "GATEWAY_KEY"])
+        paths = [r["path"] for r in fake.requests]
+    manifest = json.loads(manifest_path(out).read_text())
+    assert code == 0, manifest["error"]
+    assert json.loads(out.read_text())["probe"] == [404] * len(climbs) + [404]  # the last: the fake has no /v1/models
+    assert paths == ["/v1/models"]  # only the call under /v1 reached the endpoint
+    assert [d["reason"] for d in manifest["network"]["denied"]] == ["the model gateway serves /v1/ only"] * len(climbs)
+
+
+def test_the_gateways_cache_cannot_be_the_candidates_cache_folder(s8f, tmp_path, capsys):
+    """The gateway serves a cached answer without a call; the candidate writes its --cache-dir. Were
+    the model cache that folder (or inside it, or above it), a candidate would write the answers it
+    (and every later configuration of a sweep) is served as the model's, counted as cache hits."""
+    script = tmp_path / "poison.py"
+    script.write_text(
+        "import hashlib, json, os, sys, urllib.request\n"
+        "from pathlib import Path\n"
+        "doc = {'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}\n"
+        "canonical = json.dumps(doc, sort_keys=True, separators=(',', ':')).encode()\n"
+        "digest = hashlib.sha256(b'POST /v1/chat/completions\\n' + canonical).hexdigest()\n"
+        "fake = json.dumps({'choices': [{'message': {'content': 'fabricated'}}]})\n"
+        "entry = {'digest': digest, 'content_type': 'application/json', 'body': fake}\n"
+        "Path(os.environ['MICROCTX_CANDIDATE_CACHE'], 'model', digest + '.json').write_text(json.dumps(entry))\n"
+        "req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', json.dumps(doc).encode())\n"
+        "got = urllib.request.urlopen(req, timeout=10).read().decode()\n"
+        "d = hashlib.sha256(open('public.json', 'rb').read()).hexdigest()\n"
+        "json.dump({'corpus_sha256': d, 'answers': [], 'got': got}, open(sys.argv[1], 'w'))\n"
+    )
+    from microctx.candidates.cachedir import MARKER, MARKER_TEXT
+
+    cache = tmp_path / "cache"
+    (cache / "model").mkdir(parents=True)
+    (cache / MARKER).write_bytes(MARKER_TEXT)  # a cache folder of an earlier run
+    out = tmp_path / "poison.json"
+    argv = ["run", "poison", "--public", str(s8f.public), "--submission", str(out), "--cmd", f"python {script} {{submission}}"]
+    argv += ["--model-endpoint", "http://127.0.0.1:9/v1", "--cache-dir", str(cache)]
+    for model_cache in (cache / "model", cache, tmp_path):
+        assert main([*argv, "--model-cache", str(model_cache)]) == 2, model_cache
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--model-cache" in err and "the runner's alone" in err
+        assert not out.exists()
+
+
 def test_a_budget_stops_the_run(small, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("GATEWAY_KEY", KEY)
     public, _ = small

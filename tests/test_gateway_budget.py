@@ -94,6 +94,35 @@ def test_a_call_without_a_bound_gets_the_room_left_and_an_unboundable_call_is_re
     assert gateway["capped_calls"] == 1 and gateway["refused_unbounded"] == 2 and gateway["model_calls"] == 1
 
 
+def test_a_batch_of_prompts_reserves_its_bound_for_every_prompt(s8f, tmp_path, monkeypatch):
+    """`/v1/completions` takes a list of prompts and answers each up to `max_tokens`: one call of 40
+    short prompts with max_tokens 100 may make 4,000 tokens. Reserved as one prompt (bytes + 100) it
+    would pass a 3,000-token budget uncapped; reserved per prompt, its bound is cut to what is left."""
+    monkeypatch.setenv("BUDGET_KEY", KEY)
+    script = tmp_path / "batch.py"
+    script.write_text(
+        "import hashlib, json, os, sys, urllib.request\n"
+        "doc = {'model': 'fake-model', 'prompt': ['issue %d' % i for i in range(40)], 'max_tokens': 100}\n"
+        "body = json.dumps(doc).encode()\n"
+        "req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/completions', body, {'Content-Type': 'application/json'})\n"
+        "with urllib.request.urlopen(req, timeout=20) as r: got = [r.status, len(body), len(json.load(r)['choices'])]\n"
+        "digest = hashlib.sha256(open('public.json', 'rb').read()).hexdigest()\n"
+        "json.dump({'corpus_sha256': digest, 'answers': [], 'batch': got}, open(sys.argv[1], 'w'))\n"
+    )
+    out = tmp_path / "batch.json"
+    argv = ["run", "batch", "--public", str(s8f.public), "--submission", str(out), "--cmd", f"python {script} {{submission}}"]
+    with FakeOpenAI() as fake:
+        code = main([*argv, "--model-endpoint", fake.base_url, "--model-key-env", "BUDGET_KEY", "--max-tokens", "3000"])
+        seen, bodies = fake.totals(), [r["body"] for r in fake.requests]
+    manifest = json.loads(manifest_path(out).read_text())
+    assert code == 0, manifest["error"]
+    status, size, choices = json.loads(out.read_text())["batch"]
+    assert status == 200 and choices == 40 and len(bodies) == 1
+    assert bodies[0]["max_tokens"] == (3000 - size) // 40  # the room left, shared by the 40 prompts
+    assert seen["input_tokens"] + seen["output_tokens"] <= 3000
+    assert manifest["gateway"]["capped_calls"] == 1 and manifest["gateway"]["over_budget"] is None
+
+
 def test_reading_what_a_call_may_spend():
     chat = b'{"model": "m", "messages": [], "max_tokens": 50, "n": 3}'
     assert read_ask("POST", "/chat/completions", chat) == Ask(len(chat), "max_tokens", 50, 3)
@@ -102,6 +131,10 @@ def test_reading_what_a_call_may_spend():
     assert read_ask("POST", "/responses", b'{"max_output_tokens": 9}') == Ask(24, "max_output_tokens", 9, 1)
     assert read_ask("POST", "/embeddings?x=1", b'{"input": "abc"}') == Ask(16)
     assert read_ask("GET", "/models", b"") == Ask(0)
+    batch = b'{"prompt": ["a", "b", "c"], "max_tokens": 5, "n": 2}'
+    assert read_ask("POST", "/completions", batch) == Ask(len(batch), "max_tokens", 5, 6)  # 3 prompts, 2 choices each
+    tokens = b'{"prompt": [1, 2, 3], "max_tokens": 5}'
+    assert read_ask("POST", "/completions", tokens) == Ask(len(tokens), "max_tokens", 5, 1)  # one prompt of token ids
     for path, body in (
         ("/chat/completions", b"not json"),
         ("/chat/completions", b'{"max_tokens": 0}'),

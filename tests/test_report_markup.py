@@ -72,6 +72,30 @@ def assert_inert(doc: Elements, where: str) -> None:
         assert not any(f"alert({n})" == script.strip() for n in range(1, 6)), f"{where}: a live script {script[:80]}"
 
 
+def render_markdown(text: str) -> str:
+    """Markdown as a renderer that lets raw HTML through renders it (markdown-it, as JupyterLab and
+    most site generators are set up)."""
+    import markdown_it
+
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+
+
+def test_the_markdown_slice_table_shows_markup_labels_as_text():
+    """`slices.md` is pasted into write-ups and rendered anywhere: a label that is HTML or a
+    Markdown link stays text, and a `|` in a label does not split its cell."""
+    import pandas as pd
+
+    from microctx.reports.views import markdown_table
+
+    names = [f"label: {p}" for p in PAYLOADS] + ["label: a|b"]
+    frame = pd.DataFrame({"slice": names, "support": range(len(names)), "judged": ["ok"] * len(names)})
+    doc = parse(render_markdown(markdown_table(frame)))
+    assert_inert(doc, "slices.md")
+    cells = [t for t in doc.text if t.strip()]
+    assert [c for c in cells if c.startswith("label: ")] == names  # each whole, as text, in its own cell
+    assert not any(tag == "a" for tag, _ in doc.tags)
+
+
 @pytest.fixture(scope="module")
 def marked(s8f_corpus, tmp_path_factory):
     """A corpus whose titles and labels are markup, its answers, and an imperfect submission."""
@@ -135,6 +159,10 @@ def test_a_report_of_markup_has_no_live_element_from_the_data(marked, kind, tmp_
     if kind == "corpus":  # the label chart names every label: markup shown as text, escaped in the SVG
         assert any("&lt;img src=x onerror=alert(1)&gt;" in svg for svg in svgs)
     text = " ".join(doc.text)
+    if kind == "grade":  # slices.md, the table for write-ups, names the labels: as text once rendered
+        exported = parse(render_markdown((out / "slices.md").read_text()))
+        assert_inert(exported, "slices.md")
+        assert "label: <img src=x onerror=alert(1)>" in " ".join(exported.text)
     if kind == "grade":  # the missed-examples table shows the titles, as text
         assert "<img src=x onerror=alert(1)> #" in text and "</script><script>alert(4)</script> #" in text
         assert "**bold**" in text or "\\*\\*bold" in text

@@ -81,6 +81,40 @@ def test_cache_litter_is_cleaned_and_owned_by_an_unprivileged_uid(s8f, tmp_path)
     assert again["ok"] and again["cache_cleaned"]["removed"] == {}
 
 
+def test_a_run_racing_another_runs_cache_cleaning_cannot_chmod_a_host_file(s8f, tmp_path):
+    """A sweep's runs share the cache folder and run side by side: while one run's cleaner clears
+    the set-id bits it found, a candidate still running in another run swaps the files not yet
+    reached for links to a host file. The cleaner (root, when the runner is) changes the mode of
+    the files it listed only, never of what a link points at."""
+    import subprocess
+    import sys
+    import time
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("a host file the candidate cannot see")
+    victim.chmod(0o600)
+    out = tmp_path / "racer.json"
+    argv = [sys.executable, "-m", "microctx", "run", f"{HOSTILE}:race_cache_cleaning", "--public", str(s8f.public)]
+    argv += ["--submission", str(out), "--cache-dir", str(cache), "--param", f"victim={json.dumps(str(victim))}"]
+    racer = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not (cache / "racer-ready").exists():
+            assert racer.poll() is None and time.monotonic() < deadline, racer.stdout.read().decode()[-2000:]
+            time.sleep(0.05)
+        other = run_candidate("exact-sql", s8f.public, tmp_path / "other.json", sandbox=sb.SandboxSettings(cache_dir=str(cache)))
+        assert racer.wait(timeout=240) == 0, racer.stdout.read().decode()[-2000:]
+    finally:
+        racer.kill()
+    report = json.loads(out.read_text())["hostile"]
+    assert report["started"] and report["swapped"] > 0, report  # the race was run: links stood where set-id files were
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o600, oct(victim.stat().st_mode)
+    assert other["ok"] and other["cache_cleaned"]["removed"].get("symlink", 0) > 0, other["cache_cleaned"]
+    assert all(stat.S_ISDIR(mode) or stat.S_ISREG(mode) for _, mode, _ in _tree(cache))
+
+
 def test_cache_folders_that_are_not_microctx_caches_are_refused(s8f, tmp_path, monkeypatch, capsys):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)

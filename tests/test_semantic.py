@@ -277,6 +277,30 @@ def test_freeze_is_refused_until_complete_then_binds_every_input(study, s8f, tmp
     assert [p for p in check_binding(semantic, s8f.public, s8f.answers, study.path) if "study_sha256" in p]
 
 
+def test_notes_and_labels_that_a_spreadsheet_would_run_are_written_as_text(study, tmp_path):
+    """An annotator's note is free text (typed, or imported from a tool's export); the queue that the
+    adjudicator opens in a spreadsheet writes a note starting `=`, `+`, `-` or `@` as text (a
+    leading `'`), as every CSV microctx writes (csvout)."""
+    from microctx._io.csvout import unescape_cell
+
+    simulate(study, truth_for(study, 61), {"ann": good(0.6), "ben": good(0.6), "cat": good(0.6)}, seed=62)
+    labels = annotator_labels(study)
+    queued = [i for i in status(study)["queue"] if "ann" in study.items[i]["annotators"]]
+    formulas = ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0', '+HYPERLINK("http://evil.example")', "-2+3"]
+    given = tmp_path / "notes.csv"
+    given.write_text(
+        "item,label,note\n"
+        + "".join(
+            f'{item},{labels[item]["ann"]},"{note.replace(chr(34), chr(34) * 2)}"\n' for item, note in zip(queued, formulas)
+        )
+    )
+    assert cli("study", "annotate", study.path, "--annotator", "ann", "--from", given).returncode == 0
+    queue = cli("study", "queue", study.path)
+    notes = {r["item"]: r["notes"] for r in csv.DictReader(queue.stdout.splitlines())}
+    for item, note in zip(queued, formulas):
+        assert notes[item] == "'" + note and unescape_cell(notes[item]) == note
+
+
 def test_lexical_rule_against_gold_recovers_the_planted_precision(study, tmp_path):
     from semantic_sim import P_YES
 

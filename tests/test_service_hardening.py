@@ -242,3 +242,128 @@ def test_submit_sends_the_run_manifest_read_by_the_one_typed_reader(tmp_path, s8
     expected = config_digest({**manifest, "submission_sha256": file_sha256(sub)})
     assert [tuple(r) for r in rows] == [("exact-sql", expected), ("runner", None)]
     service.engine.dispose()
+
+
+def _held(state: str, statements: list[str]):
+    """A connection of the test's own holding a lock the scoring transaction will need: SQLite's
+    write lock (BEGIN IMMEDIATE), or PostgreSQL `statements` in an open transaction."""
+    if state.startswith("sqlite"):
+        import sqlite3
+
+        connection = sqlite3.connect(state.removeprefix("sqlite:///"), isolation_level=None, timeout=30)
+        connection.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        connection = psycopg.connect(state)
+        for statement in statements:
+            connection.execute(statement)
+    return connection
+
+
+def _waiting(state: str, pattern: str, timeout: float = 30) -> None:
+    """Until a query matching `pattern` waits on a lock (PostgreSQL); SQLite: a pause (the
+    transaction waits on BEGIN IMMEDIATE, busy_timeout 30 s)."""
+    if state.startswith("sqlite"):
+        time.sleep(2)
+        return
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(state, autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            query = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s"
+            if watcher.execute(query, (pattern,)).fetchone()[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"no query like {pattern} waited on a lock")
+
+
+def _new_team(service, name: str):
+    from microctx.service.db import reading
+    from microctx.service.tokens import add_team as add
+    from microctx.service.tokens import team_of_token
+
+    token = add(service.engine, name)
+    with reading(service.engine) as connection:
+        return team_of_token(connection, token)
+
+
+def _scoring(service, team, document: dict):
+    """`intake.accept` of one submission by `team`, in a thread: (thread, outcome list)."""
+    import threading
+
+    from microctx.service import intake
+
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(intake.accept(service.engine, service.comp, service.settings, team, body(document)))
+        except Exception as exc:  # noqa: BLE001  (the outcome the test reads)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def _counted(service, name: str) -> int:
+    from sqlalchemy import func, select
+
+    from microctx.service.db import ledger, reading
+
+    with reading(service.engine) as connection:
+        return connection.execute(select(func.count()).where(ledger.c.team == name)).scalar_one()
+
+
+def test_a_token_revoked_while_its_submission_is_scored_is_not_counted(state_url, tmp_path, s8f, s8f_answers):
+    """The token is checked when the request arrives; a revocation that commits while the
+    submission is scored (a leaked token, revoked) is seen inside the transaction: 401, nothing counted."""
+    from microctx.service import intake
+    from microctx.service.server import build_service
+
+    service = build_service(str(private_answers(s8f.answers, tmp_path / "private")), str(s8f.public), state_url)
+    try:
+        team = _new_team(service, "leaked")
+        holder = _held(state_url, ["LOCK TABLE teams IN EXCLUSIVE MODE"])  # plain reads pass, row locks wait
+        thread, outcome = _scoring(service, team, submission(s8f_answers))
+        _waiting(state_url, "%FOR UPDATE%")
+        holder.execute("UPDATE teams SET revoked_at = '2026-01-01T00:00:00.000Z' WHERE name = 'leaked'")
+        holder.execute("COMMIT") if state_url.startswith("sqlite") else holder.commit()
+        holder.close()
+        thread.join(60)
+        assert isinstance(outcome[0], intake.Revoked), outcome
+        assert _counted(service, "leaked") == 0
+    finally:
+        service.engine.dispose()
+
+
+def test_close_waits_for_a_submission_that_read_the_competition_as_running(state_url, tmp_path, s8f, s8f_answers):
+    """A submission reads the competition as running, then waits on a lock; `admin close` does not
+    commit under it (PostgreSQL: the row is held FOR SHARE), so no submission is counted after the
+    close: it is scored before the close, or refused (409) after it."""
+    import threading
+
+    from microctx.service import intake
+    from microctx.service.server import build_service
+    from microctx.service.state import close
+
+    service = build_service(str(private_answers(s8f.answers, tmp_path / "private")), str(s8f.public), state_url)
+    try:
+        team = _new_team(service, "late")
+        holder = _held(state_url, ["LOCK TABLE ledger IN ACCESS EXCLUSIVE MODE"])
+        thread, outcome = _scoring(service, team, submission(s8f_answers))
+        _waiting(state_url, "%submissions%")
+        closing = threading.Thread(target=close, args=(service.engine,))
+        closing.start()
+        closing.join(3)
+        assert closing.is_alive(), "the competition closed under a submission that read it as running"
+        holder.rollback() if not state_url.startswith("sqlite") else holder.execute("ROLLBACK")
+        holder.close()
+        thread.join(60)
+        closing.join(60)
+        assert isinstance(outcome[0], (dict, intake.Closed)), outcome
+        assert _counted(service, "late") == (1 if isinstance(outcome[0], dict) else 0)
+    finally:
+        service.engine.dispose()

@@ -190,7 +190,7 @@ class AtomicOutputs:
                     done.append(current)
                 _fsync_folders(folders)
             except OSError as exc:
-                _roll_back(done, backups, set(removals))
+                _roll_back(done, backups, set(removals), journals, folders)
                 raise write_failure(current, exc) from None
             finally:
                 for path in [*journals, *backups.values()]:
@@ -231,28 +231,47 @@ class AtomicOutputs:
             [f.absolute() for f in folders],
             [dest.absolute() for dest in removals],
         )
-        journals = []
-        for folder in folders:
-            side = _side_name(folder, ".jtmp")
-            fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            rename(side, folder / sets.JOURNAL)
-            journals.append(folder / sets.JOURNAL)
+        journals = [_put_journal(folder / sets.JOURNAL, data) for folder in folders]
         _fsync_folders(folders)
         return journals
 
 
-def _roll_back(done: list[Path], backups: dict[Path, Path], removed: set[Path]) -> None:
-    for dest in reversed(done):  # put the set back as it was
+def _put_journal(journal: Path, data: bytes) -> Path:
+    """Write a journal whole: to a side name, synced, then renamed over `journal`."""
+    side = _side_name(journal.parent, ".jtmp")
+    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    rename(side, journal)
+    return journal
+
+
+def _roll_back(
+    done: list[Path], backups: dict[Path, Path], removed: set[Path], journals: list[Path], folders: list[Path]
+) -> None:
+    """Put the set back as it was after a step failed. A committed set (journals written) is first
+    re-committed as its own undoing: each journal is replaced by one whose moves put the backups
+    back and whose removals drop the files the set made where there were none, so a kill during
+    the roll-back leaves a journal that the next reader finishes into the old set, not the
+    committed new one over a half-restored old one."""
+    undo = [(backups[dest], dest) for dest in reversed(done) if dest in backups]
+    made = [dest for dest in reversed(done) if dest not in backups and dest not in removed]
+    with suppress(OSError):
+        if journals:
+            data = sets.journal_bytes([(b.absolute(), d.absolute()) for b, d in undo], [f.absolute() for f in folders],
+                                      [d.absolute() for d in made])  # fmt: skip
+            for journal in journals:
+                _put_journal(journal, data)
+    for backup, dest in undo:
         with suppress(OSError):
-            if dest in backups:
-                os.replace(backups.pop(dest), dest)
-            elif dest not in removed:  # a new file where there was none
-                dest.unlink()
+            rename(backup, dest)
+            backups.pop(dest)
+    for dest in made:
+        with suppress(OSError):
+            remove(dest)
 
 
 def _fsync_folders(folders: Iterable[Path]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -49,28 +50,102 @@ def journal_bytes(moves: list[tuple[Path, Path]], folders: list[Path], removes: 
 
 
 def _read_journal(path: Path) -> dict | None:
+    """The journal at `path` when it is one this user could have written: a regular file (not a
+    link, never a FIFO to block on) owned by this user, at most 1 MiB of JSON with our schema."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_JOURNAL_LIMIT + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        data = os.read(fd, _JOURNAL_LIMIT + 1)
         document = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError):
         return None
+    finally:
+        os.close(fd)
     if not isinstance(document, dict) or document.get("schema") != JOURNAL_SCHEMA:
         return None
     return document
+
+
+ACT, DROP, IGNORE = "act", "drop", "ignore"
+
+
+def _vet(document: dict, journal: Path) -> str:
+    """Whether a journal found beside an input is one of our sets, before anything it names is
+    touched: ACT on it; DROP it alone (a copy it names is gone: a reader finished the set and was
+    dropping the copies); or IGNORE it (not ours). Ours: every copy it names is `.mcx-pending.json`
+    in a folder of the set, this journal among them, each the same document written by this user;
+    every file it moves comes from a `.mcx-` temporary or backup beside its destination, and every
+    destination and removal lies in one of those folders. So a journal planted in a folder that
+    someone else can write (an upload, a shared or sticky folder) cannot make a reader rename,
+    remove or lock anything outside the folders holding copies of it, all of them written by the
+    reader's own user."""
+    copies = _paths(document, "journals")
+    if not copies or any(not os.path.isabs(c) or os.path.basename(c) != JOURNAL for c in copies):
+        return IGNORE
+    folders = {os.path.dirname(c) for c in copies}
+    moves, removes = _moves(document), _paths(document, "removes")
+    for source, dest in moves:
+        name = os.path.basename(source)
+        if os.path.dirname(source) != os.path.dirname(dest) or not name.startswith(PREFIX) or not name.endswith((".tmp", ".bak")):
+            return IGNORE
+    if any(
+        os.path.dirname(path) not in folders or os.path.basename(path) in ("", ".", "..")
+        for path in [*(d for _, d in moves), *removes]
+    ):
+        return IGNORE
+    if len(moves) != len(document.get("moves") or []) or len(removes) != len(document.get("removes") or []):
+        return IGNORE
+    try:
+        here = os.stat(journal.parent)
+    except OSError:
+        return IGNORE
+    if not any(_same_folder(folder, here) for folder in folders):
+        return IGNORE
+    for copy in copies:
+        if not os.path.lexists(copy):
+            return DROP
+        if _read_journal(Path(copy)) != document:
+            return IGNORE
+    return ACT
+
+
+def _same_folder(folder: str, here: os.stat_result) -> bool:
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (here.st_dev, here.st_ino)
+
+
+def _paths(document: dict, key: str) -> list[str]:
+    """A journal's list of paths under `key`; anything in it that is not a path is not ours."""
+    found = document.get(key)
+    return [item for item in found if isinstance(item, str)] if isinstance(found, list) else []
+
+
+def _moves(document: dict) -> list[tuple[str, str]]:
+    """A journal's (source, destination) pairs; anything else in its list is not one of ours."""
+    found = document.get("moves")
+    pairs = [p for p in found if isinstance(p, list) and len(p) == 2] if isinstance(found, list) else []
+    return [(a, b) for a, b in pairs if isinstance(a, str) and isinstance(b, str)]
 
 
 def _finish(document: dict, journal: Path) -> None:
     """Roll a committed set forward: rename every temporary file still there, remove every
     destination the set removes that is still there (a file or a link; a folder put in its way
     since is left), then drop the journals."""
-    for tmp, dest in document.get("moves", []):
+    for tmp, dest in _moves(document):
         if os.path.lexists(tmp):
             rename(tmp, dest)
-    for dest in document.get("removes", []):
+    for dest in _paths(document, "removes"):
         if os.path.lexists(dest) and not (os.path.isdir(dest) and not os.path.islink(dest)):
             remove(dest)
-    for copy in document.get("journals", [os.fspath(journal)]):
+    for copy in _paths(document, "journals"):
         with suppress(FileNotFoundError):
             os.unlink(copy)
     with suppress(FileNotFoundError):
@@ -78,8 +153,19 @@ def _finish(document: dict, journal: Path) -> None:
 
 
 def _journal_folders(document: dict, journal: Path) -> set[str]:
-    copies = document.get("journals", [])
-    return {os.path.dirname(c) for c in copies if isinstance(c, str)} | {os.fspath(journal.parent)}
+    return {os.path.dirname(c) for c in _paths(document, "journals")} | {os.fspath(journal.parent)}
+
+
+def _finish_ours(journal: Path) -> None:
+    """Finish the set of the journal at `journal` (the caller holds its folders' locks) when it is
+    ours (`_vet`), or drop this copy alone when the set was finished already."""
+    document = _read_journal(journal)
+    verdict = _vet(document, journal) if document is not None else IGNORE
+    if document is not None and verdict == ACT:
+        _finish(document, journal)
+    elif verdict == DROP:
+        with suppress(FileNotFoundError):
+            os.unlink(journal)
 
 
 def settle(path: str | os.PathLike) -> None:
@@ -92,12 +178,10 @@ def settle(path: str | os.PathLike) -> None:
     if not os.path.lexists(journal):
         return
     document = _read_journal(journal)
-    if document is None:
+    if document is None or _vet(document, journal) == IGNORE:
         return
     with locked_folders(_journal_folders(document, journal)):
-        document = _read_journal(journal)  # another reader may have finished it meanwhile
-        if document is not None:
-            _finish(document, journal)
+        _finish_ours(journal)  # read again: another reader may have finished it meanwhile
 
 
 def settle_held(folder: Path, held: set[str]) -> None:
@@ -106,7 +190,7 @@ def settle_held(folder: Path, held: set[str]) -> None:
     journal = folder / JOURNAL
     document = _read_journal(journal) if os.path.lexists(journal) else None
     if document is not None and _journal_folders(document, journal) <= held:
-        _finish(document, journal)
+        _finish_ours(journal)
 
 
 ALIVE = ".alive"
@@ -157,12 +241,18 @@ def tidy(folder: Path) -> None:
 
     Temporary files and staging folders are removed only when their creator's flock is free (so
     a command still writing keeps its files); backups, journal side files and swapped-out
-    folders exist only while a publisher holds this lock, so any found now are a dead one's.
+    folders exist only while a publisher holds this lock, so any found now are a dead one's. A
+    file the folder's pending journal moves into place (a committed set, or a roll-back's backup,
+    not finished because another of its folders is not held) is never litter.
     """
     try:
         entries = [e for e in os.scandir(folder) if e.name.startswith(PREFIX) and e.name != JOURNAL]
     except OSError:
         return
+    pending = _read_journal(folder / JOURNAL) if os.path.lexists(folder / JOURNAL) else None
+    if pending is not None:  # a set still to finish (its other folders not held): its files are not litter
+        named = {os.path.basename(source) for source, _ in _moves(pending)}
+        entries = [e for e in entries if e.name not in named]
     for entry in entries:
         is_dir = entry.is_dir(follow_symlinks=False)
         if entry.name.endswith(".tmp"):  # a file flock-s itself; a folder is flock-ed through <folder>.alive
@@ -199,8 +289,6 @@ def is_our_output(manifest: Path, schema_prefix: str = "microctx-") -> bool:
     except OSError:
         return False
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
         data = os.read(fd, MANIFEST_LIMIT + 1)

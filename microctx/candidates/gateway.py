@@ -35,6 +35,7 @@ import http.client
 import socket
 import statistics
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import h11
@@ -157,10 +158,10 @@ class Gateway:
     def handle(self, proxy: RecordingProxy, client: socket.socket, conn: h11.Connection, request: h11.Request, path: str) -> None:
         method = request.method.decode("ascii", "replace")
         target = f"http://{GATEWAY_HOST}{path}"
-        if path != "/v1" and not path.startswith("/v1/"):
-            raise Refused(404, "the model gateway serves /v1/ only", method, target, GATEWAY_HOST, 80)
-        body = read_body(proxy, client, conn, method, target)
+        body = read_body(proxy, client, conn, method, target)  # read first: a refusal then closes a drained connection
         try:
+            if path != "/v1" and not path.startswith("/v1/") or _leaves(path):
+                raise Refused(404, "the model gateway serves /v1/ only", method, target, GATEWAY_HOST, 80)
             digest = _digest(method, path, body)
             cached = self._cached(digest)
             if cached is not None:
@@ -241,10 +242,13 @@ class Gateway:
     def _cached(self, digest: str) -> tuple[str, bytes] | None:
         if self.settings.cache is None:
             return None
+        from microctx.candidates.run_files import read_regular
+
+        data, _ = read_regular(Path(self.settings.cache), f"{digest}.json", 4 * _BODY_LIMIT)  # no link, no FIFO
         try:
-            stored = orjson.loads((_cache_path(self.settings.cache, digest)).read_bytes())
-            return stored["content_type"], stored["body"].encode()
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            stored = orjson.loads(data) if data is not None else None
+            return (stored["content_type"], stored["body"].encode()) if stored is not None else None
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             return None
 
     def _store(self, digest: str, ctype: str, body: bytes) -> None:
@@ -261,9 +265,28 @@ class Gateway:
         )
 
 
-def _cache_path(folder: str, digest: str):
-    from pathlib import Path
+def _leaves(path: str) -> bool:
+    """True when a path under /v1/ may name another place once the endpoint's server reads it: a
+    `.` or `..` segment (`/v1/../admin`), also percent-encoded, once or more (`%2e%2e`, `%252e`), a
+    slash or backslash percent-encoded inside a segment (`..%2f`), a backslash, or `..;` (read as `..`
+    by some servers). The gateway
+    sends the path as it is, with the key: the server (or a proxy before it) would normalise it."""
+    from urllib.parse import unquote
 
+    bare = path.split("?", 1)[0]
+    for _ in range(4):
+        decoded = unquote(bare)
+        if decoded.count("/") != bare.count("/"):  # an encoded slash: a separator once decoded
+            return True
+        if decoded == bare:
+            break
+        bare = decoded
+    else:
+        return True  # still encoded after four rounds
+    return "\\" in bare or any(segment.split(";", 1)[0] in (".", "..") for segment in bare.split("/"))  # `..;` too
+
+
+def _cache_path(folder: str, digest: str) -> Path:
     return Path(folder) / f"{digest}.json"
 
 

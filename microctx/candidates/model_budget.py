@@ -4,7 +4,8 @@ Each call reserves its worst case before it reaches the model: an input estimate
 request body: a byte-level tokenizer never makes more tokens of a text than it has bytes, and the
 JSON around the messages outweighs the few tokens a chat format adds per message) plus its output
 bound (`max_completion_tokens` or `max_tokens` of a chat completion, `max_tokens` of a completion,
-`max_output_tokens` of a response), times its choices (`n`, `best_of`). A call that asks for no
+`max_output_tokens` of a response), times its choices (`n`, `best_of`) and, for a completion, its
+prompts (`prompt` may be a list of prompts, each answered with its own choices). A call that asks for no
 bound, or for more than is left, gets the bound set to what is left (`capped_calls`). A call that
 would fit alone but not beside the calls in flight waits until they end (`waited_calls`); a call
 that does not fit even alone is refused, and the run fails over budget. When a call ends, its
@@ -94,7 +95,17 @@ def read_ask(method: str, rest: str, body: bytes) -> Ask | str:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHOICES:
             return f"{key} must be a whole number from 1 to {MAX_CHOICES}, got {value!r}"
         choices = max(choices, value)
+    if path == "/completions":  # a list of prompts is a batch: every prompt gets its own choices
+        choices *= _prompts(document.get("prompt"))
     return Ask(len(body), present[0] if present else fields[0], requested, choices)
+
+
+def _prompts(prompt: object) -> int:
+    """How many prompts a completion's `prompt` holds: a string or one list of token ids is one;
+    a list of strings or of token lists is one per item."""
+    if isinstance(prompt, list) and prompt and not all(isinstance(x, int) and not isinstance(x, bool) for x in prompt):
+        return len(prompt)
+    return 1
 
 
 class Budget:

@@ -154,6 +154,14 @@ class SandboxSettings:
             check_cache_dir(Path(self.cache_dir))
         if self.gateway is not None and self.isolation != "sandbox":
             raise InputError("--model-endpoint", "the model gateway needs the sandbox (a process run reaches the model directly)")
+        if self.gateway is not None and self.gateway.cache is not None and self.cache_dir is not None:
+            model, candidate = Path(self.gateway.cache).resolve(), Path(self.cache_dir).resolve()
+            if model == candidate or model.is_relative_to(candidate) or candidate.is_relative_to(model):
+                raise InputError(
+                    "--model-cache",
+                    f"{self.gateway.cache}: the gateway's cache must be the runner's alone, not the candidate's "
+                    f"--cache-dir {self.cache_dir}, inside it or above it (a candidate could write the answers it is served)",
+                )
 
     def as_dict(self) -> dict:
         data = asdict(self)

@@ -159,11 +159,14 @@ def _cells(frame) -> list[list[str]]:
 
 
 def markdown_table(frame) -> str:
-    """A DataFrame as a Markdown (pipe) table: numbers right-aligned, `|` escaped."""
+    """A DataFrame as a Markdown (pipe) table: numbers right-aligned, every text cell through `md`
+    (a label `<img onerror=...>` or `[x](javascript:...)` shows as text wherever the file is
+    rendered, raw HTML allowed or not; `|` escaped)."""
     header = [str(c) for c in frame.columns]
     numeric = [frame[c].dtype.kind in "fiu" for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in _cells(frame)]
+    rows = [[cell.replace("|", "\\|") if n else md(cell) for cell, n in zip(row, numeric, strict=True)] for row in _cells(frame)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -21,9 +21,11 @@ def _csv_rows(path: str, required: tuple[str, ...]) -> list[tuple[int, dict]]:
 
 
 def _write_csv(rows: list[dict], columns: list[str], out=None) -> None:
-    writer = csv.DictWriter(out or sys.stdout, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
+    """`columns` of `rows` as CSV through the one writer (`_io.csvout`): an annotator's note, a name
+    or a label that a spreadsheet would run as a formula is written as text."""
+    from microctx._io.csvout import csv_bytes
+
+    (out or sys.stdout).write(csv_bytes(columns, ([row.get(c) for c in columns] for row in rows)).decode())
 
 
 def cmd_init(args) -> int:
@@ -126,7 +128,7 @@ def cmd_agreement(args) -> int:
     rows = study_agreement(folder, labels, n_boot=args.n_boot, seed=args.seed)
     buffer = io.StringIO()
     _write_csv(
-        [{k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows], list(AGREEMENT_COLUMNS), buffer
+        [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows], list(AGREEMENT_COLUMNS), buffer
     )
     atomic_write(args.output, buffer.getvalue().encode())
     for r in (r for r in rows if r["slice_kind"] == "overall"):

@@ -17,10 +17,9 @@ but is not reweighted here); the study's semantic.json carries the weighted rule
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 
+from microctx._io.csvout import csv_bytes
 from microctx.contract.digests import file_sha256
 from microctx.errors import InputError
 from microctx.semantic.freeze import load_semantic
@@ -101,11 +100,7 @@ def grade_semantic(
         else {g["question"]: {"no"} for g in semantic["gold"]}
     )
     rows = semantic_rows(semantic, answers, submission, negative)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(SEMANTIC_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue().encode(), summary(rows)
+    return csv_bytes(SEMANTIC_COLUMNS, ([r[c] for c in SEMANTIC_COLUMNS] for r in rows)), summary(rows)
 
 
 def layer_for(semantic_file: str | os.PathLike | None, answers_path, answers: dict, submission: dict):

@@ -128,6 +128,8 @@ async def post_submission(request: Request) -> Response:
         return _error(429, "the submission quota is used up", **exc.state.as_json(), counted=False)
     except intake.Closed as exc:
         return _error(409, str(exc), counted=False)
+    except intake.Revoked:
+        return _error(401, UNAUTHORIZED, counted=False)
     except intake.Refunded as exc:
         return _error(
             503,

