@@ -156,6 +156,8 @@ COMPRESSED = {
     "tar.xz": lambda raw: _tarred("answers.json", raw, "w:xz"),
     "zip-in-tar.gz": lambda raw: _tarred("inner.zip", _zipped("answers.json", raw), "w:gz"),
     "gzip-in-zip": lambda raw: _zipped("answers.json.gz", gzip.compress(raw)),
+    "zlib": lambda raw: __import__("zlib").compress(raw),
+    "git-pack": lambda raw: _pack(raw),
 }
 
 
@@ -466,3 +468,57 @@ def test_damaged_files_give_a_verdict_or_an_input_error(s8f, frame):
                 assert holds_answers(bytes(damaged), name) in (True, False)
             except InputError:
                 pass
+
+
+def _pack(blob: bytes) -> bytes:
+    """A git pack holding one blob object."""
+    import zlib
+
+    size, head = len(blob), bytearray([0x80 | 3 << 4 | len(blob) & 0x0F])
+    size >>= 4
+    while size:
+        head[-1] |= 0x80
+        head.append(size & 0x7F)
+        size >>= 7
+    head[-1] &= 0x7F
+    return b"PACK\0\0\0\x02\0\0\0\x01" + bytes(head) + zlib.compress(blob)
+
+
+@pytest.mark.parametrize("store", ["loose", "packed"])
+def test_answers_committed_to_git_and_deleted_are_found(s8f, tmp_path, monkeypatch, store):
+    """A code folder that is a git checkout: answers committed once and deleted since are still in
+    `.git/objects` (zlib streams, or a pack of them), where `git show` reads them; they passed."""
+    import subprocess
+
+    from microctx.candidates import answer_git
+    from microctx.candidates.answer_guard import find_answers
+    from microctx.errors import InputError
+
+    repo = tmp_path / "code"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q")
+    (repo / "main.py").write_text("print(1)\n")
+    git("add", ".")
+    git("commit", "-qm", "code")
+    if store == "packed":
+        git("gc", "-q")
+    assert find_answers([repo]) == []  # a repository without answers passes
+    (repo / "answers.json").write_bytes(s8f.answers.read_bytes())
+    git("add", ".")
+    git("commit", "-qm", "answers")
+    git("rm", "-q", "answers.json")
+    git("commit", "-qm", "gone")
+    if store == "packed":
+        git("gc", "-q")
+    found = find_answers([repo])
+    assert found and all(".git/objects/" in str(path) for path in found)
+    assert (".pack" in str(found[0])) == (store == "packed")
+    bomb = tmp_path / "bomb.pack"
+    bomb.write_bytes(_pack(b"\0" * (4 << 20)))
+    monkeypatch.setattr(answer_git, "_SLACK", 1 << 20)
+    with pytest.raises(InputError, match="expands over 64 times"):
+        find_answers([bomb])

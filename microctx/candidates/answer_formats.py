@@ -1,8 +1,9 @@
 """What the answer guard looks inside: compressed files, archives and binary table formats.
 
 `contents(name, reader, budget)` turns one file's bytes into what its content tests read: a
-gzip, bzip2 or xz (lzma) stream is decompressed, and every regular member of a zip or tar
-archive (compressed or not, nested in one another up to `_MAX_LAYERS` deep) is opened in turn;
+gzip, bzip2, xz, .lzma or zlib stream (a git loose object) is decompressed, and every regular
+member of a zip or tar archive and every object of a git pack (answer_git; compressed or not,
+nested in one another up to `_MAX_LAYERS` deep) is opened in turn;
 what is left comes out as one of
 
 - `Plain`: bytes the guard reads as text (JSON, CSV, anything else), in pieces;
@@ -36,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from microctx.candidates import answer_git
 from microctx.errors import InputError
 
 EXPAND_LIMIT = 1 << 30
@@ -44,7 +46,7 @@ _MAX_LAYERS = 8
 _HEAD = 512
 _PIECE = 1 << 16  # bytes asked of a decompressor at a time
 _REPLAY_LIMIT = 256 << 20  # a member or stream in a format is kept to be read again up to this
-_KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zip", "tar", "parquet", "arrow", "npy", "pickle"})
+_KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zlib", "git pack", "zip", "tar", "parquet", "arrow", "npy", "pickle"})
 # the tokens the value test counts: record ids as the corpus writes them (`issue-<number>`, the
 # freeze's) and split names (lower case, not inside a word), also run together as binary formats
 # store strings ("issue-5105issue-5106", "testtraintest", "issue-5105testCLOSED")
@@ -141,41 +143,41 @@ def _counted(inner, budget: Budget, count: bool = True) -> io.BufferedReader:
     return io.BufferedReader(_Counted(inner, budget, count), 1 << 20)
 
 
-def _kind(head: bytes) -> str:
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if head[:3] == b"BZh":
-        return "bz2"
-    if head[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if head[:1] == b"\x5d" and (head[5:13] == b"\xff" * 8 or head[12:13] == b"\x00"):
-        return "lzma"  # the legacy .lzma format: no magic; its usual properties byte, then a size
-    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "zip"
-    if head[257:262] == b"ustar":
-        return "tar"
-    if head[:4] == b"PAR1":
-        return "parquet"
-    if head[:6] == b"\x93NUMPY":
-        return "npy"
-    if head[:6] == b"ARROW1":
-        return "arrow"
-    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
-        return "pickle"
-    if head[:1] in b"(c]}" and (b"p0\n" in head or b"q\x00" in head):  # protocols 0 and 1
-        return "pickle"
-    for magic, what in _UNREADABLE.items():
-        if head.startswith(magic):
-            return what
-    return "plain"
-
-
-_UNREADABLE = {
+_MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bz2",
+    b"\xfd7zXZ\x00": "xz",
+    b"PK\x03\x04": "zip",
+    b"PK\x05\x06": "zip",
+    b"PAR1": "parquet",
+    b"\x93NUMPY": "npy",
+    b"ARROW1": "arrow",
+    # refused: no reader here
     b"(\xb5/\xfd": "compressed with zstd",
     b"\x04\x22\x4d\x18": "compressed with LZ4",
     b"7z\xbc\xaf\x27\x1c": "a 7-Zip archive",
     b"Rar!\x1a\x07": "a RAR archive",
 }
+
+
+def _kind(head: bytes) -> str:
+    """What `head` (a file's first bytes) opens: a format's name, or "plain"."""
+    for magic, kind in _MAGIC.items():
+        if head.startswith(magic):
+            return kind
+    if head[:1] == b"\x5d" and (head[5:13] == b"\xff" * 8 or head[12:13] == b"\x00"):
+        return "lzma"  # the legacy .lzma format: no magic; its usual properties byte, then a size
+    if head[257:262] == b"ustar":
+        return "tar"
+    if answer_git.is_pack(head):
+        return "git pack"
+    if answer_git.is_zlib(head):
+        return "zlib"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "pickle"
+    if head[:1] in b"(c]}" and (b"p0\n" in head or b"q\x00" in head):  # protocols 0 and 1
+        return "pickle"
+    return "plain"
 
 
 def _source(reader, head: bytes, layer: int) -> tuple[Any, bool]:
@@ -248,6 +250,11 @@ def _formatted(name: object, kind: str, source, budget: Budget, layer: int) -> I
             else lzma.LZMAFile(source, format=lzma.FORMAT_XZ if kind == "xz" else lzma.FORMAT_ALONE)
         )
         yield from contents(name, _counted(opened, budget), budget, layer + 1)
+    elif kind == "zlib":  # a git loose object, or any zlib stream
+        yield from contents(name, _counted(answer_git.Inflated(source), budget), budget, layer + 1)
+    elif kind == "git pack":
+        for data in answer_git.pack_objects(source, budget.refuse):
+            yield from contents(name, io.BytesIO(data), budget, layer + 1)
     elif kind == "zip":
         yield from _zip_members(name, source, budget, layer)
     elif kind in ("parquet", "arrow"):

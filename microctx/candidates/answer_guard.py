@@ -23,8 +23,9 @@ no answer bundle, so the guard knows no test id: it finds the records by two tes
 
 The file's bytes are read whatever the name, the serialisation or the encoding (a byte order
 mark, UTF-16/32, a NaN). answer_formats opens what is inside: gzip, bzip2, xz and .lzma, zip
-and tar members (nested), Parquet and Arrow through pyarrow, NumPy arrays and pickles (walked,
-never unpickled); a decompression bomb, or a container the guard cannot open, is an InputError
+and tar members (nested), git objects and packs (answer_git: a file committed and deleted),
+Parquet and Arrow through pyarrow, Excel workbooks, NumPy arrays and pickles (walked, never
+unpickled); a decompression bomb, or a container the guard cannot open, is an InputError
 naming the file, never a pass. A devkit (train and tune answers only) passes.
 
 `find_answers(paths)` walks folders without following links and never blocks on a FIFO. A file
