@@ -16,8 +16,9 @@ candidate file, `microctx run candidate.toml`:
 Every folder is bound read-only into the sandbox at its own path; the command runs in the run
 folder as any command candidate does, with `{python}` the project's interpreter (the venv's
 `bin/python`) and the venv's `bin` first on PATH. Before anything runs, the code and data
-folders are checked by content for answers (microctx.candidates.answer_guard): any JSON
-document holding test answer records, whatever its name or serialisation, refuses the run.
+folders are checked by content for answers (microctx.candidates.answer_guard): any file
+holding test answer records, whatever its name, serialisation, compression or archive, refuses
+the run.
 """
 
 from __future__ import annotations

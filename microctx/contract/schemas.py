@@ -77,6 +77,12 @@ MAX_NUMBER = (1 << 63) - 1
 AGGREGATE_FIELDS = ("state_counts", "label_counts", "newest_issue_ids", "most_recently_updated_issue_ids")
 
 
+# the fields of a public corpus record (corpus.freeze_stream.public_record writes them)
+PUBLIC_FIELDS = frozenset(
+    {"id", "split", "number", "title", "body", "created_at", "updated_at", "url", "state", "labels", "closed_at"}
+    | {"title_sha256", "body_sha256"}
+)
+
 # answer key -> (fact kind, element type, is a list)
 ANSWER_FIELDS = {
     "state": ("state", str, False),
