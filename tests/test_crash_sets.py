@@ -602,3 +602,43 @@ def test_the_clean_up_spares_a_committed_set_whose_other_folder_is_not_held(tmp_
         sets.tidy(one)
     assert contents(one, ["out"]) == {"out": b"new"} and contents(two, ["out"]) == {"out": b"new"}
     assert not [name for name in litter(one) + litter(two) if name.endswith((".tmp", ".json"))]  # backups: the next publish's
+
+
+ROLL_BACK_TWO = ROLL_BACK.replace(
+    "folder, kill_at = Path(sys.argv[1]), int(sys.argv[2])",
+    "one, two, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])",
+).replace(
+    """        for name in ("a", "d", "b", "c"):  # d is new; writing c fails once a, d and b are in place
+            out.write(folder / name, b"new " + name.encode())
+        out.remove(folder / "e")""",
+    """        for folder, name in ((one, "a"), (two, "b"), (two, "c")):  # writing c fails once a and b are in place
+            out.write(folder / name, b"new " + name.encode())""",
+)
+
+
+def test_a_kill_between_two_folders_journals_of_a_roll_back_leaves_the_old_set(tmp_path):
+    """The roll-back of a set over two folders rewrites each folder's journal in turn. Killed
+    between the two, one folder's journal said "put back" and the other's still "new": each copy
+    differed from the other, so every reader ignored both and the set stayed mixed for good
+    (a and b new, c old). A roll-back's journal names the journal it undoes; readers go by it."""
+    assert "one, two, kill_at" in ROLL_BACK_TWO and '(one, "a")' in ROLL_BACK_TWO
+    one, two = tmp_path / "one", tmp_path / "two"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen = []
+    for n in range(1, 40):
+        for folder in (one, two):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+        for folder, name in ((one, "a"), (two, "b"), (two, "c")):
+            (folder / name).write_bytes(b"old " + name.encode())
+        args = [sys.executable, "-c", ROLL_BACK_TWO, str(one), str(two), str(n)]
+        done = subprocess.run(args, env=env, capture_output=True, timeout=60)
+        got = {**contents(two, ["b", "c"]), **contents(one, ["a"])}
+        assert got in ({k: b"old " + k.encode() for k in "abc"}, {k: b"new " + k.encode() for k in "abc"}), (n, got)
+        seen.append(got["a"][:3].decode())
+        if done.returncode == 2:
+            break
+        assert done.returncode == -signal.SIGKILL, done.stderr
+    else:
+        raise AssertionError("the set never finished")
+    assert "new" in seen and seen[-1] == "old", seen

@@ -82,6 +82,7 @@ class AtomicOutputs:
     def __init__(self) -> None:
         self._staged: list[_Staged] = []
         self._removals: list[_Removal] = []
+        self._journal = b""  # the commit journal, once written: a roll-back's journal names it
 
     def stage(self, path: str | os.PathLike) -> BinaryIO:
         dest = Path(path)
@@ -191,7 +192,7 @@ class AtomicOutputs:
                         done.append(current)
                     _fsync_folders(folders)
                 except OSError as exc:
-                    _roll_back(done, backups, set(removals), journals, folders)
+                    _roll_back(done, backups, set(removals), journals, folders, self._journal)
                     raise write_failure(current, exc) from None
                 finally:
                     for path in [*journals, *backups.values()]:
@@ -233,6 +234,7 @@ class AtomicOutputs:
             [dest.absolute() for dest in removals],
         )
         journals = [_put_journal(folder / sets.JOURNAL, data) for folder in folders]
+        self._journal = data
         _fsync_folders(folders)
         return journals
 
@@ -251,19 +253,25 @@ def _put_journal(journal: Path, data: bytes) -> Path:
 
 
 def _roll_back(
-    done: list[Path], backups: dict[Path, Path], removed: set[Path], journals: list[Path], folders: list[Path]
+    done: list[Path],
+    backups: dict[Path, Path],
+    removed: set[Path],
+    journals: list[Path],
+    folders: list[Path],
+    committed: bytes,
 ) -> None:
     """Put the set back as it was after a step failed. A committed set (journals written) is first
     re-committed as its own undoing: each journal is replaced by one whose moves put the backups
     back and whose removals drop the files the set made where there were none, so a kill during
     the roll-back leaves a journal that the next reader finishes into the old set, not the
-    committed new one over a half-restored old one."""
+    committed new one over a half-restored old one. It names the journal it `undoes`: killed
+    between two folders' copies, the copies differ, and a reader goes by the roll-back's."""
     undo = [(backups[dest], dest) for dest in reversed(done) if dest in backups]
     made = [dest for dest in reversed(done) if dest not in backups and dest not in removed]
     with suppress(OSError):
         if journals:
             data = sets.journal_bytes([(b.absolute(), d.absolute()) for b, d in undo], [f.absolute() for f in folders],
-                                      [d.absolute() for d in made])  # fmt: skip
+                                      [d.absolute() for d in made], committed)  # fmt: skip
             for journal in journals:
                 _put_journal(journal, data)
     for backup, dest in undo:

@@ -36,9 +36,12 @@ PREFIX = ".mcx-"
 _JOURNAL_LIMIT = 1 << 20
 
 
-def journal_bytes(moves: list[tuple[Path, Path]], folders: list[Path], removes: list[Path] | None = None) -> bytes:
+def journal_bytes(
+    moves: list[tuple[Path, Path]], folders: list[Path], removes: list[Path] | None = None, undoes: bytes | None = None
+) -> bytes:
     """The journal of a set: its (temporary, destination) pairs, the destinations it removes
-    (`removes`, absent from a journal of a set without removals) and every folder holding a copy."""
+    (`removes`, absent from a journal of a set without removals) and every folder holding a copy;
+    a roll-back's journal also holds the commit journal it `undoes` (see `_current`)."""
     document: dict = {
         "schema": JOURNAL_SCHEMA,
         "moves": [[os.fspath(tmp), os.fspath(dest)] for tmp, dest in moves],
@@ -46,6 +49,8 @@ def journal_bytes(moves: list[tuple[Path, Path]], folders: list[Path], removes: 
     }
     if removes:
         document["removes"] = [os.fspath(dest) for dest in removes]
+    if undoes is not None:
+        document["undoes"] = orjson.loads(undoes)
     return orjson.dumps(document)
 
 
@@ -109,9 +114,21 @@ def _vet(document: dict, journal: Path) -> str:
     for copy in copies:
         if not os.path.lexists(copy):
             return DROP
-        if _read_journal(Path(copy)) != document:
-            return IGNORE
+        found = _read_journal(Path(copy))
+        if found != document and not (found is not None and found == document.get("undoes")):
+            return IGNORE  # a copy still the set's commit journal: a roll-back killed before its last copy
     return ACT
+
+
+def _current(document: dict, journal: Path) -> tuple[dict, Path]:
+    """The journal that is the set's record: `document` (found at `journal`), or the roll-back
+    journal that replaced it in another of its folders (`undoes` it: a kill stopped the roll-back
+    between two copies, so this copy still says "new" and that one "put back")."""
+    for copy in _paths(document, "journals"):
+        found = _read_journal(Path(copy)) if copy != os.fspath(journal) and os.path.lexists(copy) else None
+        if found is not None and found.get("undoes") == document:
+            return found, Path(copy)
+    return document, journal
 
 
 def _same_folder(folder: str, here: os.stat_result) -> bool:
@@ -160,6 +177,8 @@ def _finish_ours(journal: Path) -> None:
     """Finish the set of the journal at `journal` (the caller holds its folders' locks) when it is
     ours (`_vet`), or drop this copy alone when the set was finished already."""
     document = _read_journal(journal)
+    if document is not None:
+        document, journal = _current(document, journal)
     verdict = _vet(document, journal) if document is not None else IGNORE
     if document is not None and verdict == ACT:
         _finish(document, journal)
@@ -178,7 +197,7 @@ def settle(path: str | os.PathLike) -> None:
     if not os.path.lexists(journal):
         return
     document = _read_journal(journal)
-    if document is None or _vet(document, journal) == IGNORE:
+    if document is None or _vet(*_current(document, journal)) == IGNORE:
         return
     with locked_folders(_journal_folders(document, journal)):
         _finish_ours(journal)  # read again: another reader may have finished it meanwhile
@@ -250,7 +269,10 @@ def tidy(folder: Path) -> None:
     except OSError:
         return
     pending = _read_journal(folder / JOURNAL) if os.path.lexists(folder / JOURNAL) else None
-    if pending is not None:  # a set still to finish (its other folders not held): its files are not litter
+    if pending is not None:
+        pending = _current(pending, folder / JOURNAL)[
+            0
+        ]  # a set still to finish (its other folders not held): its files are not litter
         named = {os.path.basename(source) for source, _ in _moves(pending)}
         entries = [e for e in entries if e.name not in named]
     for entry in entries:
