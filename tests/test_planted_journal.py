@@ -120,3 +120,30 @@ def test_a_journal_written_by_another_user_is_ignored(tmp_path):
     os.chown(journal, 65534, 65534)
     read_bytes(folder / "input.json")
     assert (folder / "mine.txt").read_bytes() == b"mine"
+
+
+@pytest.mark.parametrize("spelled", ["link", "real/../real"])
+def test_a_set_committed_through_a_link_or_dotdot_is_finished_by_the_next_publisher(tmp_path, monkeypatch, spelled):
+    """A set written to a folder named through a symbolic link or with `..`, killed after its
+    commit: the next command publishing into that folder, holding its lock (`settle_held`, what
+    `AtomicOutputs` runs once it holds the locks), compared the journal's folders as spelled with
+    the resolved ones it held, left the set unfinished, and then wrote its own journal over it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    for name in ("a", "b"):
+        (tmp_path / "real" / name).write_bytes(b"old")
+    script = (
+        "import sys; from pathlib import Path; from microctx._io import atomic\n"
+        "with atomic.AtomicOutputs() as out:\n"
+        "    out.write(Path(sys.argv[1]) / 'a', b'new'); out.write(Path(sys.argv[1]) / 'b', b'new')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MICROCTX_KILL_AT_RENAME": "2"}  # the journal, then killed
+    done = subprocess.run([sys.executable, "-c", script, spelled], env=env, capture_output=True)
+    assert done.returncode == -9 and (tmp_path / "real" / sets.JOURNAL).exists()
+    from microctx._io.paths import resolved
+
+    folder = Path(spelled)
+    sets.settle_held(folder, {str(resolved(folder)), os.fspath(folder)})  # as AtomicOutputs._publish holds them
+    assert not (tmp_path / "real" / sets.JOURNAL).exists()
+    assert [(tmp_path / "real" / n).read_bytes() for n in ("a", "b")] == [b"new", b"new"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from microctx._io.paths import locked_folders
+from microctx._io.paths import locked_folders, resolved
 from microctx._io.renames import remove, rename
 
 JOURNAL = ".mcx-pending.json"
@@ -205,10 +205,12 @@ def settle(path: str | os.PathLike) -> None:
 
 def settle_held(folder: Path, held: set[str]) -> None:
     """`settle` for a folder whose lock the caller holds: finish its journal when every folder the
-    journal names is among `held` (else a reader finishes it later, taking the locks in order)."""
+    journal names is among `held` (resolved, as `locked_folders` locks them: a journal names its
+    folders as the writer spelled them, through a link or with `..`; else a reader finishes it
+    later, taking the locks in order)."""
     journal = folder / JOURNAL
     document = _read_journal(journal) if os.path.lexists(journal) else None
-    if document is not None and _journal_folders(document, journal) <= held:
+    if document is not None and {str(resolved(f)) for f in _journal_folders(document, journal)} <= held:
         _finish_ours(journal)
 
 
