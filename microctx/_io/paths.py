@@ -14,7 +14,7 @@ from microctx.errors import InputError
 
 def resolved(path: str | os.PathLike) -> Path:
     """The absolute path with every symlink and `..` resolved (the file a name really reaches)."""
-    return Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+    return Path(os.path.realpath(os.fspath(path)))  # not abspath first: it drops `link/..` before the link is followed
 
 
 def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
