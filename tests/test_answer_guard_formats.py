@@ -522,3 +522,24 @@ def test_answers_committed_to_git_and_deleted_are_found(s8f, tmp_path, monkeypat
     monkeypatch.setattr(answer_git, "_SLACK", 1 << 20)
     with pytest.raises(InputError, match="expands over 64 times"):
         find_answers([bomb])
+
+
+PROSE_INDEXES = {
+    "json-by-id": lambda r: json.dumps({x["id"]: x["title"] + "\n" + x["body"] for x in r}).encode(),
+    "json-rows": lambda r: json.dumps([[x["id"], x["title"], x["body"]] for x in r]).encode(),
+    "tsv-titles": lambda r: "\n".join(f"{x['id']}\t{x['title']}" for x in r).encode(),
+    "pickle-by-id": lambda r: pickle.dumps({x["id"]: x["body"] for x in r}),
+}
+
+
+@pytest.mark.parametrize("form", sorted(PROSE_INDEXES))
+def test_a_text_index_of_train_and_tune_issues_passes(s8f, tmp_path, form):
+    """A candidate's retrieval index of the train and tune issues (ids beside their titles and
+    bodies, no split at all) was refused as test answers: "test" in an issue's prose ("a unit
+    test", "non-test callers", a title "test(ci): ...") within 1 KiB of its id counted as its
+    split. A split name is a value, not a word of prose; the same index of test answers' splits
+    is still found."""
+    records = [r for r in json.loads(s8f.public.read_bytes())["records"] if r["split"] != "test"]
+    _passes(tmp_path, f"index-{form}", PROSE_INDEXES[form](records))
+    tests = [{**r, "body": r["body"] + "\nsplit: test\n"} for r in json.loads(s8f.public.read_bytes())["records"]]
+    _refused(tmp_path, f"index-test-{form}", PROSE_INDEXES[form]([{**r, "title": "test"} for r in tests]))

@@ -52,20 +52,53 @@ _KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zlib", "git pack", "zip", "tar
 # store strings ("issue-5105issue-5106", "testtraintest", "issue-5105testCLOSED")
 _TOKENS = re.compile(rb"issue-[0-9]{1,19}|(?:test|train|tune)(?=test|train|tune|[^a-z_]|\Z)")
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz_")
+_SEPARATOR = frozenset(b"\n\r\t,;|\"'[]{}=:")
+_LEAD = frozenset(b":-,|")  # before a space, what opens a value ("split: test", "- test", "a, test")
+_HARD_END = frozenset(b"\n\r,;|\"']}")
+_SPLIT_HEADS = (b"test", b"trai", b"tune")
+
+
+def _binary(byte: int | None) -> bool:
+    if byte is None:
+        return False
+    return byte < 0x20 or byte >= 0x7F or 0x41 <= byte <= 0x5A or 0x30 <= byte <= 0x39  # control, non-ASCII, A-Z, 0-9
 
 
 def tokens(data: bytes, offset: int = 0) -> Iterator[tuple[int, bytes]]:
-    """The tokens in `data`, as `(offset + where, token)`. A split name inside a word ("contest")
-    is not one; right after another ("testtrain") it is. (Checked here, not by a look-behind in
-    the pattern, which would make the scan of every byte ten times slower.)"""
+    """The tokens in `data`, as `(offset + where, token)`. A split name counts where it is a value:
+    a string of its own, a field between separators ("issue-1,test,CLOSED", `split: test`, a YAML
+    `test:` heading), or run together with other strings as binary formats store them
+    ("issue-5105testCLOSED", "testtrain"). Inside a word ("contest", "non-test") or a sentence
+    ("a unit\ntest proving", "(test passes", a title "test(ci): ...") it is prose, which an
+    issue's title or body holds beside its id, and not a split. (Checked here, not by a
+    look-behind in the pattern, which would make the scan of every byte ten times slower.)"""
     after = -1  # where the last split name ended
     for match in _TOKENS.finditer(data):
         start, token = match.start(), match.group()
         if token[0] == 0x74:  # "t": a split name
-            if start and start != after and data[start - 1] in _WORD:
+            if start != after and not _is_value(data, start, match.end()):
                 continue
             after = match.end()
         yield offset + start, token
+
+
+def _is_value(data: bytes, start: int, end: int) -> bool:
+    """The split name at `start:end` stands as a value, not as a word of prose (see `tokens`)."""
+    follow = data[end] if end < len(data) else None
+    if follow == 0x3A:  # ":": a heading only when a line, a list or a mapping follows
+        rest = data[end + 1 : end + 3].lstrip(b" ")
+        hard = not rest or rest[:1] in (b"\n", b"\r", b"[", b"{", b'"')
+    else:
+        hard = follow is None or follow in _HARD_END or data[end : end + 4] in _SPLIT_HEADS
+    if start == 0:
+        return hard or follow in _SEPARATOR or _binary(follow)
+    before = data[start - 1]
+    if before == 0x20:  # after a space: a value only after what opens one, and ending a field
+        at = start - 1
+        while at > 0 and data[at - 1] == 0x20 and start - at < 64:
+            at -= 1
+        return hard and (at == 0 or data[at - 1] in _LEAD)
+    return (before in _SEPARATOR or _binary(before)) and (hard or follow in _SEPARATOR or _binary(follow))
 
 
 @dataclass(frozen=True)

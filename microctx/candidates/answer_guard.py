@@ -12,7 +12,8 @@ no answer bundle, so the guard knows no test id: it finds the records by two tes
   only answers hold: references, duplicate targets, scope contradictions) is not one: state and
   labels are candidate input. So the public corpus passes, as published or as a table with its names.
 - By values, blind to names and layout (`_Tally`): the corpus's ids (`issue-<number>`) and the
-  split names in every string outside a named record, in order. `_MIN_ROWS` distinct ids each
+  split names in every string outside a named record, in order (a split name as a value, not a
+  word of an issue's title or body: `answer_formats.tokens`). `_MIN_ROWS` distinct ids each
   followed within `_ROW_SPAN` bytes by "test" (rows: a headerless CSV, `orient="values"`, YAML,
   SQLite, a pickled list) or listed under a "test" (records grouped by split), or a column of split names holding `_MIN_ROWS` "test"s beside
   `_MIN_ROWS` ids (a table stored by columns: a pickled or Arrow DataFrame, a transposed table,
