@@ -412,3 +412,17 @@ def test_a_large_file_swapped_for_a_fifo_or_a_link_never_blocks_the_guard(tmp_pa
         if reader.is_alive():  # the old guard waits for a writer: give it one, so no thread is left behind
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             reader.join(5)
+
+
+def test_a_link_to_the_answer_bundle_named_in_a_command_is_refused(s8f, tmp_path, monkeypatch):
+    """A file a `--cmd` names is bound into the sandbox as the file its name reaches; named
+    through a symbolic link to the answer bundle it was passed (the guard opens no link: it saw
+    nothing to read) and the candidate read the answers at the link's path."""
+    from microctx.candidates import registry, runner
+    from microctx.errors import InputError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "answers-link.json").symlink_to(s8f.answers)
+    candidate = registry.resolve("linked", cmd="python solve.py answers-link.json")
+    with pytest.raises(InputError, match="refusing to pass an answer bundle"):
+        runner._command(candidate, False, [])

@@ -197,9 +197,11 @@ def _command(candidate: Candidate, has_devkit: bool, named_files: list[Path] | N
 
 
 def _looks_like_answers(path: Path) -> bool:
+    """The file `path` reaches holds answers: a link is judged by its target, which the sandbox
+    binds (the guard opens no link, so a link to the answer bundle used to pass)."""
     from microctx.candidates.answer_guard import find_answers
 
-    return bool(find_answers([path]))
+    return bool(find_answers([Path(os.path.realpath(path))]))
 
 
 # --- the steps of a run ----------------------------------------------------------------------
