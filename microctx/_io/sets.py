@@ -41,7 +41,7 @@ def journal_bytes(
 ) -> bytes:
     """The journal of a set: its (temporary, destination) pairs, the destinations it removes
     (`removes`, absent from a journal of a set without removals) and every folder holding a copy;
-    a roll-back's journal also holds the commit journal it `undoes` (see `_current`)."""
+    a roll-back's journal also names the commit journal it `undoes`, by its SHA-256 (see `_current`)."""
     document: dict = {
         "schema": JOURNAL_SCHEMA,
         "moves": [[os.fspath(tmp), os.fspath(dest)] for tmp, dest in moves],
@@ -50,7 +50,7 @@ def journal_bytes(
     if removes:
         document["removes"] = [os.fspath(dest) for dest in removes]
     if undoes is not None:
-        document["undoes"] = orjson.loads(undoes)
+        document["undoes"] = _digest(orjson.loads(undoes))
     return orjson.dumps(document)
 
 
@@ -77,6 +77,13 @@ def _read_journal(path: Path) -> dict | None:
 
 
 ACT, DROP, IGNORE = "act", "drop", "ignore"
+
+
+def _digest(document: dict) -> str:
+    """A journal's SHA-256, as written (orjson writes a document read back byte for byte as it was)."""
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(document)).hexdigest()
 
 
 def _vet(document: dict, journal: Path) -> str:
@@ -115,7 +122,7 @@ def _vet(document: dict, journal: Path) -> str:
         if not os.path.lexists(copy):
             return DROP
         found = _read_journal(Path(copy))
-        if found != document and not (found is not None and found == document.get("undoes")):
+        if found != document and not (found is not None and document.get("undoes") == _digest(found)):
             return IGNORE  # a copy still the set's commit journal: a roll-back killed before its last copy
     return ACT
 
@@ -126,7 +133,7 @@ def _current(document: dict, journal: Path) -> tuple[dict, Path]:
     between two copies, so this copy still says "new" and that one "put back")."""
     for copy in _paths(document, "journals"):
         found = _read_journal(Path(copy)) if copy != os.fspath(journal) and os.path.lexists(copy) else None
-        if found is not None and found.get("undoes") == document:
+        if found is not None and found.get("undoes") == _digest(document):
             return found, Path(copy)
     return document, journal
 
