@@ -543,3 +543,22 @@ def test_a_text_index_of_train_and_tune_issues_passes(s8f, tmp_path, form):
     _passes(tmp_path, f"index-{form}", PROSE_INDEXES[form](records))
     tests = [{**r, "body": r["body"] + "\nsplit: test\n"} for r in json.loads(s8f.public.read_bytes())["records"]]
     _refused(tmp_path, f"index-test-{form}", PROSE_INDEXES[form]([{**r, "title": "test"} for r in tests]))
+
+
+def test_a_public_corpus_csv_over_the_read_limit_passes(s8f, tmp_path, monkeypatch):
+    """The public corpus as a CSV over FILE_LIMIT, read in pieces: each piece was cut at its
+    last line end, inside a quoted body, so the next piece's rows came apart, went to the value
+    test as rows of another width, and the corpus was refused as test answers. A piece ends
+    where a row does; answers appended to the corpus table are still found."""
+    import pandas as pd
+
+    from microctx.candidates import answer_guard
+
+    public = pd.DataFrame(json.loads(s8f.public.read_bytes())["records"])
+    monkeypatch.setattr(answer_guard, "FILE_LIMIT", 1 << 18)
+    monkeypatch.setattr(answer_guard, "_CHUNK", 1 << 16)
+    body = public.to_csv(index=False).encode()
+    assert len(body) > 5 * answer_guard.FILE_LIMIT and b"\n" in body[body.index(b'"') :]
+    _passes(tmp_path, "public.csv", body)
+    tests = public[public["split"] == "test"].iloc[:40][["id", "split", "state"]]
+    _refused(tmp_path, "public.csv", body + tests.to_csv(index=False, header=False).encode())

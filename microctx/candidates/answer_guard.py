@@ -358,12 +358,26 @@ def _large_holds(path: object, first: bytes, rest, tally: _Tally) -> bool:
     offset, carry = 0, b""
     while block := stream.read(_CHUNK):
         data = carry + block
-        cut = data.rfind(b"\n") + 1 or len(data)
+        cut = _row_end(data) if named and len(data) <= 4 * _CHUNK else 0
+        cut = cut or data.rfind(b"\n") + 1 or len(data)
         piece, carry = data[:cut], data[cut:]
         if _csv_holds(header + piece if named and offset else piece, tally, offset):
             return True
         offset += len(piece)
     return _csv_holds(header + carry if named else carry, tally, offset)
+
+
+def _row_end(data: bytes) -> int:
+    """Where the last whole CSV row of `data` (which starts a row) ends: after a line end outside
+    quotes (a cell quoting an issue's body holds line ends); 0 when there is none."""
+    quotes = data.count(b'"')
+    end = len(data)
+    while (line_end := data.rfind(b"\n", 0, end)) >= 0:
+        quotes -= data.count(b'"', line_end + 1, end)
+        if quotes % 2 == 0:
+            return line_end + 1
+        end = line_end
+    return 0
 
 
 def _content_holds(path: object, reader, tally: _Tally) -> bool:
