@@ -562,3 +562,18 @@ def test_a_public_corpus_csv_over_the_read_limit_passes(s8f, tmp_path, monkeypat
     _passes(tmp_path, "public.csv", body)
     tests = public[public["split"] == "test"].iloc[:40][["id", "split", "state"]]
     _refused(tmp_path, "public.csv", body + tests.to_csv(index=False, header=False).encode())
+
+
+PRINTED = {
+    "to-string": lambda t: t[["id", "split", "state"]].to_string(header=False).encode(),
+    "print-rows": lambda t: "".join(f"{r.id} {r.split} {r.state}\n" for r in t.itertuples()).encode(),
+    "pipes": lambda t: "".join(f"| {r.id} | {r.split} | {r.state} |\n" for r in t.itertuples()).encode(),
+}
+
+
+@pytest.mark.parametrize("form", sorted(PRINTED))
+def test_answers_printed_as_a_table_without_names_are_found(s8f, frame, tmp_path, form):
+    """A split name is a value, not a word of prose (the test above), but a printed table's
+    cell after a space is one: `print(id, split, state)`, pandas' `to_string`, a Markdown table."""
+    _passes(tmp_path, f"printed-{form}-train.txt", PRINTED[form](frame[frame["split"] != "test"]))
+    _refused(tmp_path, f"printed-{form}.txt", PRINTED[form](frame[frame["split"] == "test"].iloc[:40]))

@@ -56,6 +56,7 @@ _SEPARATOR = frozenset(b"\n\r\t,;|\"'[]{}=:")
 _LEAD = frozenset(b":-,|")  # before a space, what opens a value ("split: test", "- test", "a, test")
 _HARD_END = frozenset(b"\n\r,;|\"']}")
 _SPLIT_HEADS = (b"test", b"trai", b"tune")
+_ID_END = re.compile(rb"issue-[0-9]{1,19}\Z")
 
 
 def _binary(byte: int | None) -> bool:
@@ -97,7 +98,11 @@ def _is_value(data: bytes, start: int, end: int) -> bool:
         at = start - 1
         while at > 0 and data[at - 1] == 0x20 and start - at < 64:
             at -= 1
-        return hard and (at == 0 or data[at - 1] in _LEAD)
+        if at == 0 or hard and data[at - 1] in _LEAD:
+            return True
+        # a printed table's cell: after an id ("issue-12  test  CLOSED", pandas' to_string) or a `|`
+        cell = data[at - 1] == 0x7C or _ID_END.search(data, max(0, at - 30), at) is not None
+        return cell and (hard or follow == 0x20)
     return (before in _SEPARATOR or _binary(before)) and (hard or follow in _SEPARATOR or _binary(follow))
 
 
