@@ -568,12 +568,17 @@ PRINTED = {
     "to-string": lambda t: t[["id", "split", "state"]].to_string(header=False).encode(),
     "print-rows": lambda t: "".join(f"{r.id} {r.split} {r.state}\n" for r in t.itertuples()).encode(),
     "pipes": lambda t: "".join(f"| {r.id} | {r.split} | {r.state} |\n" for r in t.itertuples()).encode(),
+    "html": lambda t: t[["id", "split", "state"]].to_html().encode(),
+    "xml": lambda t: t[["id", "split", "state"]].to_xml(parser="etree").encode(),
+    "key-value": lambda t: "".join(f"id={r.id} split={r.split} state={r.state}\n" for r in t.itertuples()).encode(),
+    "latex": lambda t: "".join(f"{r.id} & {r.split} & {r.state} \\\\\n" for r in t.itertuples()).encode(),
+    "slash": lambda t: "".join(f"{r.id}/{r.split}\n" for r in t.itertuples()).encode(),
 }
 
 
 @pytest.mark.parametrize("form", sorted(PRINTED))
 def test_answers_printed_as_a_table_without_names_are_found(s8f, frame, tmp_path, form):
     """A split name is a value, not a word of prose (the test above), but a printed table's
-    cell after a space is one: `print(id, split, state)`, pandas' `to_string`, a Markdown table."""
+    cell is one: `print(id, split, state)`, pandas' `to_string`, Markdown, HTML, XML, LaTeX, `key=value`."""
     _passes(tmp_path, f"printed-{form}-train.txt", PRINTED[form](frame[frame["split"] != "test"]))
     _refused(tmp_path, f"printed-{form}.txt", PRINTED[form](frame[frame["split"] == "test"].iloc[:40]))

@@ -52,17 +52,15 @@ _KINDS = frozenset({"gzip", "bz2", "xz", "lzma", "zlib", "git pack", "zip", "tar
 # store strings ("issue-5105issue-5106", "testtraintest", "issue-5105testCLOSED")
 _TOKENS = re.compile(rb"issue-[0-9]{1,19}|(?:test|train|tune)(?=test|train|tune|[^a-z_]|\Z)")
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz_")
-_SEPARATOR = frozenset(b"\n\r\t,;|\"'[]{}=:")
-_LEAD = frozenset(b":-,|")  # before a space, what opens a value ("split: test", "- test", "a, test")
-_HARD_END = frozenset(b"\n\r,;|\"']}")
+_OPENER = frozenset(b"\t,;|\"'[]{}=:<>/")  # glued before a value ("id=test", "<td>test", "issue-1/test")
+_LEAD = frozenset(b"\n\r\t:-,;|=&>")  # before spaces, what opens a value ("split: test", "- test", "a & test")
+_HARD_END = frozenset(b"\n\r\t,;|\"']}<&\\")
 _SPLIT_HEADS = (b"test", b"trai", b"tune")
 _ID_END = re.compile(rb"issue-[0-9]{1,19}\Z")
 
 
-def _binary(byte: int | None) -> bool:
-    if byte is None:
-        return False
-    return byte < 0x20 or byte >= 0x7F or 0x41 <= byte <= 0x5A or 0x30 <= byte <= 0x39  # control, non-ASCII, A-Z, 0-9
+def _binary(byte: int | None) -> bool:  # a control byte, non-ASCII, A-Z or 0-9: a binary format's next string
+    return byte is not None and (byte < 0x20 or byte >= 0x7F or 0x41 <= byte <= 0x5A or 0x30 <= byte <= 0x39)
 
 
 def tokens(data: bytes, offset: int = 0) -> Iterator[tuple[int, bytes]]:
@@ -83,27 +81,36 @@ def tokens(data: bytes, offset: int = 0) -> Iterator[tuple[int, bytes]]:
         yield offset + start, token
 
 
+def _ends(data: bytes, end: int) -> bool:
+    """A value ends at `end`: the data's end, a separator, another split name or a binary
+    format's next string; or spaces before what is not a word ("test  CLOSED", "test & ..."); or
+    a heading's `:` before a line, a list or a mapping. Not a sentence or a name going on
+    ("test proving", "test(ci)", "test-covered", "test.ps1", "test/java", "test: add")."""
+    follow = data[end] if end < len(data) else None
+    if follow is None or follow in _HARD_END or data[end : end + 4] in _SPLIT_HEADS or _binary(follow):
+        return True
+    if follow in (0x20, 0x3A):
+        rest = data[end + 1 : end + 66].lstrip(b" ")
+        return not rest or not (rest[:1].isalpha() if follow == 0x3A else rest[:1].islower())
+    return False
+
+
 def _is_value(data: bytes, start: int, end: int) -> bool:
     """The split name at `start:end` stands as a value, not as a word of prose (see `tokens`)."""
-    follow = data[end] if end < len(data) else None
-    if follow == 0x3A:  # ":": a heading only when a line, a list or a mapping follows
-        rest = data[end + 1 : end + 3].lstrip(b" ")
-        hard = not rest or rest[:1] in (b"\n", b"\r", b"[", b"{", b'"')
-    else:
-        hard = follow is None or follow in _HARD_END or data[end : end + 4] in _SPLIT_HEADS
-    if start == 0:
-        return hard or follow in _SEPARATOR or _binary(follow)
-    before = data[start - 1]
-    if before == 0x20:  # after a space: a value only after what opens one, and ending a field
+    before = data[start - 1] if start else None
+    if before is None or before in (0x0A, 0x0D):
+        return _ends(data, end)
+    if before == 0x20:  # after spaces: a value after what opens one, an id ("issue-12  test") or a line's start
         at = start - 1
         while at > 0 and data[at - 1] == 0x20 and start - at < 64:
             at -= 1
-        if at == 0 or hard and data[at - 1] in _LEAD:
-            return True
-        # a printed table's cell: after an id ("issue-12  test  CLOSED", pandas' to_string) or a `|`
-        cell = data[at - 1] == 0x7C or _ID_END.search(data, max(0, at - 30), at) is not None
-        return cell and (hard or follow == 0x20)
-    return (before in _SEPARATOR or _binary(before)) and (hard or follow in _SEPARATOR or _binary(follow))
+        lead = at == 0 or data[at - 1] in _LEAD or _ID_END.search(data, max(0, at - 30), at) is not None
+        return lead and _ends(data, end)
+    if before == 0x2F:  # "/": a value ("issue-1/test") only where it ends, never a path going on
+        return _ends(data, end) and data[end : end + 1] != b"/"
+    if before in _OPENER or _binary(before):  # glued: "id=test state=CLOSED", "<td>test</td>"
+        return data[end : end + 1] not in (b"(", b"-", b".", b"/") and (data[end : end + 1] != b":" or _ends(data, end))
+    return False
 
 
 @dataclass(frozen=True)
