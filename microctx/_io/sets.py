@@ -278,10 +278,8 @@ def tidy(folder: Path) -> None:
     except OSError:
         return
     pending = _read_journal(folder / JOURNAL) if os.path.lexists(folder / JOURNAL) else None
-    if pending is not None:
-        pending = _current(pending, folder / JOURNAL)[
-            0
-        ]  # a set still to finish (its other folders not held): its files are not litter
+    if pending is not None:  # a set still to finish (its other folders not held): its files are not litter
+        pending, _ = _current(pending, folder / JOURNAL)
         named = {os.path.basename(source) for source, _ in _moves(pending)}
         entries = [e for e in entries if e.name not in named]
     for entry in entries:
