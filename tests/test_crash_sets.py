@@ -118,7 +118,9 @@ def test_freeze_killed_by_strace_between_renames(tmp_path):
     assert contents(folder, TRIO) == contents(expected, TRIO)
 
 
-def test_grade_and_fact_table_are_old_or_new_after_a_kill(tmp_path):
+def perfect_and_spoiled(tmp_path: Path) -> Path:
+    """Two submissions of the synthetic test answers in `tmp_path`: `perfect.json` and
+    `spoiled.json` (every label dropped); returns the answer bundle."""
     from microctx.contract.canonical import dumps
     from microctx.contract.schemas import load_answers
 
@@ -132,6 +134,11 @@ def test_grade_and_fact_table_are_old_or_new_after_a_kill(tmp_path):
     spoiled = {**perfect, "answers": [{**a, "labels": []} for a in perfect["answers"]]}
     (tmp_path / "perfect.json").write_bytes(dumps(perfect))
     (tmp_path / "spoiled.json").write_bytes(dumps(spoiled))
+    return answers
+
+
+def test_grade_and_fact_table_are_old_or_new_after_a_kill(tmp_path):
+    answers = perfect_and_spoiled(tmp_path)
     folder = tmp_path / "g"
     folder.mkdir()
     names = ("grade.json", "grade.facts.csv")
@@ -469,19 +476,7 @@ def test_ctrl_c_between_two_steps_of_a_set_leaves_it_whole(tmp_path):
     that tidies up removed the journal and the temporary files not yet renamed, so the folder
     kept a mix (a new grade beside the old fact table) that no reader could finish. Now Ctrl-C is
     held back while the set's steps run: the command ends interrupted (130) with the set new."""
-    from microctx.contract.canonical import dumps
-    from microctx.contract.schemas import load_answers
-
-    answers = ROOT / "tests" / "data" / "synthetic-answers.json"
-    document = load_answers(answers)
-    perfect = {
-        "schema": "fak-microcontext-submission/1",
-        "corpus_sha256": document["corpus_sha256"],
-        "answers": [a for a in document["answers"] if a["split"] == "test"],
-    }
-    spoiled = {**perfect, "answers": [{**a, "labels": []} for a in perfect["answers"]]}
-    (tmp_path / "perfect.json").write_bytes(dumps(perfect))
-    (tmp_path / "spoiled.json").write_bytes(dumps(spoiled))
+    answers = perfect_and_spoiled(tmp_path)
     names = ("grade.json", "grade.facts.csv")
 
     def grade(submission: str, out: Path, kill_at=None):
