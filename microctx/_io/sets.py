@@ -54,26 +54,32 @@ def journal_bytes(
     return orjson.dumps(document)
 
 
-def _read_journal(path: Path) -> dict | None:
-    """The journal at `path` when it is one this user could have written: a regular file (not a
-    link, never a FIFO to block on) owned by this user, at most 1 MiB of JSON with our schema."""
+def _small_document(path: Path, limit: int, own: bool = False) -> dict | None:
+    """The JSON object in the file at `path` when it is a regular file (not a link, never a FIFO
+    to block on: opened O_NOFOLLOW, O_NONBLOCK), of at most `limit` bytes, and with `own` owned by
+    this user; else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        if not stat.S_ISREG(info.st_mode) or (own and info.st_uid != os.geteuid()):
             return None
-        data = os.read(fd, _JOURNAL_LIMIT + 1)
-        document = orjson.loads(data)
+        data = os.read(fd, limit + 1)
+        document = orjson.loads(data) if len(data) <= limit else None
     except (OSError, orjson.JSONDecodeError):
         return None
     finally:
         os.close(fd)
-    if not isinstance(document, dict) or document.get("schema") != JOURNAL_SCHEMA:
-        return None
-    return document
+    return document if isinstance(document, dict) else None
+
+
+def _read_journal(path: Path) -> dict | None:
+    """The journal at `path` when it is one this user could have written: owned by this user, at
+    most 1 MiB of JSON with our schema (`_small_document`)."""
+    document = _small_document(path, _JOURNAL_LIMIT, own=True)
+    return document if document is not None and document.get("schema") == JOURNAL_SCHEMA else None
 
 
 ACT, DROP, IGNORE = "act", "drop", "ignore"
@@ -313,23 +319,6 @@ MANIFEST_LIMIT = 1 << 20
 def is_our_output(manifest: Path, schema_prefix: str = "microctx-") -> bool:
     """True when `manifest` is a regular JSON file (at most 1 MiB) whose `schema` is one of ours
     (starts with `schema_prefix`): what marks a folder as a microctx output, never its file names."""
-    try:
-        fd = os.open(manifest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        data = os.read(fd, MANIFEST_LIMIT + 1)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    if len(data) > MANIFEST_LIMIT:
-        return False
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    schema = document.get("schema") if isinstance(document, dict) else None
+    document = _small_document(manifest, MANIFEST_LIMIT)
+    schema = document.get("schema") if document is not None else None
     return isinstance(schema, str) and schema.startswith(schema_prefix)

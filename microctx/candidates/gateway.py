@@ -244,7 +244,8 @@ class Gateway:
             return None
         from microctx.candidates.run_files import read_regular
 
-        data, _ = read_regular(Path(self.settings.cache), f"{digest}.json", 4 * _BODY_LIMIT)  # no link, no FIFO
+        entry = _cache_path(self.settings.cache, digest)
+        data, _ = read_regular(entry.parent, entry.name, 4 * _BODY_LIMIT)  # no link, no FIFO
         try:
             stored = orjson.loads(data) if data is not None else None
             return (stored["content_type"], stored["body"].encode()) if stored is not None else None

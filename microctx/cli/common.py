@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-# The shared number types live at the base (microctx.options): `microctx study` uses them too.
-from microctx.options import MAX_SECONDS, N_BOOT, POSITIVE, SEED, bounded_int  # noqa: F401
-from microctx.options import seconds as _seconds  # noqa: F401
-
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 

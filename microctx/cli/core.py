@@ -5,17 +5,16 @@ from __future__ import annotations
 from microctx.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
-    POSITIVE,
     _check_paths,
     _held_out_look,
     _say,
-    _seconds,
     _semantic_layer,
     _semantic_paths,
     _stage_semantic,
     add_inputs,
 )
 from microctx.errors import InputError
+from microctx.options import POSITIVE, seconds
 
 
 def cmd_freeze(args) -> int:
@@ -287,7 +286,7 @@ def _fetch_parsers(sub) -> None:
     )
     p.add_argument(
         "--deadline",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_FETCH_DEADLINE,
         metavar="SECONDS",
         help="give up (exit 2) when the whole fetch, rate-limit waits included, takes longer; default %(default)g",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_OK, _say, bounded_int
+from microctx.cli.common import EXIT_OK, _say
+from microctx.options import bounded_int
 
 
 def cmd_lab(args) -> int:

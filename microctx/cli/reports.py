@@ -9,13 +9,10 @@ import sys
 from microctx.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
-    N_BOOT,
-    SEED,
     _check_paths,
     _report_done,
     _s8f_default,
     _say,
-    _seconds,
     _semantic_layer,
     _semantic_paths,
     _stage_semantic,
@@ -23,6 +20,7 @@ from microctx.cli.common import (
     _stats_options,
     add_inputs,
 )
+from microctx.options import N_BOOT, SEED, seconds
 
 
 def _semantic(args) -> str | None:
@@ -250,7 +248,7 @@ def _report_parsers(sub) -> None:
         default="auto",
         help="candidates: run exact-sql and text-only; planted: oracle + planted faults; auto (default): candidates",
     )
-    p.add_argument("--timeout", type=_seconds, help="seconds allowed per candidate run")
+    p.add_argument("--timeout", type=seconds, help="seconds allowed per candidate run")
     p.set_defaults(func=cmd_demo)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _say, _seconds
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _check_paths, _say
 from microctx.errors import InputError
+from microctx.options import seconds
 
 
 def _parse_params(pairs: list[str]) -> dict:
@@ -245,9 +246,7 @@ def _candidate_parsers(sub, describe: bool = True) -> None:
     p.add_argument("--submission", required=True, help="submission to write; the run manifest goes beside it")
     p.add_argument("--devkit", help="train/tune answers for tuning (from `microctx devkit`); test answers are refused")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="candidate parameter (repeatable; JSON values)")
-    p.add_argument(
-        "--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this many seconds (default 3600)"
-    )
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS", help="kill the candidate after this many seconds (default 3600)")
     p.add_argument(
         "--cmd", metavar="TEMPLATE", help="run a command instead: placeholders {public} {submission} {devkit} {params} {python}"
     )

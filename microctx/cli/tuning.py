@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, _seconds, add_inputs, bounded_int
+from microctx.cli.common import EXIT_FAIL, EXIT_OK, _report_done, _say, add_inputs
 from microctx.errors import InputError
+from microctx.options import bounded_int, seconds
 
 
 def cmd_sweep(args) -> int:
@@ -142,7 +143,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask distributed cluster")
     p.add_argument(
         "--connect-timeout",
-        type=_seconds,
+        type=seconds,
         default=5.0,
         metavar="SECONDS",
         help="give up on an unreachable scheduler after this long (default %(default)s)",
@@ -157,9 +158,7 @@ def _tuning_parsers(sub, report_kinds) -> None:
     p.add_argument("selected", metavar="DIR/selected.json")
     add_inputs(p, "--public", "--answers")
     p.add_argument("--out", required=True, metavar="DIR2")
-    p.add_argument(
-        "--timeout", type=_seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)"
-    )
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS", help="kill the candidate after this long (default: the sweep's)")
     p.add_argument(
         "--allow-process-isolation",
         action="store_true",
